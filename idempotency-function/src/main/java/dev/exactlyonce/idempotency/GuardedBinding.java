@@ -1,0 +1,14 @@
+package dev.exactlyonce.idempotency;
+
+import java.util.List;
+
+/**
+ * A binding whose function definition starts with the guard.
+ *
+ * @param bindingName the input binding, for example {@code idempotencyGuardreserveStock-in-0}
+ * @param definition the function definition, for example {@code idempotencyGuard|reserveStock}
+ * @param businessFunctions the functions composed after the guard
+ * @param payloadTypes the payload type of the first business function, per event name
+ */
+record GuardedBinding(
+        String bindingName, String definition, List<String> businessFunctions, PayloadTypes payloadTypes) {}

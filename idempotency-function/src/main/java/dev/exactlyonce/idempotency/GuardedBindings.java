@@ -1,0 +1,183 @@
+package dev.exactlyonce.idempotency;
+
+import java.lang.reflect.Type;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.beans.factory.ListableBeanFactory;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.cloud.function.context.FunctionCatalog;
+import org.springframework.cloud.function.context.catalog.FunctionTypeUtils;
+import org.springframework.cloud.function.context.catalog.SimpleFunctionRegistry.FunctionInvocationWrapper;
+import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.messaging.support.InterceptableChannel;
+import org.springframework.transaction.PlatformTransactionManager;
+
+/**
+ * Finds the bindings whose function definition contains the guard, checks that the guarantee can hold for each,
+ * and installs {@link TransactionPerMessage} on its input channel. Runs once all singletons exist, before the
+ * bindings start consuming. Start-up fails, with what to change, when:
+ *
+ * <ul>
+ *   <li>the guard is not the first function of the definition, or has nothing composed after it;
+ *   <li>a function composed after it is not a plain {@code Consumer} or {@code Function} bean, or takes a reactive
+ *       input (its work would outlive the transaction);
+ *   <li>there is no DataSource, or no transaction manager that manages it;
+ *   <li>the binding's input is not a channel the transaction can be held around.
+ * </ul>
+ */
+final class GuardedBindings implements SmartInitializingSingleton {
+
+    private static final Logger logger = LoggerFactory.getLogger(GuardedBindings.class);
+
+    private final ListableBeanFactory beanFactory;
+
+    private final BusinessFunctionDecorator decorator;
+
+    private final ObjectProvider<DataSource> dataSources;
+
+    private final ObjectProvider<PlatformTransactionManager> transactionManagers;
+
+    private final List<GuardedBinding> bindings = new ArrayList<>();
+
+    GuardedBindings(
+            ListableBeanFactory beanFactory,
+            BusinessFunctionDecorator decorator,
+            ObjectProvider<DataSource> dataSources,
+            ObjectProvider<PlatformTransactionManager> transactionManagers) {
+        this.beanFactory = beanFactory;
+        this.decorator = decorator;
+        this.dataSources = dataSources;
+        this.transactionManagers = transactionManagers;
+    }
+
+    /** The guarded bindings found at start-up. */
+    List<GuardedBinding> bindings() {
+        return Collections.unmodifiableList(this.bindings);
+    }
+
+    @Override
+    public void afterSingletonsInstantiated() {
+        Map<String, BindableFunctionProxyFactory> bindables =
+                this.beanFactory.getBeansOfType(BindableFunctionProxyFactory.class, false, false);
+        for (BindableFunctionProxyFactory bindable : bindables.values()) {
+            String definition = bindable.getFunctionDefinition();
+            List<String> parts = FunctionDefinitions.parts(definition);
+            if (parts.contains(IdempotencyGuard.NAME)) {
+                install(definition, parts, bindable);
+            }
+        }
+    }
+
+    private void install(String definition, List<String> parts, BindableFunctionProxyFactory bindable) {
+        checkComposition(definition, parts);
+        List<String> businessFunctions = parts.subList(1, parts.size());
+        businessFunctions.forEach(name -> checkDecorated(definition, name));
+        PayloadTypes payloadTypes = PayloadTypes.of(payloadType(definition, businessFunctions.get(0)));
+        PlatformTransactionManager transactionManager = transactionManager(definition);
+        for (String bindingName : bindable.getInputs()) {
+            GuardedBinding binding = new GuardedBinding(bindingName, definition, businessFunctions, payloadTypes);
+            inputChannel(binding).addInterceptor(0, new TransactionPerMessage(binding, transactionManager));
+            this.bindings.add(binding);
+            logger.info(
+                    "Guarding binding {} ({}): one transaction per message, events {}",
+                    bindingName,
+                    definition,
+                    payloadTypes.eventNames().isEmpty() ? "of any name" : payloadTypes.eventNames());
+        }
+    }
+
+    private static void checkComposition(String definition, List<String> parts) {
+        if (!parts.get(0).equals(IdempotencyGuard.NAME)) {
+            throw new IdempotencyException(("'%s' composes %s after %s, where no transaction holds it. Put it"
+                            + " first: spring.cloud.function.definition=%s|%s")
+                    .formatted(
+                            definition,
+                            IdempotencyGuard.NAME,
+                            parts.get(0),
+                            IdempotencyGuard.NAME,
+                            String.join(
+                                    "|",
+                                    parts.stream()
+                                            .filter(part -> !part.equals(IdempotencyGuard.NAME))
+                                            .toList())));
+        }
+        if (parts.size() == 1 || parts.lastIndexOf(IdempotencyGuard.NAME) != 0) {
+            throw new IdempotencyException(
+                    "'%s' must compose %s once, followed by the business function it protects: %s|yourFunction"
+                            .formatted(definition, IdempotencyGuard.NAME, IdempotencyGuard.NAME));
+        }
+    }
+
+    private void checkDecorated(String definition, String name) {
+        if (!this.decorator.isDecorated(name)) {
+            String found = this.beanFactory.containsBean(name)
+                    ? "a " + this.beanFactory.getType(name)
+                    : "no bean of that name (a FunctionRegistration or a function from another catalog)";
+            throw new IdempotencyException(("'%s' composes '%s' after %s, but it cannot be protected: it is %s."
+                            + " Declare it as a java.util.function.Consumer or Function @Bean named '%s'")
+                    .formatted(definition, name, IdempotencyGuard.NAME, found, name));
+        }
+    }
+
+    private Type payloadType(String definition, String businessFunction) {
+        FunctionCatalog catalog = this.beanFactory.getBean(FunctionCatalog.class);
+        FunctionInvocationWrapper function = catalog.lookup(businessFunction);
+        if (function == null || function.isSupplier() || function.getInputType() == null) {
+            throw new IdempotencyException("'%s' composes '%s', which takes no input; compose a Consumer or Function"
+                    .formatted(definition, businessFunction));
+        }
+        Type inputType = function.getInputType();
+        if (FunctionTypeUtils.isPublisher(inputType)) {
+            throw new IdempotencyException(("'%s' composes '%s', a reactive function: its work would run after the"
+                            + " transaction of the message ends. Take the payload (or Message<payload>) instead of"
+                            + " a Flux or Mono")
+                    .formatted(definition, businessFunction));
+        }
+        return FunctionTypeUtils.isMessage(inputType) ? FunctionTypeUtils.getGenericType(inputType) : inputType;
+    }
+
+    private PlatformTransactionManager transactionManager(String definition) {
+        DataSource dataSource = this.dataSources.getIfUnique();
+        if (dataSource == null) {
+            throw new IdempotencyException(("'%s' needs the service's DataSource to record processed events, and"
+                            + " there is none (or several and none is @Primary). Add spring-boot-starter-jdbc and"
+                            + " set spring.datasource.url")
+                    .formatted(definition));
+        }
+        PlatformTransactionManager transactionManager = this.transactionManagers.getIfUnique();
+        if (transactionManager == null) {
+            throw new IdempotencyException(("'%s' needs a transaction manager for the service's DataSource, and there"
+                            + " is none (or several and none is @Primary). Keep Spring Boot's"
+                            + " DataSourceTransactionManagerAutoConfiguration, or mark yours @Primary")
+                    .formatted(definition));
+        }
+        if (transactionManager instanceof DataSourceTransactionManager managed
+                && managed.getDataSource() != dataSource) {
+            throw new IdempotencyException(("'%s': the transaction manager manages another DataSource than the one"
+                            + " the guard writes to, so the claim would not commit with the business effect. Make"
+                            + " the service's DataSource and its transaction manager @Primary")
+                    .formatted(definition));
+        }
+        return transactionManager;
+    }
+
+    private InterceptableChannel inputChannel(GuardedBinding binding) {
+        Object channel = this.beanFactory.getBean(binding.bindingName());
+        if (!(channel instanceof InterceptableChannel interceptable)) {
+            throw new IdempotencyException(("binding %s of '%s' is a %s; the guard needs a subscribable message"
+                            + " channel (a reactive or pollable binding cannot hold a transaction per message)")
+                    .formatted(
+                            binding.bindingName(),
+                            binding.definition(),
+                            channel.getClass().getName()));
+        }
+        return interceptable;
+    }
+}

@@ -1,0 +1,64 @@
+package dev.exactlyonce.idempotency;
+
+import org.jspecify.annotations.Nullable;
+import org.springframework.transaction.TransactionStatus;
+
+/**
+ * The composed invocation of a guarded binding under way on this thread: its binding, its transaction and whether
+ * the guard found the event already processed. Opened and closed by {@link TransactionPerMessage}.
+ */
+final class GuardedInvocation {
+
+    private static final ThreadLocal<GuardedInvocation> CURRENT = new ThreadLocal<>();
+
+    private final GuardedBinding binding;
+
+    private final TransactionStatus transaction;
+
+    private final @Nullable GuardedInvocation outer;
+
+    private boolean duplicate;
+
+    private GuardedInvocation(
+            GuardedBinding binding, TransactionStatus transaction, @Nullable GuardedInvocation outer) {
+        this.binding = binding;
+        this.transaction = transaction;
+        this.outer = outer;
+    }
+
+    static GuardedInvocation open(GuardedBinding binding, TransactionStatus transaction) {
+        GuardedInvocation invocation = new GuardedInvocation(binding, transaction, CURRENT.get());
+        CURRENT.set(invocation);
+        return invocation;
+    }
+
+    static @Nullable GuardedInvocation current() {
+        return CURRENT.get();
+    }
+
+    /** Whether the invocation under way on this thread is a duplicate, so its business functions must not run. */
+    static boolean isDuplicate() {
+        GuardedInvocation current = CURRENT.get();
+        return current != null && current.duplicate;
+    }
+
+    GuardedBinding binding() {
+        return this.binding;
+    }
+
+    TransactionStatus transaction() {
+        return this.transaction;
+    }
+
+    void markDuplicate() {
+        this.duplicate = true;
+    }
+
+    void close() {
+        if (this.outer == null) {
+            CURRENT.remove();
+        } else {
+            CURRENT.set(this.outer);
+        }
+    }
+}

@@ -1,0 +1,92 @@
+package dev.exactlyonce.idempotency;
+
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import java.util.function.Function;
+import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.support.MessageBuilder;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+import tools.jackson.databind.JsonNode;
+
+/**
+ * The {@code idempotencyGuard} function: composed first, as in
+ * {@code spring.cloud.function.definition: idempotencyGuard|reserveStock}, it lets each event through to the
+ * business function once.
+ *
+ * <p>For each message, inside the transaction the library opened around the composed invocation:
+ *
+ * <ol>
+ *   <li>reads the envelope and maps its payload to the business function's input type; a message that is not a
+ *       valid envelope, names an event the function does not handle or carries a payload that does not map is
+ *       rejected with a {@link RejectedMessageException}, before any write;
+ *   <li>claims the event id with one {@code INSERT ... ON CONFLICT DO NOTHING} into {@code processed_event};
+ *   <li>one row inserted: returns the typed payload, with the event id, name and time as headers
+ *       ({@link EventHeaders}), and the business function runs in the same transaction;
+ *   <li>zero rows: the event was already processed; no business function is called, and the message is
+ *       acknowledged once the (empty) transaction commits.
+ * </ol>
+ *
+ * <p>If the business function throws, the transaction rolls back with the claim, so the retry processes the event
+ * again. If two deliveries of one event run at once, the second claim waits for the first transaction: it finds the
+ * row if that one commits, and claims the event if it rolls back.
+ */
+public final class IdempotencyGuard implements Function<Message<byte[]>, @Nullable Message<Object>> {
+
+    /** The bean and function name of the guard. */
+    public static final String NAME = "idempotencyGuard";
+
+    private static final Logger logger = LoggerFactory.getLogger(IdempotencyGuard.class);
+
+    private final EnvelopeCodec codec;
+
+    private final ProcessedEventStore store;
+
+    private final DataSource dataSource;
+
+    IdempotencyGuard(EnvelopeCodec codec, ProcessedEventStore store, DataSource dataSource) {
+        this.codec = codec;
+        this.store = store;
+        this.dataSource = dataSource;
+    }
+
+    @Override
+    public @Nullable Message<Object> apply(Message<byte[]> message) {
+        GuardedInvocation invocation = currentInvocation();
+        EventEnvelope<JsonNode> envelope = this.codec.decode(message.getPayload());
+        Object payload = this.codec.readPayload(
+                envelope, invocation.binding().payloadTypes().typeFor(envelope));
+        if (!this.store.claim(envelope.eventId())) {
+            invocation.markDuplicate();
+            logger.warn(
+                    "Discarded event {} ({}): already processed by this service",
+                    envelope.eventId(),
+                    envelope.eventName());
+            return null;
+        }
+        logger.debug("Claimed event {} ({})", envelope.eventId(), envelope.eventName());
+        MessageBuilder<Object> builder = MessageBuilder.withPayload(payload)
+                .copyHeaders(message.getHeaders())
+                .setHeader(EventHeaders.EVENT_ID, envelope.eventId())
+                .setHeader(EventHeaders.EVENT_NAME, envelope.eventName());
+        if (envelope.occurredAt() != null) {
+            builder.setHeader(EventHeaders.OCCURRED_AT, envelope.occurredAt());
+        }
+        return builder.build();
+    }
+
+    private GuardedInvocation currentInvocation() {
+        GuardedInvocation invocation = GuardedInvocation.current();
+        if (invocation == null || !TransactionSynchronizationManager.hasResource(this.dataSource)) {
+            throw new IllegalStateException(NAME + " ran outside the transaction the library opens around a guarded"
+                    + " binding, so its claim could not commit with the business effect. Compose it first in"
+                    + " spring.cloud.function.definition (idempotencyGuard|yourFunction) and let the binder"
+                    + " deliver the message; do not call it directly.");
+        }
+        return invocation;
+    }
+}

@@ -1,0 +1,56 @@
+package dev.exactlyonce.idempotency;
+
+import java.util.UUID;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * A message that can never be processed, whatever the number of attempts: it is not an event envelope, it names no
+ * event this service handles, or its payload does not map to the event's type. Such a message must go to the
+ * dead-letter queue at once, without retry, and leave no {@code processed_event} row behind.
+ */
+public class RejectedMessageException extends IdempotencyException {
+
+    private static final long serialVersionUID = 1L;
+
+    /** Why a message was rejected; also the {@code reason} tag of the rejection meter. */
+    public enum Reason {
+        /** The body is empty or is not JSON. */
+        NOT_JSON,
+        /** The body is JSON but not an object. */
+        NOT_AN_OBJECT,
+        /** A required envelope field is missing or null. */
+        MISSING_FIELD,
+        /** The event id is not a UUID. */
+        INVALID_EVENT_ID,
+        /** The envelope's {@code occurred_at} is not an ISO-8601 instant. */
+        INVALID_OCCURRED_AT,
+        /** The event name is not one the business function handles. */
+        UNKNOWN_EVENT,
+        /** The payload does not map to the type of the event. */
+        INVALID_PAYLOAD
+    }
+
+    private final Reason reason;
+
+    private final @Nullable UUID eventId;
+
+    public RejectedMessageException(Reason reason, @Nullable UUID eventId, String message) {
+        this(reason, eventId, message, null);
+    }
+
+    public RejectedMessageException(Reason reason, @Nullable UUID eventId, String message, @Nullable Throwable cause) {
+        super(message, cause);
+        this.reason = reason;
+        this.eventId = eventId;
+    }
+
+    /** Why the message was rejected. */
+    public Reason reason() {
+        return this.reason;
+    }
+
+    /** The event id, when the message carried a readable one. */
+    public @Nullable UUID eventId() {
+        return this.eventId;
+    }
+}

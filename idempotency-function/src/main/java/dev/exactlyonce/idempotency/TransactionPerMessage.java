@@ -1,0 +1,87 @@
+package dev.exactlyonce.idempotency;
+
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.support.ChannelInterceptor;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.support.DefaultTransactionDefinition;
+
+/**
+ * Runs each message of a guarded binding in a database transaction of its own.
+ *
+ * <p>The binding's input channel is a direct channel: the binder's {@code send} runs the whole composed invocation
+ * (guard and business functions) on the consumer thread, and only returns once it is done. So:
+ *
+ * <ol>
+ *   <li>{@code preSend} begins the transaction and opens the {@link GuardedInvocation};
+ *   <li>the guard and the business functions run, all on the transaction's connection;
+ *   <li>{@code postSend}, reached only when they returned normally, commits; a failed commit throws out of
+ *       {@code send}, so the binder does not acknowledge the message;
+ *   <li>{@code afterSendCompletion} rolls back whatever did not commit (the claim included) and closes the
+ *       invocation. The binder then retries or dead-letters the message; each attempt is a new {@code send}, so a
+ *       new transaction.
+ * </ol>
+ *
+ * <p>Commit happens in {@code postSend} because exceptions thrown by {@code afterSendCompletion} are logged and
+ * swallowed by the channel.
+ */
+final class TransactionPerMessage implements ChannelInterceptor {
+
+    private static final Logger logger = LoggerFactory.getLogger(TransactionPerMessage.class);
+
+    private final GuardedBinding binding;
+
+    private final PlatformTransactionManager transactionManager;
+
+    private final TransactionDefinition definition;
+
+    TransactionPerMessage(GuardedBinding binding, PlatformTransactionManager transactionManager) {
+        this.binding = binding;
+        this.transactionManager = transactionManager;
+        DefaultTransactionDefinition definition = new DefaultTransactionDefinition();
+        definition.setName(binding.definition());
+        this.definition = definition;
+    }
+
+    GuardedBinding binding() {
+        return this.binding;
+    }
+
+    @Override
+    public Message<?> preSend(Message<?> message, MessageChannel channel) {
+        GuardedInvocation.open(this.binding, this.transactionManager.getTransaction(this.definition));
+        logger.debug("Began the transaction of a message of {}", this.binding.bindingName());
+        return message;
+    }
+
+    @Override
+    public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
+        this.transactionManager.commit(current().transaction());
+    }
+
+    @Override
+    public void afterSendCompletion(
+            Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
+        GuardedInvocation invocation = current();
+        try {
+            if (!invocation.transaction().isCompleted()) {
+                logger.debug("Rolling back the transaction of a message of {}", this.binding.bindingName());
+                this.transactionManager.rollback(invocation.transaction());
+            }
+        } finally {
+            invocation.close();
+        }
+    }
+
+    private GuardedInvocation current() {
+        GuardedInvocation invocation = GuardedInvocation.current();
+        if (invocation == null || invocation.binding() != this.binding) {
+            throw new IllegalStateException("No guarded invocation of " + this.binding.bindingName() + " is open");
+        }
+        return invocation;
+    }
+}

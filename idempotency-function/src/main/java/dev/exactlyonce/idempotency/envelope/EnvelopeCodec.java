@@ -1,0 +1,208 @@
+package dev.exactlyonce.idempotency.envelope;
+
+import dev.exactlyonce.idempotency.RejectedMessageException;
+import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
+import java.lang.reflect.Type;
+import java.time.Instant;
+import java.time.format.DateTimeParseException;
+import java.util.UUID;
+import java.util.stream.Collectors;
+import org.jspecify.annotations.Nullable;
+import org.springframework.util.Assert;
+import tools.jackson.core.JacksonException;
+import tools.jackson.databind.DeserializationFeature;
+import tools.jackson.databind.JavaType;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+import tools.jackson.databind.node.ObjectNode;
+
+/**
+ * Reads and writes the JSON event envelope.
+ *
+ * <p>{@link #decode(byte[])} checks the envelope itself: a JSON object with a UUID {@code event_id}, a non-empty
+ * {@code event_name}, a {@code payload} object and, when present, an ISO-8601 {@code occurred_at}. Anything else is a
+ * {@link RejectedMessageException} that names the reason. {@link #readPayload} maps the payload to the event's type;
+ * with the default mapper every record component is required, unknown properties are ignored (producers may add
+ * fields) and decimal strings such as {@code "2.000"} map to {@link java.math.BigDecimal}.
+ */
+public final class EnvelopeCodec {
+
+    static final String EVENT_ID = "event_id";
+    static final String EVENT_NAME = "event_name";
+    static final String OCCURRED_AT = "occurred_at";
+    static final String PAYLOAD = "payload";
+
+    private final JsonMapper jsonMapper;
+
+    /** A codec with the default mapper described above. */
+    public EnvelopeCodec() {
+        this(defaultJsonMapper());
+    }
+
+    /** A codec that maps payloads with the given mapper. */
+    public EnvelopeCodec(JsonMapper jsonMapper) {
+        Assert.notNull(jsonMapper, "jsonMapper must not be null");
+        this.jsonMapper = jsonMapper;
+    }
+
+    /** The mapper the no-argument constructor uses. */
+    public static JsonMapper defaultJsonMapper() {
+        return JsonMapper.builder()
+                .disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
+                .enable(DeserializationFeature.FAIL_ON_MISSING_CREATOR_PROPERTIES)
+                .enable(DeserializationFeature.FAIL_ON_NULL_CREATOR_PROPERTIES)
+                .enable(DeserializationFeature.FAIL_ON_NULL_FOR_PRIMITIVES)
+                .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+                .build();
+    }
+
+    /**
+     * Reads an envelope, leaving its payload as a JSON tree.
+     *
+     * @throws RejectedMessageException when the body is not a valid envelope
+     */
+    public EventEnvelope<JsonNode> decode(byte[] body) {
+        JsonNode root = parse(body);
+        UUID eventId = parseEventId(requiredText(root, EVENT_ID, null));
+        String eventName = requiredText(root, EVENT_NAME, eventId);
+        JsonNode payload = root.get(PAYLOAD);
+        if (payload == null || payload.isNull()) {
+            throw missing(PAYLOAD, eventId);
+        }
+        if (!payload.isObject()) {
+            throw new RejectedMessageException(
+                    Reason.INVALID_PAYLOAD, eventId, "the envelope's payload is not a JSON object");
+        }
+        return new EventEnvelope<>(eventId, eventName, occurredAt(root, eventId), payload);
+    }
+
+    /**
+     * Maps an envelope's payload to the given type.
+     *
+     * @throws RejectedMessageException when the payload does not map to the type
+     */
+    public <T> T readPayload(EventEnvelope<JsonNode> envelope, Type type) {
+        JavaType javaType = this.jsonMapper.constructType(type);
+        if (javaType.isTypeOrSubTypeOf(JsonNode.class)) {
+            return this.jsonMapper.convertValue(envelope.payload(), javaType);
+        }
+        try {
+            return this.jsonMapper.treeToValue(envelope.payload(), javaType);
+        } catch (JacksonException ex) {
+            throw new RejectedMessageException(
+                    Reason.INVALID_PAYLOAD,
+                    envelope.eventId(),
+                    "the payload of %s does not map to %s%s: %s"
+                            .formatted(
+                                    envelope.eventName(),
+                                    javaType.getRawClass().getSimpleName(),
+                                    location(ex),
+                                    ex.getOriginalMessage()),
+                    ex);
+        }
+    }
+
+    /** Writes an envelope; the payload is written with the codec's mapper. */
+    public byte[] encode(EventEnvelope<?> envelope) {
+        ObjectNode root = this.jsonMapper.createObjectNode();
+        root.put(EVENT_ID, envelope.eventId().toString());
+        root.put(EVENT_NAME, envelope.eventName());
+        if (envelope.occurredAt() != null) {
+            root.put(OCCURRED_AT, envelope.occurredAt().toString());
+        }
+        root.set(PAYLOAD, this.jsonMapper.valueToTree(envelope.payload()));
+        return this.jsonMapper.writeValueAsBytes(root);
+    }
+
+    /**
+     * Parses a UUID in its canonical 36-character form only ({@link UUID#fromString} also accepts shortened forms
+     * such as {@code 1-2-3-4-5}, which no producer writes).
+     *
+     * @return the UUID, or {@code null} when the text is not a canonical UUID
+     */
+    public static @Nullable UUID parseCanonicalUuid(String text) {
+        if (text.length() != 36) {
+            return null;
+        }
+        for (int i = 0; i < 36; i++) {
+            char c = text.charAt(i);
+            boolean dash = i == 8 || i == 13 || i == 18 || i == 23;
+            if (dash ? c != '-' : Character.digit(c, 16) < 0) {
+                return null;
+            }
+        }
+        return UUID.fromString(text);
+    }
+
+    private JsonNode parse(byte[] body) {
+        if (body.length == 0) {
+            throw new RejectedMessageException(Reason.NOT_JSON, null, "the message body is empty");
+        }
+        JsonNode root;
+        try {
+            root = this.jsonMapper.readTree(body);
+        } catch (JacksonException ex) {
+            throw new RejectedMessageException(
+                    Reason.NOT_JSON, null, "the message body is not JSON: " + ex.getOriginalMessage(), ex);
+        }
+        if (root == null || root.isMissingNode()) {
+            throw new RejectedMessageException(Reason.NOT_JSON, null, "the message body is blank");
+        }
+        if (!root.isObject()) {
+            throw new RejectedMessageException(
+                    Reason.NOT_AN_OBJECT, null, "the message body is JSON but not an object: " + root.getNodeType());
+        }
+        return root;
+    }
+
+    private static String requiredText(JsonNode root, String field, @Nullable UUID eventId) {
+        JsonNode node = root.get(field);
+        if (node == null || node.isNull()) {
+            throw missing(field, eventId);
+        }
+        if (!node.isString() || node.stringValue().isBlank()) {
+            Reason reason = EVENT_ID.equals(field) ? Reason.INVALID_EVENT_ID : Reason.MISSING_FIELD;
+            throw new RejectedMessageException(
+                    reason, eventId, "the envelope's %s is not a non-empty string: %s".formatted(field, node));
+        }
+        return node.stringValue();
+    }
+
+    private static UUID parseEventId(String text) {
+        UUID eventId = parseCanonicalUuid(text);
+        if (eventId == null) {
+            throw new RejectedMessageException(
+                    Reason.INVALID_EVENT_ID, null, "the envelope's event_id is not a UUID: '%s'".formatted(text));
+        }
+        return eventId;
+    }
+
+    private static @Nullable Instant occurredAt(JsonNode root, UUID eventId) {
+        JsonNode node = root.get(OCCURRED_AT);
+        if (node == null || node.isNull()) {
+            return null;
+        }
+        try {
+            return Instant.parse(node.asString());
+        } catch (DateTimeParseException ex) {
+            throw new RejectedMessageException(
+                    Reason.INVALID_OCCURRED_AT,
+                    eventId,
+                    "the envelope's occurred_at is not an ISO-8601 instant: %s".formatted(node),
+                    ex);
+        }
+    }
+
+    private static RejectedMessageException missing(String field, @Nullable UUID eventId) {
+        return new RejectedMessageException(Reason.MISSING_FIELD, eventId, "the envelope has no %s".formatted(field));
+    }
+
+    private static String location(JacksonException ex) {
+        String path = ex.getPath().stream()
+                .map(reference -> reference.getPropertyName() != null
+                        ? "." + reference.getPropertyName()
+                        : "[" + reference.getIndex() + "]")
+                .collect(Collectors.joining());
+        return path.isEmpty() ? "" : " at payload" + path;
+    }
+}

@@ -1,0 +1,26 @@
+package dev.exactlyonce.idempotency.envelope;
+
+import java.time.Instant;
+import java.util.UUID;
+import org.jspecify.annotations.Nullable;
+import org.springframework.util.Assert;
+
+/**
+ * What a producer publishes: the event id it set when it wrote its outbox row, the event name (also the routing
+ * key), when the event occurred, and the event's own fields.
+ *
+ * @param eventId the producer's id of the event, a UUID (v7 in this project); never generated on receipt
+ * @param eventName the name of the event, for example {@code order.order.placed.v1}
+ * @param occurredAt when the event occurred, if the producer said so
+ * @param payload the event's own fields
+ * @param <T> the type of the payload
+ */
+public record EventEnvelope<T>(
+        UUID eventId, String eventName, @Nullable Instant occurredAt, T payload) {
+
+    public EventEnvelope {
+        Assert.notNull(eventId, "eventId must not be null");
+        Assert.hasText(eventName, "eventName must not be empty");
+        Assert.notNull(payload, "payload must not be null");
+    }
+}

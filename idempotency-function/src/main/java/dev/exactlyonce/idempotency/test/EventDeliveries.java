@@ -1,0 +1,130 @@
+package dev.exactlyonce.idempotency.test;
+
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import org.jspecify.annotations.Nullable;
+import org.springframework.cloud.stream.binder.test.InputDestination;
+import org.springframework.cloud.stream.binder.test.TestChannelBinder;
+import org.springframework.cloud.stream.config.BindingServiceProperties;
+import org.springframework.core.env.Environment;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageHeaders;
+import org.springframework.messaging.support.MessageBuilder;
+import org.springframework.util.MimeTypeUtils;
+
+/**
+ * Delivers events to the service's guarded binding through the test binder, as the broker would: the binder, the
+ * transaction, the guard and the business function all run, on the calling thread (or on a thread of their own for
+ * {@link #deliverAsync}). A delivery returns once the message was processed, dead-lettered or dropped; assert the
+ * outcome on the database.
+ */
+public final class EventDeliveries {
+
+    private static final String GUARD = "idempotencyGuard";
+
+    private final InputDestination input;
+
+    private final TestChannelBinder binder;
+
+    private final EnvelopeCodec codec;
+
+    private final String destination;
+
+    EventDeliveries(
+            InputDestination input,
+            TestChannelBinder binder,
+            EnvelopeCodec codec,
+            BindingServiceProperties bindings,
+            Environment environment) {
+        this.input = input;
+        this.binder = binder;
+        this.codec = codec;
+        this.destination = guardedDestination(bindings, environment);
+    }
+
+    /** Delivers the event once. */
+    public void deliver(EventEnvelope<?> event) {
+        deliver(event, 1);
+    }
+
+    /** Delivers the same event {@code times} times, one after the other. */
+    public void deliver(EventEnvelope<?> event, int times) {
+        byte[] body = this.codec.encode(event);
+        for (int i = 0; i < times; i++) {
+            deliverBody(body);
+        }
+    }
+
+    /** Delivers a message body as it is, for messages that are not valid envelopes. */
+    public void deliverBody(byte[] body) {
+        this.input.send(message(body), this.destination);
+    }
+
+    /** Starts one delivery of the event on a new thread. */
+    public CompletableFuture<Void> deliverAsync(EventEnvelope<?> event) {
+        byte[] body = this.codec.encode(event);
+        return CompletableFuture.runAsync(
+                () -> deliverBody(body), runnable -> new Thread(runnable, "delivery").start());
+    }
+
+    /** Delivers {@code copies} copies of the event on as many threads, released at the same moment; waits for all. */
+    public void deliverConcurrently(EventEnvelope<?> event, int copies) {
+        byte[] body = this.codec.encode(event);
+        CountDownLatch start = new CountDownLatch(1);
+        List<CompletableFuture<Void>> deliveries = new ArrayList<>();
+        for (int i = 0; i < copies; i++) {
+            deliveries.add(CompletableFuture.runAsync(
+                    () -> {
+                        awaitQuietly(start);
+                        deliverBody(body);
+                    },
+                    runnable -> new Thread(runnable, "delivery").start()));
+        }
+        start.countDown();
+        CompletableFuture.allOf(deliveries.toArray(CompletableFuture[]::new)).join();
+    }
+
+    /** The error message of the last delivery the binder gave up on (after its last attempt), if any. */
+    public @Nullable Message<?> lastError() {
+        return this.binder.getLastError();
+    }
+
+    /** Forgets the last error. */
+    public void resetLastError() {
+        this.binder.resetLastError();
+    }
+
+    private static Message<byte[]> message(byte[] body) {
+        return MessageBuilder.withPayload(body)
+                .setHeader(MessageHeaders.CONTENT_TYPE, MimeTypeUtils.APPLICATION_JSON_VALUE)
+                .build();
+    }
+
+    private static void awaitQuietly(CountDownLatch latch) {
+        try {
+            latch.await();
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+        }
+    }
+
+    private static String guardedDestination(BindingServiceProperties bindings, Environment environment) {
+        List<String> guarded = Arrays.stream(environment
+                        .getProperty("spring.cloud.function.definition", "")
+                        .split(";"))
+                .map(String::trim)
+                .filter(definition -> definition.startsWith(GUARD))
+                .toList();
+        if (guarded.size() != 1) {
+            throw new IllegalStateException("EventDeliveries delivers to the one binding whose definition starts with "
+                    + GUARD + ", but " + "spring.cloud.function.definition has " + guarded.size() + ": " + guarded);
+        }
+        String bindingName = guarded.get(0).replaceAll("[|,]", "") + "-in-0";
+        return bindings.getBindingDestination(bindingName);
+    }
+}

@@ -1,0 +1,166 @@
+package dev.exactlyonce.idempotency.test;
+
+import com.rabbitmq.client.Channel;
+import com.rabbitmq.client.Connection;
+import com.rabbitmq.client.ConnectionFactory;
+import java.io.IOException;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeoutException;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.test.context.DynamicPropertyRegistry;
+
+/**
+ * The RabbitMQ broker of a test run, and names of exchanges and queues unique to the run.
+ *
+ * <p>The broker is, in this order: the one the environment names ({@code RABBITMQ_HOST}, {@code RABBITMQ_PORT},
+ * {@code RABBITMQ_USERNAME}, {@code RABBITMQ_PASSWORD}); a Testcontainers container when a Docker engine is available;
+ * {@code 127.0.0.1:5672} as {@code guest}. Names made by {@link #uniqueName(String)} end with the run's id; the
+ * exchanges and queues of those names (and their {@code .dlq} queues) are deleted when the JVM exits.
+ */
+public final class TestRabbit {
+
+    private static final Logger logger = LoggerFactory.getLogger(TestRabbit.class);
+
+    private static @Nullable TestRabbit instance;
+
+    private final String host;
+
+    private final int port;
+
+    private final String username;
+
+    private final String password;
+
+    private final String runId = Integer.toHexString(ThreadLocalRandom.current().nextInt(0x100000, 0x1000000));
+
+    private final Set<String> names = ConcurrentHashMap.newKeySet();
+
+    private TestRabbit(String host, int port, String username, String password) {
+        this.host = host;
+        this.port = port;
+        this.username = username;
+        this.password = password;
+    }
+
+    /** The broker of this test run, found (or started) at the first call. */
+    public static synchronized TestRabbit broker() {
+        if (instance == null) {
+            instance = locate();
+            Runtime.getRuntime().addShutdownHook(new Thread(instance::deleteNamed, "delete-test-queues"));
+        }
+        return instance;
+    }
+
+    public String host() {
+        return this.host;
+    }
+
+    public int port() {
+        return this.port;
+    }
+
+    /** {@code base} followed by the run's id, for example {@code events.3fa9c1}; deleted when the JVM exits. */
+    public String uniqueName(String base) {
+        String name = base + "." + this.runId;
+        this.names.add(name);
+        return name;
+    }
+
+    /** Makes this broker the service's {@code spring.rabbitmq}. */
+    public void registerConnection(DynamicPropertyRegistry registry) {
+        registry.add("spring.rabbitmq.host", this::host);
+        registry.add("spring.rabbitmq.port", this::port);
+        registry.add("spring.rabbitmq.username", () -> this.username);
+        registry.add("spring.rabbitmq.password", () -> this.password);
+    }
+
+    /** A new connection to the broker, for tests that publish or inspect queues themselves. */
+    public Connection newConnection() {
+        try {
+            return connectionFactory().newConnection("test");
+        } catch (IOException | TimeoutException ex) {
+            throw new IllegalStateException("Could not connect to RabbitMQ at " + this.host + ":" + this.port, ex);
+        }
+    }
+
+    private ConnectionFactory connectionFactory() {
+        ConnectionFactory factory = new ConnectionFactory();
+        factory.setHost(this.host);
+        factory.setPort(this.port);
+        factory.setUsername(this.username);
+        factory.setPassword(this.password);
+        return factory;
+    }
+
+    private void deleteNamed() {
+        try (Connection connection = newConnection()) {
+            for (String name : this.names) {
+                for (String queue : new String[] {name, name + ".dlq"}) {
+                    try (Channel channel = connection.createChannel()) {
+                        channel.queueDelete(queue);
+                    } catch (IOException | TimeoutException | RuntimeException ex) {
+                        logger.debug("Could not delete queue {}: {}", queue, ex.getMessage());
+                    }
+                }
+                try (Channel channel = connection.createChannel()) {
+                    channel.exchangeDelete(name);
+                } catch (IOException | TimeoutException | RuntimeException ex) {
+                    logger.debug("Could not delete exchange {}: {}", name, ex.getMessage());
+                }
+            }
+        } catch (IOException | RuntimeException ex) {
+            logger.warn("Could not delete the test run's queues: {}", ex.getMessage());
+        }
+    }
+
+    private static TestRabbit locate() {
+        Map<String, String> env = System.getenv();
+        if (env.containsKey("RABBITMQ_HOST")) {
+            return checked(new TestRabbit(
+                    env.get("RABBITMQ_HOST"),
+                    Integer.parseInt(env.getOrDefault("RABBITMQ_PORT", "5672")),
+                    env.getOrDefault("RABBITMQ_USERNAME", "guest"),
+                    env.getOrDefault("RABBITMQ_PASSWORD", "guest")));
+        }
+        if (TestPostgres.DockerEngine.isAvailable()) {
+            return Containers.rabbit();
+        }
+        return checked(new TestRabbit("127.0.0.1", 5672, "guest", "guest"));
+    }
+
+    private static TestRabbit checked(TestRabbit broker) {
+        try (Connection connection = broker.connectionFactory().newConnection("test-probe")) {
+            logger.info("Tests use RabbitMQ at {}:{}", broker.host, broker.port);
+            return broker;
+        } catch (IOException | TimeoutException ex) {
+            throw new IllegalStateException(
+                    ("No RabbitMQ for the tests: %s:%d does not accept connections (%s). Either start a Docker"
+                                    + " engine, so that Testcontainers starts one, or run RabbitMQ and name it with"
+                                    + " RABBITMQ_HOST, RABBITMQ_PORT, RABBITMQ_USERNAME and RABBITMQ_PASSWORD"
+                                    + " (default 127.0.0.1, 5672, guest, guest).")
+                            .formatted(broker.host, broker.port, ex.getMessage()),
+                    ex);
+        }
+    }
+
+    /** Testcontainers, loaded only when a Docker engine is there. */
+    private static final class Containers {
+
+        static TestRabbit rabbit() {
+            org.testcontainers.rabbitmq.RabbitMQContainer container =
+                    new org.testcontainers.rabbitmq.RabbitMQContainer("rabbitmq:4-management-alpine");
+            container.start();
+            logger.info("Tests use RabbitMQ in container {}", container.getContainerId());
+            return new TestRabbit(
+                    container.getHost(),
+                    container.getAmqpPort(),
+                    container.getAdminUsername(),
+                    container.getAdminPassword());
+        }
+    }
+}
