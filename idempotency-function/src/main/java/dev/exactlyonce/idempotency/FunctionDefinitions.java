@@ -24,17 +24,42 @@ final class FunctionDefinitions {
                 .toList();
     }
 
-    /** The names of the functions composed after the guard, in every definition of the property. */
+    /**
+     * The names of the functions composed after the guard, in every definition of the property.
+     *
+     * @throws IdempotencyException when a definition composes the guard anywhere but first, or with nothing after it
+     */
     static Set<String> guardedFunctionNames(String property) {
         Set<String> names = new LinkedHashSet<>();
         for (String definition : property.split(";")) {
             List<String> parts = parts(definition);
-            int guard = parts.indexOf(IdempotencyGuard.NAME);
-            if (guard >= 0) {
-                names.addAll(parts.subList(guard + 1, parts.size()));
+            if (parts.contains(IdempotencyGuard.NAME)) {
+                checkComposition(definition.trim(), parts);
+                names.addAll(parts.subList(1, parts.size()));
             }
         }
-        names.remove(IdempotencyGuard.NAME);
         return names;
+    }
+
+    private static void checkComposition(String definition, List<String> parts) {
+        if (!parts.get(0).equals(IdempotencyGuard.NAME)) {
+            throw new IdempotencyException(("'%s' composes %s after %s, where no transaction holds it. Put it"
+                            + " first: spring.cloud.function.definition=%s|%s")
+                    .formatted(
+                            definition,
+                            IdempotencyGuard.NAME,
+                            parts.get(0),
+                            IdempotencyGuard.NAME,
+                            String.join(
+                                    "|",
+                                    parts.stream()
+                                            .filter(part -> !part.equals(IdempotencyGuard.NAME))
+                                            .toList())));
+        }
+        if (parts.size() == 1 || parts.lastIndexOf(IdempotencyGuard.NAME) != 0) {
+            throw new IdempotencyException(
+                    "'%s' must compose %s once, followed by the business function it protects: %s|yourFunction"
+                            .formatted(definition, IdempotencyGuard.NAME, IdempotencyGuard.NAME));
+        }
     }
 }

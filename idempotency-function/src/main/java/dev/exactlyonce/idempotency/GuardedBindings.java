@@ -2,9 +2,9 @@ package dev.exactlyonce.idempotency;
 
 import java.lang.reflect.Type;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.Collections;
 import java.util.List;
-import java.util.Map;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -20,12 +20,12 @@ import org.springframework.messaging.support.InterceptableChannel;
 import org.springframework.transaction.PlatformTransactionManager;
 
 /**
- * Finds the bindings whose function definition contains the guard, checks that the guarantee can hold for each,
- * and installs {@link TransactionPerMessage} on its input channel. Runs once all singletons exist, before the
+ * Finds the function definitions that contain the guard, checks that the guarantee can hold for each, and installs {@link TransactionPerMessage} on its input channel. Runs once all singletons exist, before the
  * bindings start consuming. Start-up fails, with what to change, when:
  *
  * <ul>
- *   <li>the guard is not the first function of the definition, or has nothing composed after it;
+ *   <li>the guard is not the first function of the definition, or has nothing composed after it, or the definition
+ *       was not bound;
  *   <li>a function composed after it is not a plain {@code Consumer} or {@code Function} bean, or takes a reactive
  *       input (its work would outlive the transaction);
  *   <li>there is no DataSource, or no transaction manager that manages it;
@@ -44,13 +44,17 @@ final class GuardedBindings implements SmartInitializingSingleton {
 
     private final ObjectProvider<PlatformTransactionManager> transactionManagers;
 
+    private final String definitionProperty;
+
     private final List<GuardedBinding> bindings = new ArrayList<>();
 
     GuardedBindings(
+            String definitionProperty,
             ListableBeanFactory beanFactory,
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
             ObjectProvider<PlatformTransactionManager> transactionManagers) {
+        this.definitionProperty = definitionProperty;
         this.beanFactory = beanFactory;
         this.decorator = decorator;
         this.dataSources = dataSources;
@@ -64,19 +68,18 @@ final class GuardedBindings implements SmartInitializingSingleton {
 
     @Override
     public void afterSingletonsInstantiated() {
-        Map<String, BindableFunctionProxyFactory> bindables =
-                this.beanFactory.getBeansOfType(BindableFunctionProxyFactory.class, false, false);
-        for (BindableFunctionProxyFactory bindable : bindables.values()) {
-            String definition = bindable.getFunctionDefinition();
+        Collection<BindableFunctionProxyFactory> bindables = this.beanFactory
+                .getBeansOfType(BindableFunctionProxyFactory.class, false, false)
+                .values();
+        for (String definition : this.definitionProperty.split(";")) {
             List<String> parts = FunctionDefinitions.parts(definition);
             if (parts.contains(IdempotencyGuard.NAME)) {
-                install(definition, parts, bindable);
+                install(definition.trim(), parts, bindable(definition, parts, bindables));
             }
         }
     }
 
     private void install(String definition, List<String> parts, BindableFunctionProxyFactory bindable) {
-        checkComposition(definition, parts);
         List<String> businessFunctions = parts.subList(1, parts.size());
         businessFunctions.forEach(name -> checkDecorated(definition, name));
         PayloadTypes payloadTypes = PayloadTypes.of(payloadType(definition, businessFunctions.get(0)));
@@ -93,26 +96,22 @@ final class GuardedBindings implements SmartInitializingSingleton {
         }
     }
 
-    private static void checkComposition(String definition, List<String> parts) {
-        if (!parts.get(0).equals(IdempotencyGuard.NAME)) {
-            throw new IdempotencyException(("'%s' composes %s after %s, where no transaction holds it. Put it"
-                            + " first: spring.cloud.function.definition=%s|%s")
-                    .formatted(
-                            definition,
-                            IdempotencyGuard.NAME,
-                            parts.get(0),
-                            IdempotencyGuard.NAME,
-                            String.join(
-                                    "|",
-                                    parts.stream()
-                                            .filter(part -> !part.equals(IdempotencyGuard.NAME))
-                                            .toList())));
+    private BindableFunctionProxyFactory bindable(
+            String definition, List<String> parts, Collection<BindableFunctionProxyFactory> bindables) {
+        if (!this.beanFactory.containsBean(IdempotencyGuard.NAME)) {
+            throw new IdempotencyException(("'%s' needs the service's DataSource to record processed events, and"
+                            + " there is none (or several and none is @Primary). Add spring-boot-starter-jdbc and"
+                            + " the PostgreSQL driver, and set spring.datasource.url")
+                    .formatted(definition.trim()));
         }
-        if (parts.size() == 1 || parts.lastIndexOf(IdempotencyGuard.NAME) != 0) {
-            throw new IdempotencyException(
-                    "'%s' must compose %s once, followed by the business function it protects: %s|yourFunction"
-                            .formatted(definition, IdempotencyGuard.NAME, IdempotencyGuard.NAME));
-        }
+        return bindables.stream()
+                .filter(bindable -> FunctionDefinitions.parts(bindable.getFunctionDefinition())
+                        .equals(parts))
+                .findFirst()
+                .orElseThrow(() -> new IdempotencyException(("'%s' was not bound to a destination, so its messages"
+                                + " would not run in the guard's transaction. Check that every function it names"
+                                + " is a bean and that the composition is valid (a Consumer can only come last)")
+                        .formatted(definition.trim())));
     }
 
     private void checkDecorated(String definition, String name) {
@@ -144,13 +143,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
     }
 
     private PlatformTransactionManager transactionManager(String definition) {
-        DataSource dataSource = this.dataSources.getIfUnique();
-        if (dataSource == null) {
-            throw new IdempotencyException(("'%s' needs the service's DataSource to record processed events, and"
-                            + " there is none (or several and none is @Primary). Add spring-boot-starter-jdbc and"
-                            + " set spring.datasource.url")
-                    .formatted(definition));
-        }
+        DataSource dataSource = this.dataSources.getObject();
         PlatformTransactionManager transactionManager = this.transactionManagers.getIfUnique();
         if (transactionManager == null) {
             throw new IdempotencyException(("'%s' needs a transaction manager for the service's DataSource, and there"

@@ -7,13 +7,13 @@ import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration;
 import org.springframework.cloud.function.context.FunctionCatalog;
 import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
 import org.springframework.context.annotation.Bean;
-import org.springframework.context.annotation.Lazy;
 import org.springframework.core.env.Environment;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.transaction.PlatformTransactionManager;
@@ -39,28 +39,26 @@ class IdempotencyAutoConfiguration {
         return new EnvelopeCodec();
     }
 
-    /** Lazy: created when a function definition names it, so a service that does not use it needs no DataSource. */
     @Bean(IdempotencyGuard.NAME)
-    @Lazy
+    @ConditionalOnSingleCandidate(DataSource.class)
     @ConditionalOnMissingBean(name = IdempotencyGuard.NAME)
-    IdempotencyGuard idempotencyGuard(
-            EnvelopeCodec codec, ObjectProvider<DataSource> dataSources, IdempotencyProperties properties) {
-        DataSource dataSource = dataSources.getIfUnique();
-        if (dataSource == null) {
-            throw new IdempotencyException(IdempotencyGuard.NAME + " records processed events in the service's"
-                    + " database, and the service has no DataSource (or several and none is @Primary). Add"
-                    + " spring-boot-starter-jdbc and the PostgreSQL driver, and set spring.datasource.url");
-        }
+    IdempotencyGuard idempotencyGuard(EnvelopeCodec codec, DataSource dataSource, IdempotencyProperties properties) {
         return new IdempotencyGuard(
                 codec, new ProcessedEventStore(new JdbcTemplate(dataSource), properties.tableName()), dataSource);
     }
 
     @Bean
     GuardedBindings idempotencyGuardedBindings(
+            Environment environment,
             ListableBeanFactory beanFactory,
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
             ObjectProvider<PlatformTransactionManager> transactionManagers) {
-        return new GuardedBindings(beanFactory, decorator, dataSources, transactionManagers);
+        return new GuardedBindings(
+                environment.getProperty(FunctionDefinitions.PROPERTY, ""),
+                beanFactory,
+                decorator,
+                dataSources,
+                transactionManagers);
     }
 }

@@ -23,7 +23,8 @@ import tools.jackson.databind.node.ObjectNode;
  * {@code event_name}, a {@code payload} object and, when present, an ISO-8601 {@code occurred_at}. Anything else is a
  * {@link RejectedMessageException} that names the reason. {@link #readPayload} maps the payload to the event's type;
  * with the default mapper every record component is required, unknown properties are ignored (producers may add
- * fields) and decimal strings such as {@code "2.000"} map to {@link java.math.BigDecimal}.
+ * fields), and decimals, written as strings such as {@code "2.000"} or as JSON numbers, map to
+ * {@link java.math.BigDecimal} exactly, scale included (never through a {@code double}).
  */
 public final class EnvelopeCodec {
 
@@ -53,6 +54,7 @@ public final class EnvelopeCodec {
                 .enable(DeserializationFeature.FAIL_ON_NULL_CREATOR_PROPERTIES)
                 .enable(DeserializationFeature.FAIL_ON_NULL_FOR_PRIMITIVES)
                 .enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS)
+                .enable(DeserializationFeature.USE_BIG_DECIMAL_FOR_FLOATS)
                 .build();
     }
 

@@ -1,0 +1,148 @@
+package dev.exactlyonce.idempotency;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.exactlyonce.idempotency.test.TestDatabase;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.function.BiConsumer;
+import java.util.function.Consumer;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.WebApplicationType;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration;
+import org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration;
+import org.springframework.cloud.stream.binder.test.EnableTestBinder;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.core.NestedExceptionUtils;
+import reactor.core.publisher.Flux;
+
+/** Start-up fails, saying what to change, wherever the guard's guarantee could not hold. */
+class GuardStartupTests {
+
+    private static final TestDatabase database = TestPostgres.newDatabase("startup");
+
+    @Configuration(proxyBeanMethods = false)
+    @EnableAutoConfiguration
+    @EnableTestBinder
+    static class Service {
+
+        @Bean
+        Consumer<ThingHappened> recordThing() {
+            return thing -> {};
+        }
+
+        @Bean
+        Consumer<Flux<ThingHappened>> recordThingsReactively() {
+            return things -> things.subscribe();
+        }
+
+        @Bean
+        BiConsumer<ThingHappened, Object> recordThingWithHeaders() {
+            return (thing, headers) -> {};
+        }
+    }
+
+    @Test
+    void aCorrectDefinitionStarts() {
+        try (ConfigurableApplicationContext context = start("idempotencyGuard|recordThing")) {
+            assertThat(context.getBean(GuardedBindings.class).bindings())
+                    .singleElement()
+                    .satisfies(binding -> {
+                        assertThat(binding.bindingName()).isEqualTo("idempotencyGuardrecordThing-in-0");
+                        assertThat(binding.payloadTypes().eventNames()).containsExactly(ThingHappened.NAME);
+                    });
+        }
+    }
+
+    @Test
+    void theGuardMustComeFirst() {
+        assertThat(startupFailure("recordThing|idempotencyGuard"))
+                .isInstanceOf(IdempotencyException.class)
+                .hasMessageContaining("composes idempotencyGuard after recordThing, where no transaction holds it")
+                .hasMessageContaining("spring.cloud.function.definition=idempotencyGuard|recordThing");
+    }
+
+    @Test
+    void theGuardMustProtectSomething() {
+        assertThat(startupFailure("idempotencyGuard"))
+                .isInstanceOf(IdempotencyException.class)
+                .hasMessageContaining("followed by the business function it protects");
+    }
+
+    @Test
+    void aReactiveBusinessFunctionCannotBeProtected() {
+        assertThat(startupFailure("idempotencyGuard|recordThingsReactively"))
+                .isInstanceOf(IdempotencyException.class)
+                .hasMessageContaining("a reactive function");
+    }
+
+    @Test
+    void aBusinessFunctionThatIsNotAConsumerOrFunctionCannotBeProtected() {
+        assertThat(startupFailure("idempotencyGuard|recordThingWithHeaders"))
+                .isInstanceOf(IdempotencyException.class)
+                .hasMessageContaining("cannot be protected")
+                .hasMessageContaining("Declare it as a java.util.function.Consumer or Function @Bean");
+    }
+
+    @Test
+    void theGuardNeedsADataSource() {
+        assertThat(startupFailure(
+                        "idempotencyGuard|recordThing",
+                        "spring.autoconfigure.exclude=" + DataSourceAutoConfiguration.class.getName()))
+                .isInstanceOf(IdempotencyException.class)
+                .hasMessageContaining("needs the service's DataSource")
+                .hasMessageContaining("spring.datasource.url");
+    }
+
+    @Test
+    void theGuardNeedsATransactionManager() {
+        assertThat(startupFailure(
+                        "idempotencyGuard|recordThing",
+                        "spring.autoconfigure.exclude="
+                                + DataSourceTransactionManagerAutoConfiguration.class.getName()))
+                .isInstanceOf(IdempotencyException.class)
+                .hasMessageContaining("needs a transaction manager");
+    }
+
+    @Test
+    void theTableNameMustBeAnIdentifier() {
+        assertThat(startupFailure(
+                        "idempotencyGuard|recordThing", "idempotency.table-name=processed_event; drop table x"))
+                .hasMessageContaining("idempotency.table-name must be a lower-case SQL identifier");
+    }
+
+    @Test
+    void aServiceThatDoesNotUseTheGuardNeedsNoDataSource() {
+        try (ConfigurableApplicationContext context =
+                start("recordThing", "spring.autoconfigure.exclude=" + DataSourceAutoConfiguration.class.getName())) {
+            assertThat(context.getBean(GuardedBindings.class).bindings()).isEmpty();
+        }
+    }
+
+    private static Throwable startupFailure(String definition, String... properties) {
+        try (ConfigurableApplicationContext context = start(definition, properties)) {
+            throw new AssertionError("the service started with " + definition);
+        } catch (RuntimeException ex) {
+            return NestedExceptionUtils.getMostSpecificCause(ex);
+        }
+    }
+
+    private static ConfigurableApplicationContext start(String definition, String... properties) {
+        List<String> all = new ArrayList<>(List.of(
+                "spring.cloud.function.definition=" + definition,
+                "spring.datasource.url=" + database.jdbcUrl(),
+                "spring.datasource.username=" + database.username(),
+                "spring.datasource.password=" + database.password(),
+                "spring.flyway.enabled=false",
+                "spring.main.banner-mode=off"));
+        all.addAll(List.of(properties));
+        return new SpringApplicationBuilder(Service.class)
+                .web(WebApplicationType.NONE)
+                .run(all.stream().map(property -> "--" + property).toArray(String[]::new));
+    }
+}

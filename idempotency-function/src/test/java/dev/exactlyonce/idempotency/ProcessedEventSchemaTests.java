@@ -1,0 +1,97 @@
+package dev.exactlyonce.idempotency;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.exactlyonce.idempotency.test.TestDatabase;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.util.ArrayList;
+import java.util.List;
+import javax.sql.DataSource;
+import org.flywaydb.core.Flyway;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.support.StaticListableBeanFactory;
+import org.springframework.boot.flyway.autoconfigure.FlywayMigrationInitializer;
+import org.springframework.core.io.ClassPathResource;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.jdbc.datasource.init.ResourceDatabasePopulator;
+
+/** The library's DDL: its Flyway migration, and the plain script for users of other tools. */
+class ProcessedEventSchemaTests {
+
+    private static final String COLUMNS = """
+            SELECT column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '')
+            FROM information_schema.columns WHERE table_name = ? ORDER BY ordinal_position""";
+
+    private static final String INDEXES = """
+            SELECT replace(indexdef, ?, 'T') FROM pg_indexes WHERE tablename = ? ORDER BY indexname""";
+
+    @Test
+    void theFlywayMigrationCreatesTheTableOfThePlainScript() {
+        DataSource scripted = dataSource(TestPostgres.newDatabase("schema"));
+        new ResourceDatabasePopulator(new ClassPathResource("dev/exactlyonce/idempotency/schema-postgresql.sql"))
+                .execute(scripted);
+        DataSource migrated = dataSource(TestPostgres.newDatabase("schema"));
+        migrate(migrated, "processed_event");
+
+        assertThat(describe(migrated, "processed_event"))
+                .isEqualTo(describe(scripted, "processed_event"))
+                .contains("event_id uuid NO ", "processed_at timestamp with time zone NO now()")
+                .contains(
+                        "CREATE UNIQUE INDEX T_pkey ON public.T USING btree (event_id)",
+                        "CREATE INDEX T_processed_at_idx ON public.T USING btree (processed_at)");
+    }
+
+    @Test
+    void theMigrationUsesTheConfiguredTableName() {
+        DataSource dataSource = dataSource(TestPostgres.newDatabase("schema"));
+
+        migrate(dataSource, "inbox");
+
+        assertThat(describe(dataSource, "inbox")).hasSize(4);
+        assertThat(describe(dataSource, "processed_event")).isEmpty();
+    }
+
+    @Test
+    void theLibraryKeepsItsOwnHistorySoItsVersionsNeverClashWithTheService() {
+        DataSource dataSource = dataSource(TestPostgres.newDatabase("schema"));
+        Flyway service = Flyway.configure()
+                .dataSource(dataSource)
+                .locations("classpath:db/migration")
+                .load();
+        service.migrate();
+
+        migrate(dataSource, "processed_event");
+        migrate(dataSource, "processed_event");
+
+        JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+        assertThat(jdbc.queryForList(
+                        "SELECT version FROM flyway_schema_history WHERE success ORDER BY installed_rank",
+                        String.class))
+                .containsExactly("1");
+        assertThat(jdbc.queryForList(
+                        "SELECT version FROM idempotency_schema_history WHERE success ORDER BY installed_rank",
+                        String.class))
+                .containsExactly("0", "1");
+    }
+
+    private static void migrate(DataSource dataSource, String tableName) {
+        Flyway service = Flyway.configure().dataSource(dataSource).load();
+        new ProcessedEventMigration(
+                        service,
+                        new StaticListableBeanFactory().getBeanProvider(FlywayMigrationInitializer.class),
+                        tableName)
+                .afterPropertiesSet();
+    }
+
+    private static List<String> describe(DataSource dataSource, String table) {
+        JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+        List<String> description = new ArrayList<>(jdbc.queryForList(COLUMNS, String.class, table));
+        description.addAll(jdbc.queryForList(INDEXES, String.class, table, table));
+        return description;
+    }
+
+    private static DataSource dataSource(TestDatabase database) {
+        return new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password());
+    }
+}

@@ -1,0 +1,136 @@
+package dev.exactlyonce.idempotency.envelope;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
+
+import dev.exactlyonce.idempotency.RejectedMessageException;
+import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
+import java.math.BigDecimal;
+import java.time.Instant;
+import java.util.List;
+import java.util.UUID;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import tools.jackson.databind.JsonNode;
+
+class EnvelopeCodecTests {
+
+    private static final String EVENT_ID = "01937d6e-2a4c-7b1e-9f3a-5c2d1e0f4a8b";
+
+    private final EnvelopeCodec codec = new EnvelopeCodec();
+
+    record Line(UUID productId, BigDecimal quantity) {}
+
+    record Order(UUID orderId, List<Line> lines) {}
+
+    @Test
+    void decodesAnEnvelopeAndMapsItsPayload() {
+        EventEnvelope<JsonNode> envelope = this.codec.decode(bytes("""
+                {"event_id": "%s", "event_name": "order.placed", "occurred_at": "2026-11-29T10:15:30.123Z",
+                 "payload": {"orderId": "%s", "lines": [{"productId": "%s", "quantity": "2.000"}], "extra": 1}}""".formatted(EVENT_ID, EVENT_ID, EVENT_ID)));
+
+        Order order = this.codec.readPayload(envelope, Order.class);
+
+        assertThat(envelope.eventId()).isEqualTo(UUID.fromString(EVENT_ID));
+        assertThat(envelope.eventName()).isEqualTo("order.placed");
+        assertThat(envelope.occurredAt()).isEqualTo(Instant.parse("2026-11-29T10:15:30.123Z"));
+        assertThat(order.lines())
+                .singleElement()
+                .satisfies(line -> assertThat(line.quantity()).isEqualTo(new BigDecimal("2.000")));
+    }
+
+    @Test
+    void writesWhatItReads() {
+        EventEnvelope<Order> envelope = new EventEnvelope<>(
+                UUID.randomUUID(),
+                "order.placed",
+                Instant.parse("2026-11-29T10:15:30Z"),
+                new Order(UUID.randomUUID(), List.of(new Line(UUID.randomUUID(), new BigDecimal("1.500")))));
+
+        EventEnvelope<JsonNode> decoded = this.codec.decode(this.codec.encode(envelope));
+
+        assertThat(decoded.eventId()).isEqualTo(envelope.eventId());
+        assertThat(decoded.occurredAt()).isEqualTo(envelope.occurredAt());
+        Order payload = this.codec.readPayload(decoded, Order.class);
+        assertThat(payload).isEqualTo(envelope.payload());
+    }
+
+    @Test
+    void acceptsAnEnvelopeWithoutOccurredAt() {
+        EventEnvelope<JsonNode> envelope = this.codec.decode(bytes("""
+                {"event_id": "%s", "event_name": "order.placed", "payload": {}}""".formatted(EVENT_ID)));
+
+        assertThat(envelope.occurredAt()).isNull();
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', textBlock = """
+            empty body                  |                                                          | NOT_JSON
+            not JSON                    | hello                                                    | NOT_JSON
+            truncated JSON              | {"event_id":                                             | NOT_JSON
+            JSON array                  | [1, 2]                                                   | NOT_AN_OBJECT
+            JSON string                 | "text"                                                   | NOT_AN_OBJECT
+            no event_id                 | {"event_name": "a", "payload": {}}                       | MISSING_FIELD
+            null event_id               | {"event_id": null, "event_name": "a", "payload": {}}     | MISSING_FIELD
+            numeric event_id            | {"event_id": 12, "event_name": "a", "payload": {}}       | INVALID_EVENT_ID
+            event_id not a UUID         | {"event_id": "abc", "event_name": "a", "payload": {}}    | INVALID_EVENT_ID
+            shortened UUID              | {"event_id": "1-2-3-4-5", "event_name": "a", "payload": {}} | INVALID_EVENT_ID
+            no event_name               | {"event_id": "%1$s", "payload": {}}                      | MISSING_FIELD
+            blank event_name            | {"event_id": "%1$s", "event_name": " ", "payload": {}}   | MISSING_FIELD
+            no payload                  | {"event_id": "%1$s", "event_name": "a"}                  | MISSING_FIELD
+            payload not an object       | {"event_id": "%1$s", "event_name": "a", "payload": 3}    | INVALID_PAYLOAD
+            bad occurred_at             | {"event_id": "%1$s", "event_name": "a", "occurred_at": "yesterday", "payload": {}} | INVALID_OCCURRED_AT
+            """)
+    void rejectsWhatIsNotAnEnvelopeWithItsReason(String kind, String body, Reason reason) {
+        byte[] bytes = bytes(body == null ? "" : body.formatted(EVENT_ID));
+
+        assertThatExceptionOfType(RejectedMessageException.class)
+                .isThrownBy(() -> this.codec.decode(bytes))
+                .satisfies(ex -> assertThat(ex.reason()).isEqualTo(reason))
+                .withMessageStartingWith("the ");
+    }
+
+    @Test
+    void namesTheEventIdOfAnEnvelopeRejectedAfterItWasRead() {
+        assertThatExceptionOfType(RejectedMessageException.class)
+                .isThrownBy(() -> this.codec.decode(bytes("""
+                        {"event_id": "%s", "payload": {}}""".formatted(EVENT_ID))))
+                .satisfies(ex -> assertThat(ex.eventId()).isEqualTo(UUID.fromString(EVENT_ID)))
+                .withMessage("the envelope has no event_name");
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', textBlock = """
+            product id not a UUID     | {"orderId": "%1$s", "lines": [{"productId": "p-1", "quantity": "1"}]} | at payload.lines[0].productId
+            quantity not a decimal    | {"orderId": "%1$s", "lines": [{"productId": "%1$s", "quantity": "two"}]} | at payload.lines[0].quantity
+            missing field             | {"lines": []}                                                          | orderId
+            null field                | {"orderId": null, "lines": []}                                         | orderId
+            """)
+    void rejectsAPayloadThatDoesNotMapToItsTypeAndSaysWhere(String kind, String payload, String where) {
+        EventEnvelope<JsonNode> envelope =
+                this.codec.decode(bytes("""
+                {"event_id": "%s", "event_name": "order.placed", "payload": %s}""".formatted(EVENT_ID, payload.formatted(EVENT_ID))));
+
+        assertThatExceptionOfType(RejectedMessageException.class)
+                .isThrownBy(() -> this.codec.readPayload(envelope, Order.class))
+                .satisfies(ex -> assertThat(ex.reason()).isEqualTo(Reason.INVALID_PAYLOAD))
+                .satisfies(ex -> assertThat(ex.eventId()).isEqualTo(UUID.fromString(EVENT_ID)))
+                .withMessageStartingWith("the payload of order.placed does not map to Order")
+                .withMessageContaining(where);
+    }
+
+    @Test
+    void parsesOnlyCanonicalUuids() {
+        assertThat(EnvelopeCodec.parseCanonicalUuid(EVENT_ID)).isEqualTo(UUID.fromString(EVENT_ID));
+        assertThat(EnvelopeCodec.parseCanonicalUuid(EVENT_ID.toUpperCase())).isEqualTo(UUID.fromString(EVENT_ID));
+        assertThat(EnvelopeCodec.parseCanonicalUuid("1-2-3-4-5")).isNull();
+        assertThat(EnvelopeCodec.parseCanonicalUuid(EVENT_ID.replace('-', 'x'))).isNull();
+        assertThat(EnvelopeCodec.parseCanonicalUuid(EVENT_ID.replace('a', 'g'))).isNull();
+    }
+
+    private static byte[] bytes(String text) {
+        return text.getBytes(UTF_8);
+    }
+}
