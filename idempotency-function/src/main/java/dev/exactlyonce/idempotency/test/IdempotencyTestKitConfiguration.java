@@ -1,18 +1,14 @@
 package dev.exactlyonce.idempotency.test;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties;
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import javax.sql.DataSource;
-import org.springframework.cloud.stream.binder.test.InputDestination;
-import org.springframework.cloud.stream.binder.test.TestChannelBinder;
-import org.springframework.cloud.stream.config.BindingServiceProperties;
+import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
-import org.springframework.context.annotation.Lazy;
 import org.springframework.core.env.Environment;
 import org.springframework.jdbc.core.JdbcTemplate;
 
-/** The beans of {@link EnableIdempotencyTestKit}. */
+/** The beans of {@link EnableIdempotencyTestKit} that work on any binder. */
 @Configuration(proxyBeanMethods = false)
 class IdempotencyTestKitConfiguration {
 
@@ -22,14 +18,8 @@ class IdempotencyTestKitConfiguration {
     }
 
     @Bean
-    @Lazy
-    EventDeliveries eventDeliveries(
-            InputDestination input,
-            TestChannelBinder binder,
-            EnvelopeCodec codec,
-            BindingServiceProperties bindings,
-            Environment environment) {
-        return new EventDeliveries(input, binder, codec, bindings, environment);
+    DeliveryRecorder deliveryRecorder(ListableBeanFactory beanFactory, Environment environment) {
+        return new DeliveryRecorder(beanFactory, environment);
     }
 
     @Bean

@@ -1,0 +1,125 @@
+package dev.exactlyonce.idempotency.test;
+
+import dev.exactlyonce.idempotency.RejectedMessageException;
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import java.util.Arrays;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import org.jspecify.annotations.Nullable;
+import org.springframework.beans.factory.ListableBeanFactory;
+import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.core.env.Environment;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.support.ChannelInterceptor;
+import org.springframework.messaging.support.InterceptableChannel;
+
+/**
+ * Records every attempt at a message of the service's guarded bindings, on any binder: the event id, the message
+ * headers as the binder delivered them, and the failure if the attempt failed. It can also run an action right after
+ * an attempt committed and before the binder acknowledges the message, to lose that acknowledgement.
+ */
+public final class DeliveryRecorder implements ChannelInterceptor, SmartInitializingSingleton {
+
+    private static final String GUARD = "idempotencyGuard";
+
+    /**
+     * One attempt at a message.
+     *
+     * @param eventId the envelope's event id, or {@code null} when the body is not an envelope
+     * @param headers the headers of the message as the binder delivered it
+     * @param failure what the attempt threw, or {@code null} when it committed
+     */
+    public record Attempt(
+            @Nullable UUID eventId,
+            Map<String, Object> headers,
+            @Nullable Exception failure) {
+
+        /** Whether the broker marked the message as delivered before ({@code amqp_redelivered}). */
+        public boolean redelivered() {
+            return Boolean.TRUE.equals(this.headers.get("amqp_redelivered"));
+        }
+    }
+
+    private final ListableBeanFactory beanFactory;
+
+    private final Environment environment;
+
+    private final EnvelopeCodec codec = new EnvelopeCodec();
+
+    private final List<Attempt> attempts = new CopyOnWriteArrayList<>();
+
+    private final Map<UUID, Runnable> afterCommit = new ConcurrentHashMap<>();
+
+    DeliveryRecorder(ListableBeanFactory beanFactory, Environment environment) {
+        this.beanFactory = beanFactory;
+        this.environment = environment;
+    }
+
+    /** The attempts at messages carrying this event id, in order. */
+    public List<Attempt> attempts(UUID eventId) {
+        return this.attempts.stream()
+                .filter(attempt -> eventId.equals(attempt.eventId()))
+                .toList();
+    }
+
+    /** Every attempt recorded so far, in order. */
+    public List<Attempt> attempts() {
+        return List.copyOf(this.attempts);
+    }
+
+    /**
+     * Runs the action once, after the next attempt at this event commits and before the binder acknowledges it; for
+     * example, closing the broker connection so that the acknowledgement is lost.
+     */
+    public void afterCommit(UUID eventId, Runnable action) {
+        this.afterCommit.put(eventId, action);
+    }
+
+    /** Forgets the attempts recorded so far and the pending actions. */
+    public void reset() {
+        this.attempts.clear();
+        this.afterCommit.clear();
+    }
+
+    @Override
+    public void afterSingletonsInstantiated() {
+        Arrays.stream(this.environment
+                        .getProperty("spring.cloud.function.definition", "")
+                        .split(";"))
+                .map(String::trim)
+                .filter(definition -> definition.startsWith(GUARD))
+                .map(definition -> definition.replaceAll("[|,]", "") + "-in-0")
+                .map(bindingName -> this.beanFactory.getBean(bindingName, InterceptableChannel.class))
+                .forEach(channel -> channel.addInterceptor(this));
+    }
+
+    @Override
+    public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
+        UUID eventId = eventId(message);
+        Runnable action = eventId != null ? this.afterCommit.remove(eventId) : null;
+        if (action != null) {
+            action.run();
+        }
+    }
+
+    @Override
+    public void afterSendCompletion(
+            Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
+        this.attempts.add(new Attempt(eventId(message), Map.copyOf(message.getHeaders()), failure));
+    }
+
+    private @Nullable UUID eventId(Message<?> message) {
+        if (!(message.getPayload() instanceof byte[] body)) {
+            return null;
+        }
+        try {
+            return this.codec.decode(body).eventId();
+        } catch (RejectedMessageException ex) {
+            return ex.eventId();
+        }
+    }
+}
