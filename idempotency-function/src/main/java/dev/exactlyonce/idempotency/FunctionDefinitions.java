@@ -1,9 +1,11 @@
 package dev.exactlyonce.idempotency;
 
+import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
+import org.springframework.core.env.Environment;
 import org.springframework.util.StringUtils;
 
 /**
@@ -25,18 +27,38 @@ final class FunctionDefinitions {
     }
 
     /**
-     * The names of the functions composed after the guard, in every definition of the property.
+     * The definitions of the property that compose the guard.
      *
      * @throws IdempotencyException when a definition composes the guard anywhere but first, or with nothing after it
      */
-    static Set<String> guardedFunctionNames(String property) {
-        Set<String> names = new LinkedHashSet<>();
+    static List<List<String>> guardedDefinitions(String property) {
+        List<List<String>> guarded = new ArrayList<>();
         for (String definition : property.split(";")) {
             List<String> parts = parts(definition);
             if (parts.contains(IdempotencyGuard.NAME)) {
                 checkComposition(definition.trim(), parts);
-                names.addAll(parts.subList(1, parts.size()));
+                guarded.add(parts);
             }
+        }
+        return guarded;
+    }
+
+    /** The names of the functions composed after the guard, in every definition of the property. */
+    static Set<String> guardedFunctionNames(String property) {
+        Set<String> names = new LinkedHashSet<>();
+        guardedDefinitions(property).forEach(parts -> names.addAll(parts.subList(1, parts.size())));
+        return names;
+    }
+
+    /**
+     * The input bindings of the guarded definitions: {@code <functions concatenated>-in-0}, or the name
+     * {@code spring.cloud.stream.function.bindings.<that>} gives it.
+     */
+    static Set<String> guardedBindingNames(Environment environment) {
+        Set<String> names = new LinkedHashSet<>();
+        for (List<String> parts : guardedDefinitions(environment.getProperty(PROPERTY, ""))) {
+            String defaultName = String.join("", parts) + "-in-0";
+            names.add(environment.getProperty("spring.cloud.stream.function.bindings." + defaultName, defaultName));
         }
         return names;
     }

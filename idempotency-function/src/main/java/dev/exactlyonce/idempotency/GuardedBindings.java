@@ -8,14 +8,18 @@ import java.util.List;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.cloud.function.context.FunctionCatalog;
 import org.springframework.cloud.function.context.catalog.FunctionTypeUtils;
 import org.springframework.cloud.function.context.catalog.SimpleFunctionRegistry.FunctionInvocationWrapper;
+import org.springframework.cloud.stream.binder.Binder;
+import org.springframework.cloud.stream.binder.BinderFactory;
+import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.support.InterceptableChannel;
 import org.springframework.transaction.PlatformTransactionManager;
 
@@ -36,7 +40,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
 
     private static final Logger logger = LoggerFactory.getLogger(GuardedBindings.class);
 
-    private final ListableBeanFactory beanFactory;
+    private final ConfigurableListableBeanFactory beanFactory;
 
     private final BusinessFunctionDecorator decorator;
 
@@ -50,7 +54,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
 
     GuardedBindings(
             String definitionProperty,
-            ListableBeanFactory beanFactory,
+            ConfigurableListableBeanFactory beanFactory,
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
             ObjectProvider<PlatformTransactionManager> transactionManagers) {
@@ -87,6 +91,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
         for (String bindingName : bindable.getInputs()) {
             GuardedBinding binding = new GuardedBinding(bindingName, definition, businessFunctions, payloadTypes);
             inputChannel(binding).addInterceptor(0, new TransactionPerMessage(binding, transactionManager));
+            errorChannel(bindingName).addInterceptor(new RealCauseFirst());
             this.bindings.add(binding);
             logger.info(
                     "Guarding binding {} ({}): one transaction per message, events {}",
@@ -159,6 +164,29 @@ final class GuardedBindings implements SmartInitializingSingleton {
                     .formatted(definition));
         }
         return transactionManager;
+    }
+
+    /**
+     * The binding's error channel, where the binder publishes a message it gives up on. The binder looks it up by
+     * the name {@code <binder identity>.<binding>.errors} and creates it only when no bean of that name exists, so the
+     * library registers it first and keeps the binder's subscribers (its dead-letter handler among them).
+     */
+    private InterceptableChannel errorChannel(String bindingName) {
+        BindingServiceProperties bindingService = this.beanFactory.getBean(BindingServiceProperties.class);
+        Binder<?, ?, ?> binder = this.beanFactory
+                .getBean(BinderFactory.class)
+                .getBinder(bindingService.getBinder(bindingName), MessageChannel.class);
+        String name = binder.getBinderIdentity() + "." + bindingName + ".errors";
+        if (this.beanFactory.containsBean(name)) {
+            return this.beanFactory.getBean(name, InterceptableChannel.class);
+        }
+        GuardedErrorChannel channel = new GuardedErrorChannel();
+        channel.setBeanName(name);
+        channel.setComponentName(name);
+        channel.setBeanFactory(this.beanFactory);
+        channel.afterPropertiesSet();
+        this.beanFactory.registerSingleton(name, channel);
+        return channel;
     }
 
     private InterceptableChannel inputChannel(GuardedBinding binding) {

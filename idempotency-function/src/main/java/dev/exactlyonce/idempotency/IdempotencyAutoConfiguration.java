@@ -2,8 +2,8 @@ package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import javax.sql.DataSource;
-import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
@@ -34,6 +34,11 @@ class IdempotencyAutoConfiguration {
     }
 
     @Bean
+    static GuardedBindingConsumers idempotencyGuardedBindingConsumers(Environment environment) {
+        return new GuardedBindingConsumers(FunctionDefinitions.guardedBindingNames(environment));
+    }
+
+    @Bean
     @ConditionalOnMissingBean
     EnvelopeCodec idempotencyEnvelopeCodec() {
         return new EnvelopeCodec();
@@ -44,13 +49,16 @@ class IdempotencyAutoConfiguration {
     @ConditionalOnMissingBean(name = IdempotencyGuard.NAME)
     IdempotencyGuard idempotencyGuard(EnvelopeCodec codec, DataSource dataSource, IdempotencyProperties properties) {
         return new IdempotencyGuard(
-                codec, new ProcessedEventStore(new JdbcTemplate(dataSource), properties.tableName()), dataSource);
+                new EventReader(codec, properties.eventId()),
+                codec,
+                new ProcessedEventStore(new JdbcTemplate(dataSource), properties.tableName()),
+                dataSource);
     }
 
     @Bean
     GuardedBindings idempotencyGuardedBindings(
             Environment environment,
-            ListableBeanFactory beanFactory,
+            ConfigurableListableBeanFactory beanFactory,
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
             ObjectProvider<PlatformTransactionManager> transactionManagers) {

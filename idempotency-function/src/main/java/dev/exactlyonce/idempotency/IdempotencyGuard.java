@@ -1,8 +1,8 @@
 package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
-import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import java.util.UUID;
 import java.util.function.Function;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
@@ -11,7 +11,6 @@ import org.slf4j.LoggerFactory;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.support.MessageBuilder;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
-import tools.jackson.databind.JsonNode;
 
 /**
  * The {@code idempotencyGuard} function: composed first, as in
@@ -21,9 +20,10 @@ import tools.jackson.databind.JsonNode;
  * <p>For each message, inside the transaction the library opened around the composed invocation:
  *
  * <ol>
- *   <li>reads the envelope and maps its payload to the business function's input type; a message that is not a
- *       valid envelope, names an event the function does not handle or carries a payload that does not map is
- *       rejected with a {@link RejectedMessageException}, before any write;
+ *   <li>reads the event (from the envelope, or from headers, see {@code idempotency.event-id.source}) and maps its
+ *       payload to the business function's input type; a message that is not a valid envelope, has no event id,
+ *       names an event the function does not handle or carries a payload that does not map is rejected with a
+ *       {@link RejectedMessageException}, before any write, and is never retried;
  *   <li>claims the event id with one {@code INSERT ... ON CONFLICT DO NOTHING} into {@code processed_event};
  *   <li>one row inserted: returns the typed payload, with the event id, name and time as headers
  *       ({@link EventHeaders}), and the business function runs in the same transaction;
@@ -42,13 +42,16 @@ public final class IdempotencyGuard implements Function<Message<byte[]>, @Nullab
 
     private static final Logger logger = LoggerFactory.getLogger(IdempotencyGuard.class);
 
+    private final EventReader reader;
+
     private final EnvelopeCodec codec;
 
     private final ProcessedEventStore store;
 
     private final DataSource dataSource;
 
-    IdempotencyGuard(EnvelopeCodec codec, ProcessedEventStore store, DataSource dataSource) {
+    IdempotencyGuard(EventReader reader, EnvelopeCodec codec, ProcessedEventStore store, DataSource dataSource) {
+        this.reader = reader;
         this.codec = codec;
         this.store = store;
         this.dataSource = dataSource;
@@ -57,24 +60,30 @@ public final class IdempotencyGuard implements Function<Message<byte[]>, @Nullab
     @Override
     public @Nullable Message<Object> apply(Message<byte[]> message) {
         GuardedInvocation invocation = currentInvocation();
-        EventEnvelope<JsonNode> envelope = this.codec.decode(message.getPayload());
+        IncomingEvent event = this.reader.read(message);
         Object payload = this.codec.readPayload(
-                envelope, invocation.binding().payloadTypes().typeFor(envelope));
-        if (!this.store.claim(envelope.eventId())) {
+                event.payload(),
+                invocation.binding().payloadTypes().typeFor(event),
+                event.eventName(),
+                event.eventId());
+        UUID eventId = event.eventId();
+        if (eventId == null) {
+            logger.debug("Passing event {} through unguarded: it has no id", event.eventName());
+        } else if (this.store.claim(eventId)) {
+            logger.debug("Claimed event {} ({})", eventId, event.eventName());
+        } else {
             invocation.markDuplicate();
-            logger.warn(
-                    "Discarded event {} ({}): already processed by this service",
-                    envelope.eventId(),
-                    envelope.eventName());
+            logger.warn("Discarded event {} ({}): already processed by this service", eventId, event.eventName());
             return null;
         }
-        logger.debug("Claimed event {} ({})", envelope.eventId(), envelope.eventName());
         MessageBuilder<Object> builder = MessageBuilder.withPayload(payload)
                 .copyHeaders(message.getHeaders())
-                .setHeader(EventHeaders.EVENT_ID, envelope.eventId())
-                .setHeader(EventHeaders.EVENT_NAME, envelope.eventName());
-        if (envelope.occurredAt() != null) {
-            builder.setHeader(EventHeaders.OCCURRED_AT, envelope.occurredAt());
+                .setHeader(EventHeaders.EVENT_NAME, event.eventName());
+        if (eventId != null) {
+            builder.setHeader(EventHeaders.EVENT_ID, eventId);
+        }
+        if (event.occurredAt() != null) {
+            builder.setHeader(EventHeaders.OCCURRED_AT, event.occurredAt());
         }
         return builder.build();
     }

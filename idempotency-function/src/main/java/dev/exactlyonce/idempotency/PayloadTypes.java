@@ -1,7 +1,6 @@
 package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
-import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.EventName;
 import java.lang.reflect.Type;
 import java.util.ArrayList;
@@ -44,18 +43,18 @@ final class PayloadTypes {
         return this.byEventName.keySet();
     }
 
-    /** The type to map the envelope's payload to. */
-    Type typeFor(EventEnvelope<?> envelope) {
+    /** The type to map the event's payload to. */
+    Type typeFor(IncomingEvent event) {
         if (this.byEventName.isEmpty()) {
             return this.inputType;
         }
-        Type type = this.byEventName.get(envelope.eventName());
+        Type type = this.byEventName.get(event.eventName());
         if (type == null) {
             throw new RejectedMessageException(
                     Reason.UNKNOWN_EVENT,
-                    envelope.eventId(),
+                    event.eventId(),
                     "no function of this binding handles event '%s' (it handles %s)"
-                            .formatted(envelope.eventName(), this.byEventName.keySet()));
+                            .formatted(event.eventName(), this.byEventName.keySet()));
         }
         return type;
     }

@@ -6,7 +6,8 @@ import org.jspecify.annotations.Nullable;
 /**
  * A message that can never be processed, whatever the number of attempts: it is not an event envelope, it names no
  * event this service handles, or its payload does not map to the event's type. Such a message must go to the
- * dead-letter queue at once, without retry, and leave no {@code processed_event} row behind.
+ * dead-letter queue at once, without retry, and leave no {@code processed_event} row behind. The message starts with
+ * the reason, for example {@code NOT_JSON: the message body is not JSON: ...}.
  */
 public class RejectedMessageException extends IdempotencyException {
 
@@ -18,7 +19,9 @@ public class RejectedMessageException extends IdempotencyException {
         NOT_JSON,
         /** The body is JSON but not an object. */
         NOT_AN_OBJECT,
-        /** A required envelope field is missing or null. */
+        /** The message carries no event id, so it cannot be deduplicated. */
+        MISSING_EVENT_ID,
+        /** A required envelope field (other than the event id) is missing or null. */
         MISSING_FIELD,
         /** The event id is not a UUID. */
         INVALID_EVENT_ID,
@@ -39,7 +42,7 @@ public class RejectedMessageException extends IdempotencyException {
     }
 
     public RejectedMessageException(Reason reason, @Nullable UUID eventId, String message, @Nullable Throwable cause) {
-        super(message, cause);
+        super(reason + ": " + message, cause);
         this.reason = reason;
         this.eventId = eventId;
     }

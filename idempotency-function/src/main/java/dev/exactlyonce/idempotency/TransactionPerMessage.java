@@ -67,6 +67,15 @@ final class TransactionPerMessage implements ChannelInterceptor {
     public void afterSendCompletion(
             Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
         GuardedInvocation invocation = current();
+        RejectedMessageException rejected =
+                failure != null ? Failures.find(failure, RejectedMessageException.class) : null;
+        if (rejected != null) {
+            logger.warn(
+                    "Rejected a message of {} without retry, event id {}: {}",
+                    this.binding.bindingName(),
+                    rejected.eventId() != null ? rejected.eventId() : "unknown",
+                    rejected.getMessage());
+        }
         try {
             if (!invocation.transaction().isCompleted()) {
                 logger.debug("Rolling back the transaction of a message of {}", this.binding.bindingName());

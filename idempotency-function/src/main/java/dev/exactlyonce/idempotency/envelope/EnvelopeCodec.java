@@ -64,7 +64,7 @@ public final class EnvelopeCodec {
      * @throws RejectedMessageException when the body is not a valid envelope
      */
     public EventEnvelope<JsonNode> decode(byte[] body) {
-        JsonNode root = parse(body);
+        JsonNode root = parseObject(body, "message body");
         UUID eventId = parseEventId(requiredText(root, EVENT_ID, null));
         String eventName = requiredText(root, EVENT_NAME, eventId);
         JsonNode payload = root.get(PAYLOAD);
@@ -79,24 +79,43 @@ public final class EnvelopeCodec {
     }
 
     /**
+     * Reads a message body that is a bare payload (a JSON object), for messages whose event id and name travel in
+     * headers rather than in an envelope.
+     *
+     * @throws RejectedMessageException when the body is not a JSON object
+     */
+    public JsonNode decodePayload(byte[] body) {
+        return parseObject(body, "payload");
+    }
+
+    /**
      * Maps an envelope's payload to the given type.
      *
      * @throws RejectedMessageException when the payload does not map to the type
      */
     public <T> T readPayload(EventEnvelope<JsonNode> envelope, Type type) {
+        return readPayload(envelope.payload(), type, envelope.eventName(), envelope.eventId());
+    }
+
+    /**
+     * Maps a payload to the given type; the event's name and id only serve the message of the exception.
+     *
+     * @throws RejectedMessageException when the payload does not map to the type
+     */
+    public <T> T readPayload(JsonNode payload, Type type, String eventName, @Nullable UUID eventId) {
         JavaType javaType = this.jsonMapper.constructType(type);
         if (javaType.isTypeOrSubTypeOf(JsonNode.class)) {
-            return this.jsonMapper.convertValue(envelope.payload(), javaType);
+            return this.jsonMapper.convertValue(payload, javaType);
         }
         try {
-            return this.jsonMapper.treeToValue(envelope.payload(), javaType);
+            return this.jsonMapper.treeToValue(payload, javaType);
         } catch (JacksonException ex) {
             throw new RejectedMessageException(
                     Reason.INVALID_PAYLOAD,
-                    envelope.eventId(),
+                    eventId,
                     "the payload of %s does not map to %s%s: %s"
                             .formatted(
-                                    envelope.eventName(),
+                                    eventName,
                                     javaType.getRawClass().getSimpleName(),
                                     location(ex),
                                     ex.getOriginalMessage()),
@@ -136,23 +155,25 @@ public final class EnvelopeCodec {
         return UUID.fromString(text);
     }
 
-    private JsonNode parse(byte[] body) {
+    private JsonNode parseObject(byte[] body, String what) {
         if (body.length == 0) {
-            throw new RejectedMessageException(Reason.NOT_JSON, null, "the message body is empty");
+            throw new RejectedMessageException(Reason.NOT_JSON, null, "the %s is empty".formatted(what));
         }
         JsonNode root;
         try {
             root = this.jsonMapper.readTree(body);
         } catch (JacksonException ex) {
             throw new RejectedMessageException(
-                    Reason.NOT_JSON, null, "the message body is not JSON: " + ex.getOriginalMessage(), ex);
+                    Reason.NOT_JSON, null, "the %s is not JSON: %s".formatted(what, ex.getOriginalMessage()), ex);
         }
         if (root == null || root.isMissingNode()) {
-            throw new RejectedMessageException(Reason.NOT_JSON, null, "the message body is blank");
+            throw new RejectedMessageException(Reason.NOT_JSON, null, "the %s is blank".formatted(what));
         }
         if (!root.isObject()) {
             throw new RejectedMessageException(
-                    Reason.NOT_AN_OBJECT, null, "the message body is JSON but not an object: " + root.getNodeType());
+                    Reason.NOT_AN_OBJECT,
+                    null,
+                    "the %s is JSON but not an object: %s".formatted(what, root.getNodeType()));
         }
         return root;
     }
@@ -160,7 +181,9 @@ public final class EnvelopeCodec {
     private static String requiredText(JsonNode root, String field, @Nullable UUID eventId) {
         JsonNode node = root.get(field);
         if (node == null || node.isNull()) {
-            throw missing(field, eventId);
+            throw EVENT_ID.equals(field)
+                    ? new RejectedMessageException(Reason.MISSING_EVENT_ID, null, "the envelope has no event_id")
+                    : missing(field, eventId);
         }
         if (!node.isString() || node.stringValue().isBlank()) {
             Reason reason = EVENT_ID.equals(field) ? Reason.INVALID_EVENT_ID : Reason.MISSING_FIELD;

@@ -62,7 +62,12 @@ public final class EventDeliveries {
 
     /** Delivers a message body as it is, for messages that are not valid envelopes. */
     public void deliverBody(byte[] body) {
-        this.input.send(message(body), this.destination);
+        deliverMessage(message(body));
+    }
+
+    /** Delivers a message as it is, headers included (for events whose id travels in a header). */
+    public void deliverMessage(Message<byte[]> message) {
+        this.input.send(message, this.destination);
     }
 
     /** Starts one delivery of the event on a new thread. */

@@ -72,8 +72,8 @@ class EnvelopeCodecTests {
             truncated JSON              | {"event_id":                                             | NOT_JSON
             JSON array                  | [1, 2]                                                   | NOT_AN_OBJECT
             JSON string                 | "text"                                                   | NOT_AN_OBJECT
-            no event_id                 | {"event_name": "a", "payload": {}}                       | MISSING_FIELD
-            null event_id               | {"event_id": null, "event_name": "a", "payload": {}}     | MISSING_FIELD
+            no event_id                 | {"event_name": "a", "payload": {}}                       | MISSING_EVENT_ID
+            null event_id               | {"event_id": null, "event_name": "a", "payload": {}}     | MISSING_EVENT_ID
             numeric event_id            | {"event_id": 12, "event_name": "a", "payload": {}}       | INVALID_EVENT_ID
             event_id not a UUID         | {"event_id": "abc", "event_name": "a", "payload": {}}    | INVALID_EVENT_ID
             shortened UUID              | {"event_id": "1-2-3-4-5", "event_name": "a", "payload": {}} | INVALID_EVENT_ID
@@ -89,7 +89,7 @@ class EnvelopeCodecTests {
         assertThatExceptionOfType(RejectedMessageException.class)
                 .isThrownBy(() -> this.codec.decode(bytes))
                 .satisfies(ex -> assertThat(ex.reason()).isEqualTo(reason))
-                .withMessageStartingWith("the ");
+                .withMessageStartingWith(reason + ": the ");
     }
 
     @Test
@@ -98,7 +98,7 @@ class EnvelopeCodecTests {
                 .isThrownBy(() -> this.codec.decode(bytes("""
                         {"event_id": "%s", "payload": {}}""".formatted(EVENT_ID))))
                 .satisfies(ex -> assertThat(ex.eventId()).isEqualTo(UUID.fromString(EVENT_ID)))
-                .withMessage("the envelope has no event_name");
+                .withMessage("MISSING_FIELD: the envelope has no event_name");
     }
 
     @ParameterizedTest(name = "{0}")
@@ -117,8 +117,20 @@ class EnvelopeCodecTests {
                 .isThrownBy(() -> this.codec.readPayload(envelope, Order.class))
                 .satisfies(ex -> assertThat(ex.reason()).isEqualTo(Reason.INVALID_PAYLOAD))
                 .satisfies(ex -> assertThat(ex.eventId()).isEqualTo(UUID.fromString(EVENT_ID)))
-                .withMessageStartingWith("the payload of order.placed does not map to Order")
+                .withMessageStartingWith("INVALID_PAYLOAD: the payload of order.placed does not map to Order")
                 .withMessageContaining(where);
+    }
+
+    @Test
+    void readsABarePayload() {
+        assertThat(this.codec
+                        .decodePayload(bytes("{\"orderId\": 1}"))
+                        .get("orderId")
+                        .asInt())
+                .isEqualTo(1);
+        assertThatExceptionOfType(RejectedMessageException.class)
+                .isThrownBy(() -> this.codec.decodePayload(bytes("[]")))
+                .withMessage("NOT_AN_OBJECT: the payload is JSON but not an object: ARRAY");
     }
 
     @Test

@@ -1,0 +1,130 @@
+package dev.exactlyonce.idempotency;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+
+import dev.exactlyonce.idempotency.IdempotencyProperties.EventId;
+import dev.exactlyonce.idempotency.IdempotencyProperties.EventIdSource;
+import dev.exactlyonce.idempotency.IdempotencyProperties.MissingEventId;
+import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import java.time.Instant;
+import java.time.format.DateTimeParseException;
+import java.util.List;
+import java.util.UUID;
+import org.jspecify.annotations.Nullable;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageHeaders;
+import tools.jackson.databind.JsonNode;
+
+/**
+ * Reads the event a message carries, from the envelope or, per {@code idempotency.event-id.source}, from headers
+ * around a bare payload. Header values that arrive as bytes (as on Kafka) are read as UTF-8.
+ */
+final class EventReader {
+
+    static final String AMQP_MESSAGE_ID = "amqp_messageId";
+
+    static final String AMQP_ROUTING_KEY = "amqp_receivedRoutingKey";
+
+    private static final List<String> CLOUDEVENTS_PREFIXES = List.of("ce_", "ce-", "cloudEvents:", "cloudEvents_");
+
+    private final EnvelopeCodec codec;
+
+    private final EventId settings;
+
+    EventReader(EnvelopeCodec codec, EventId settings) {
+        this.codec = codec;
+        this.settings = settings;
+    }
+
+    IncomingEvent read(Message<byte[]> message) {
+        if (this.settings.source() == EventIdSource.ENVELOPE) {
+            EventEnvelope<JsonNode> envelope = this.codec.decode(message.getPayload());
+            return new IncomingEvent(
+                    envelope.eventId(), envelope.eventName(), envelope.occurredAt(), envelope.payload());
+        }
+        MessageHeaders headers = message.getHeaders();
+        UUID eventId = eventId(headers);
+        boolean cloudEvent = this.settings.source() == EventIdSource.CLOUDEVENTS;
+        String eventName = cloudEvent ? cloudEventHeader(headers, "type") : text(headers, EventHeaders.EVENT_NAME);
+        if (eventName == null && !cloudEvent) {
+            eventName = text(headers, AMQP_ROUTING_KEY);
+        }
+        if (eventName == null || eventName.isBlank()) {
+            throw new RejectedMessageException(
+                    Reason.MISSING_FIELD,
+                    eventId,
+                    cloudEvent
+                            ? "the message has no ce_type header"
+                            : "the message has no event_name header and no routing key");
+        }
+        String time = cloudEvent ? cloudEventHeader(headers, "time") : text(headers, EventHeaders.OCCURRED_AT);
+        return new IncomingEvent(
+                eventId, eventName, occurredAt(time, eventId), this.codec.decodePayload(message.getPayload()));
+    }
+
+    private @Nullable UUID eventId(MessageHeaders headers) {
+        String text = switch (this.settings.source()) {
+            case HEADER -> text(headers, this.settings.header());
+            case MESSAGE_ID -> text(headers, AMQP_MESSAGE_ID);
+            case CLOUDEVENTS -> cloudEventHeader(headers, "id");
+            case ENVELOPE -> throw new IllegalStateException("the envelope carries its own id");
+        };
+        if (text == null || text.isBlank()) {
+            if (this.settings.whenMissing() == MissingEventId.PASS_THROUGH) {
+                return null;
+            }
+            throw new RejectedMessageException(
+                    Reason.MISSING_EVENT_ID, null, "the message has no event id (%s)".formatted(describeSource()));
+        }
+        UUID eventId = EnvelopeCodec.parseCanonicalUuid(text.trim());
+        if (eventId == null) {
+            throw new RejectedMessageException(
+                    Reason.INVALID_EVENT_ID,
+                    null,
+                    "the message's event id (%s) is not a UUID: '%s'".formatted(describeSource(), text));
+        }
+        return eventId;
+    }
+
+    private String describeSource() {
+        return switch (this.settings.source()) {
+            case HEADER -> "header " + this.settings.header();
+            case MESSAGE_ID -> "AMQP message_id";
+            case CLOUDEVENTS -> "header ce_id";
+            case ENVELOPE -> "envelope event_id";
+        };
+    }
+
+    private static @Nullable String cloudEventHeader(MessageHeaders headers, String attribute) {
+        for (String prefix : CLOUDEVENTS_PREFIXES) {
+            String value = text(headers, prefix + attribute);
+            if (value != null) {
+                return value;
+            }
+        }
+        return null;
+    }
+
+    private static @Nullable String text(MessageHeaders headers, String name) {
+        Object value = headers.get(name);
+        if (value instanceof byte[] bytes) {
+            return new String(bytes, UTF_8);
+        }
+        return value != null ? value.toString() : null;
+    }
+
+    private static @Nullable Instant occurredAt(@Nullable String time, @Nullable UUID eventId) {
+        if (time == null) {
+            return null;
+        }
+        try {
+            return Instant.parse(time);
+        } catch (DateTimeParseException ex) {
+            throw new RejectedMessageException(
+                    Reason.INVALID_OCCURRED_AT, eventId, "the event time is not an ISO-8601 instant: " + time, ex);
+        }
+    }
+}

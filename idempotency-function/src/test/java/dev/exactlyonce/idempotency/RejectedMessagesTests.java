@@ -1,0 +1,133 @@
+package dev.exactlyonce.idempotency;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
+import dev.exactlyonce.idempotency.test.DeliveryRecorder;
+import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.EventDeliveries;
+import dev.exactlyonce.idempotency.test.ProcessedEvents;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.util.UUID;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.support.ErrorMessage;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * Messages that can never be processed fail once, without retry (the binding allows two attempts), leave nothing
+ * behind, and reach the binder's dead-letter path with their real reason; the next message is processed normally.
+ */
+@SpringBootTest
+@EnableIdempotencyTestKit
+class RejectedMessagesTests {
+
+    private static final String FUNCTION = "recordThing";
+
+    private static final String EVENT_ID = "01937d6e-2a4c-7b1e-9f3a-5c2d1e0f4a8b";
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        TestPostgres.newDatabase("rejected").registerDataSource(registry);
+    }
+
+    @Autowired
+    EventDeliveries deliveries;
+
+    @Autowired
+    BusinessFunctionProbe probe;
+
+    @Autowired
+    DeliveryRecorder recorder;
+
+    @Autowired
+    ProcessedEvents processedEvents;
+
+    @Autowired
+    JdbcTemplate jdbcTemplate;
+
+    @BeforeEach
+    void reset() {
+        this.probe.reset();
+        this.recorder.reset();
+        this.deliveries.resetLastError();
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', textBlock = """
+            a body that is not JSON       | hello                                                            | NOT_JSON
+            an empty body                 |                                                                  | NOT_JSON
+            JSON that is not an object    | [1, 2, 3]                                                        | NOT_AN_OBJECT
+            no event_id                   | {"event_name": "test.thing.happened.v1", "payload": {}}          | MISSING_EVENT_ID
+            no event_name                 | {"event_id": "%1$s", "payload": {}}                              | MISSING_FIELD
+            no payload                    | {"event_id": "%1$s", "event_name": "test.thing.happened.v1"}     | MISSING_FIELD
+            an event_id that is no UUID   | {"event_id": "order-42", "event_name": "test.thing.happened.v1", "payload": {}} | INVALID_EVENT_ID
+            an event nobody handles       | {"event_id": "%1$s", "event_name": "test.other.v1", "payload": {}} | UNKNOWN_EVENT
+            a thing id that is no UUID    | {"event_id": "%1$s", "event_name": "test.thing.happened.v1", "payload": {"thingId": "t-1", "amount": "1"}} | INVALID_PAYLOAD
+            an amount that is no decimal  | {"event_id": "%1$s", "event_name": "test.thing.happened.v1", "payload": {"thingId": "%1$s", "amount": "ten"}} | INVALID_PAYLOAD
+            a missing amount              | {"event_id": "%1$s", "event_name": "test.thing.happened.v1", "payload": {"thingId": "%1$s"}} | INVALID_PAYLOAD
+            """)
+    void aPoisonMessageFailsOnceWithItsReasonAndTheNextMessageIsProcessed(String kind, String body, String reason) {
+        this.deliveries.deliverBody((body == null ? "" : body.formatted(EVENT_ID)).getBytes(UTF_8));
+
+        assertThat(this.recorder.attempts()).as("attempts").hasSize(1);
+        assertThat(this.probe.invocations(FUNCTION)).isZero();
+        assertThat(this.processedEvents.rows(UUID.fromString(EVENT_ID))).isZero();
+        assertThat(deadLetteredReason()).startsWith(reason + ": ");
+
+        EventEnvelope<ThingHappened> next = Things.thingHappened();
+        this.deliveries.deliver(next);
+
+        assertThat(effects(next)).isEqualTo(1);
+        assertThat(this.probe.invocations(FUNCTION)).isEqualTo(1);
+    }
+
+    @Test
+    void aPayloadRejectionSaysWhichFieldAndKeepsTheEventId() {
+        this.deliveries.deliverBody("""
+                {"event_id": "%1$s", "event_name": "test.thing.happened.v1",
+                 "payload": {"thingId": "%1$s", "amount": "ten"}}""".formatted(EVENT_ID).getBytes(UTF_8));
+
+        assertThat(deadLetteredReason())
+                .startsWith("INVALID_PAYLOAD: the payload of test.thing.happened.v1 does not map to ThingHappened")
+                .contains("at payload.amount");
+    }
+
+    @Test
+    void aTransientFailureIsRetriedThenDeadLetteredWithItsOwnMessage() {
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+        this.probe.failNext(FUNCTION, 2);
+
+        this.deliveries.deliver(event);
+
+        assertThat(this.recorder.attempts(event.eventId())).hasSize(2);
+        assertThat(deadLetteredReason()).isEqualTo("failure injected by the test after recordThing ran");
+        assertThat(this.processedEvents.rows(event.eventId())).isZero();
+        assertThat(effects(event)).isZero();
+    }
+
+    /** What the Rabbit and Kafka binders record as {@code x-exception-message}: the message of the cause. */
+    private String deadLetteredReason() {
+        Message<?> error = this.deliveries.lastError();
+        assertThat(error).as("the binder gave up on the message").isInstanceOf(ErrorMessage.class);
+        Throwable failure = ((ErrorMessage) error).getPayload();
+        return failure.getCause() != null ? failure.getCause().getMessage() : failure.getMessage();
+    }
+
+    private int effects(EventEnvelope<ThingHappened> event) {
+        Integer count = this.jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM thing_effect WHERE thing_id = ?",
+                Integer.class,
+                event.payload().thingId());
+        return count != null ? count : 0;
+    }
+}
