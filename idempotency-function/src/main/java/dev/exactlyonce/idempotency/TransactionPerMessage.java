@@ -8,6 +8,7 @@ import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.support.DefaultTransactionDefinition;
 
 /**
@@ -81,6 +82,12 @@ final class TransactionPerMessage implements ChannelInterceptor {
                 logger.debug("Rolling back the transaction of a message of {}", this.binding.bindingName());
                 this.transactionManager.rollback(invocation.transaction());
             }
+        } catch (TransactionException ex) {
+            // The connection is gone (the usual cause): the database has already discarded the transaction.
+            logger.warn(
+                    "Could not roll back the transaction of a message of {}: {}",
+                    this.binding.bindingName(),
+                    ex.getMessage());
         } finally {
             invocation.close();
         }

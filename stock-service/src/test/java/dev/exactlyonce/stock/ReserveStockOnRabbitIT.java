@@ -1,13 +1,16 @@
 package dev.exactlyonce.stock;
 
+import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import com.rabbitmq.client.AMQP;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
+import com.rabbitmq.client.GetResponse;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.DeliveryRecorder;
 import dev.exactlyonce.idempotency.test.DeliveryRecorder.Attempt;
@@ -18,9 +21,15 @@ import dev.exactlyonce.idempotency.test.TestRabbit;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.atomic.AtomicReference;
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.amqp.rabbit.connection.CachingConnectionFactory;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -71,6 +80,7 @@ class ReserveStockOnRabbitIT {
 
     private final EnvelopeCodec codec = new EnvelopeCodec();
 
+    @BeforeEach
     @AfterEach
     void reset() {
         this.recorder.reset();
@@ -113,15 +123,67 @@ class ReserveStockOnRabbitIT {
         assertThat(this.probe.invocations("reserveStock")).isEqualTo(1);
     }
 
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', textBlock = """
+            a body that is not JSON             | hello                                               | NOT_JSON
+            an empty body                       |                                                     | NOT_JSON
+            JSON that is not an object          | ["order"]                                           | NOT_AN_OBJECT
+            no event_id                         | {"event_name": "%2$s", "payload": %3$s}             | MISSING_EVENT_ID
+            no event_name                       | {"event_id": "%1$s", "payload": %3$s}               | MISSING_FIELD
+            no payload                          | {"event_id": "%1$s", "event_name": "%2$s"}          | MISSING_FIELD
+            an event_id that is not a UUID      | {"event_id": "order-1", "event_name": "%2$s", "payload": %3$s} | INVALID_EVENT_ID
+            an event_name nobody here handles   | {"event_id": "%1$s", "event_name": "order.order.shipped.v1", "payload": %3$s} | UNKNOWN_EVENT
+            a product id that is not a UUID     | {"event_id": "%1$s", "event_name": "%2$s", "payload": {"orderId": "%1$s", "lines": [{"productId": "p-1", "quantity": "1.000"}]}} | INVALID_PAYLOAD
+            a quantity that is not a decimal    | {"event_id": "%1$s", "event_name": "%2$s", "payload": {"orderId": "%1$s", "lines": [{"productId": "%1$s", "quantity": "a lot"}]}} | INVALID_PAYLOAD
+            a missing required field            | {"event_id": "%1$s", "event_name": "%2$s", "payload": {"lines": []}} | INVALID_PAYLOAD
+            """)
+    void aPoisonMessageGoesToTheDeadLetterQueueAfterOneAttemptWithItsReason(String kind, String body, String reason)
+            throws Exception {
+        UUID eventId = UuidV7.generate();
+        String payload = """
+                {"orderId": "%s", "lines": [{"productId": "%s", "quantity": "1.000"}]}""".formatted(UuidV7.generate(), UUID.randomUUID());
+        byte[] bytes = (body == null ? "" : body.formatted(eventId, Orders.PLACED, payload)).getBytes(UTF_8);
+
+        publish(Orders.PLACED, bytes, null);
+
+        GetResponse deadLetter = awaitDeadLetter();
+        assertThat(deadLetter.getBody()).isEqualTo(bytes);
+        assertThat(deadLetter.getProps().getHeaders().get("x-exception-message"))
+                .asString()
+                .startsWith(reason + ": ");
+        assertThat(this.recorder.attempts()).as("attempts, with three allowed").hasSize(1);
+        assertThat(this.processedEvents.rows(eventId)).isZero();
+
+        EventEnvelope<Map<String, Object>> next = Orders.placed(1);
+        publish(next);
+        awaitAttempts(next, 1);
+        assertThat(reservations(next)).isEqualTo(1);
+    }
+
+    private GetResponse awaitDeadLetter() {
+        AtomicReference<GetResponse> deadLetter = new AtomicReference<>();
+        await().atMost(Duration.ofSeconds(30)).until(() -> {
+            try (Channel channel = publisher.createChannel()) {
+                deadLetter.set(channel.basicGet(QUEUE + ".dlq", true));
+            }
+            return deadLetter.get() != null;
+        });
+        return deadLetter.get();
+    }
+
     private void publish(EventEnvelope<?> event) throws Exception {
+        publish(event.eventName(), this.codec.encode(event), event.eventId().toString());
+    }
+
+    private void publish(String routingKey, byte[] body, @Nullable String messageId) throws Exception {
         AMQP.BasicProperties properties = new AMQP.BasicProperties.Builder()
                 .contentType("application/json")
-                .messageId(event.eventId().toString())
+                .messageId(messageId)
                 .deliveryMode(2)
                 .build();
         try (Channel channel = publisher.createChannel()) {
             channel.confirmSelect();
-            channel.basicPublish(EXCHANGE, event.eventName(), properties, this.codec.encode(event));
+            channel.basicPublish(EXCHANGE, routingKey, properties, body);
             channel.waitForConfirmsOrDie(5_000);
         }
     }

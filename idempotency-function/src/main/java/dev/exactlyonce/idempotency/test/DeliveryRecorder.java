@@ -10,7 +10,7 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.ListableBeanFactory;
-import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.context.SmartLifecycle;
 import org.springframework.core.env.Environment;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageChannel;
@@ -22,7 +22,7 @@ import org.springframework.messaging.support.InterceptableChannel;
  * headers as the binder delivered them, and the failure if the attempt failed. It can also run an action right after
  * an attempt committed and before the binder acknowledges the message, to lose that acknowledgement.
  */
-public final class DeliveryRecorder implements ChannelInterceptor, SmartInitializingSingleton {
+public final class DeliveryRecorder implements SmartLifecycle {
 
     private static final String GUARD = "idempotencyGuard";
 
@@ -53,6 +53,8 @@ public final class DeliveryRecorder implements ChannelInterceptor, SmartInitiali
     private final List<Attempt> attempts = new CopyOnWriteArrayList<>();
 
     private final Map<UUID, Runnable> afterCommit = new ConcurrentHashMap<>();
+
+    private volatile boolean running;
 
     DeliveryRecorder(ListableBeanFactory beanFactory, Environment environment) {
         this.beanFactory = beanFactory;
@@ -85,31 +87,62 @@ public final class DeliveryRecorder implements ChannelInterceptor, SmartInitiali
         this.afterCommit.clear();
     }
 
+    /**
+     * Installs the recorder on each guarded binding before the bindings start: first on the input channel, so that
+     * it sees every attempt, even one whose transaction could not begin; and last, to act after the commit.
+     */
     @Override
-    public void afterSingletonsInstantiated() {
-        Arrays.stream(this.environment
+    public void start() {
+        ChannelInterceptor recording = new ChannelInterceptor() {
+            @Override
+            public void afterSendCompletion(
+                    Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
+                DeliveryRecorder.this.attempts.add(
+                        new Attempt(eventId(message), Map.copyOf(message.getHeaders()), failure));
+            }
+        };
+        ChannelInterceptor afterCommit = new ChannelInterceptor() {
+            @Override
+            public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
+                UUID eventId = eventId(message);
+                Runnable action = eventId != null ? DeliveryRecorder.this.afterCommit.remove(eventId) : null;
+                if (action != null) {
+                    action.run();
+                }
+            }
+        };
+        for (InterceptableChannel channel : guardedInputChannels()) {
+            channel.addInterceptor(0, recording);
+            channel.addInterceptor(afterCommit);
+        }
+        this.running = true;
+    }
+
+    @Override
+    public void stop() {
+        this.running = false;
+    }
+
+    @Override
+    public boolean isRunning() {
+        return this.running;
+    }
+
+    /** Before the bindings, which start in a later phase. */
+    @Override
+    public int getPhase() {
+        return 0;
+    }
+
+    private List<InterceptableChannel> guardedInputChannels() {
+        return Arrays.stream(this.environment
                         .getProperty("spring.cloud.function.definition", "")
                         .split(";"))
                 .map(String::trim)
                 .filter(definition -> definition.startsWith(GUARD))
                 .map(definition -> definition.replaceAll("[|,]", "") + "-in-0")
                 .map(bindingName -> this.beanFactory.getBean(bindingName, InterceptableChannel.class))
-                .forEach(channel -> channel.addInterceptor(this));
-    }
-
-    @Override
-    public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
-        UUID eventId = eventId(message);
-        Runnable action = eventId != null ? this.afterCommit.remove(eventId) : null;
-        if (action != null) {
-            action.run();
-        }
-    }
-
-    @Override
-    public void afterSendCompletion(
-            Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
-        this.attempts.add(new Attempt(eventId(message), Map.copyOf(message.getHeaders()), failure));
+                .toList();
     }
 
     private @Nullable UUID eventId(Message<?> message) {

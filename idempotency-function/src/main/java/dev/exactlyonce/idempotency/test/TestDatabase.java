@@ -14,7 +14,16 @@ public record TestDatabase(String name, String jdbcUrl, String username, String 
 
     /** Makes this database the service's {@code spring.datasource}. */
     public void registerDataSource(DynamicPropertyRegistry registry) {
-        registry.add("spring.datasource.url", this::jdbcUrl);
+        registerDataSource(registry, this.jdbcUrl);
+    }
+
+    /** Makes this database, reached through the proxy, the service's {@code spring.datasource}. */
+    public void registerDataSource(DynamicPropertyRegistry registry, TcpProxy proxy) {
+        registerDataSource(registry, this.jdbcUrl.replaceFirst("//[^/]+/", "//127.0.0.1:" + proxy.port() + "/"));
+    }
+
+    private void registerDataSource(DynamicPropertyRegistry registry, String url) {
+        registry.add("spring.datasource.url", () -> url);
         registry.add("spring.datasource.username", this::username);
         registry.add("spring.datasource.password", this::password);
     }

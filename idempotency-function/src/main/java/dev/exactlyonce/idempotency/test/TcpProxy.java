@@ -1,0 +1,138 @@
+package dev.exactlyonce.idempotency.test;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.io.UncheckedIOException;
+import java.net.InetAddress;
+import java.net.InetSocketAddress;
+import java.net.ServerSocket;
+import java.net.Socket;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * A TCP proxy on a local port, to take a server away from the service under test and give it back, without
+ * stopping a server other tests share. {@link #cut()} closes every open connection and refuses new ones, as a
+ * stopped server would; {@link #restore()} accepts connections again on the same port.
+ */
+public final class TcpProxy implements AutoCloseable {
+
+    private static final Logger logger = LoggerFactory.getLogger(TcpProxy.class);
+
+    private final String targetHost;
+
+    private final int targetPort;
+
+    private final int port;
+
+    private final Set<Socket> sockets = ConcurrentHashMap.newKeySet();
+
+    private volatile @Nullable ServerSocket server;
+
+    private TcpProxy(String targetHost, int targetPort) {
+        this.targetHost = targetHost;
+        this.targetPort = targetPort;
+        this.server = listen(0);
+        this.port = this.server.getLocalPort();
+        accept(this.server);
+    }
+
+    /** A proxy to {@code host:port}, accepting connections on a free local port. */
+    public static TcpProxy to(String host, int port) {
+        return new TcpProxy(host, port);
+    }
+
+    /** The local port the service connects to. */
+    public int port() {
+        return this.port;
+    }
+
+    /** Closes every connection through the proxy and refuses new ones. */
+    public synchronized void cut() {
+        closeQuietly(this.server);
+        this.server = null;
+        this.sockets.forEach(TcpProxy::closeQuietly);
+        this.sockets.clear();
+        logger.info("Proxy to {}:{} cut", this.targetHost, this.targetPort);
+    }
+
+    /** Accepts connections again, on the same port. */
+    public synchronized void restore() {
+        if (this.server == null) {
+            this.server = listen(this.port);
+            accept(this.server);
+            logger.info("Proxy to {}:{} restored", this.targetHost, this.targetPort);
+        }
+    }
+
+    @Override
+    public void close() {
+        cut();
+    }
+
+    private static ServerSocket listen(int port) {
+        try {
+            ServerSocket server = new ServerSocket();
+            server.setReuseAddress(true);
+            server.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), port));
+            return server;
+        } catch (IOException ex) {
+            throw new UncheckedIOException("Could not listen on port " + port, ex);
+        }
+    }
+
+    private void accept(ServerSocket server) {
+        Thread acceptor = new Thread(
+                () -> {
+                    while (!server.isClosed()) {
+                        try {
+                            Socket client = server.accept();
+                            Socket upstream = new Socket(this.targetHost, this.targetPort);
+                            this.sockets.add(client);
+                            this.sockets.add(upstream);
+                            pump(client, upstream);
+                            pump(upstream, client);
+                        } catch (IOException ex) {
+                            logger.debug("Proxy stopped accepting: {}", ex.getMessage());
+                        }
+                    }
+                },
+                "tcp-proxy-" + server.getLocalPort());
+        acceptor.setDaemon(true);
+        acceptor.start();
+    }
+
+    private void pump(Socket from, Socket to) {
+        Thread pump = new Thread(
+                () -> {
+                    try (InputStream in = from.getInputStream();
+                            OutputStream out = to.getOutputStream()) {
+                        in.transferTo(out);
+                    } catch (IOException ex) {
+                        logger.trace("Proxy connection closed: {}", ex.getMessage());
+                    } finally {
+                        closeQuietly(from);
+                        closeQuietly(to);
+                        this.sockets.remove(from);
+                        this.sockets.remove(to);
+                    }
+                },
+                "tcp-proxy-pump");
+        pump.setDaemon(true);
+        pump.start();
+    }
+
+    private static void closeQuietly(@Nullable AutoCloseable closeable) {
+        if (closeable != null) {
+            try {
+                closeable.close();
+            } catch (Exception ex) {
+                logger.trace("Closing {}: {}", closeable, ex.getMessage());
+            }
+        }
+    }
+}
