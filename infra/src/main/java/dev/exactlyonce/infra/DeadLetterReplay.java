@@ -1,0 +1,151 @@
+package dev.exactlyonce.infra;
+
+import com.rabbitmq.client.AMQP;
+import com.rabbitmq.client.Channel;
+import com.rabbitmq.client.Connection;
+import com.rabbitmq.client.GetResponse;
+import dev.exactlyonce.idempotency.RejectedMessageException;
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import java.io.IOException;
+import java.io.PrintStream;
+import java.time.Instant;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.TimeoutException;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Moves dead letters back to their queue: the messages of {@code <queue>.dlq}, all of them or those of the given
+ * event ids, are published to {@code <queue>} itself (through the default exchange, so no other service's queue
+ * receives them), with their headers and a count of replays.
+ *
+ * <p>Safe to run at any time, and again:
+ *
+ * <ol>
+ *   <li>it takes at most the messages the dead-letter queue held when it started, one at a time;
+ *   <li>a selected message is published with publisher confirms, then acknowledged in the dead-letter queue: a crash
+ *       in between leaves a copy in both queues, which the service's guard discards;
+ *   <li>a message that is not selected is published back to the tail of the dead-letter queue, then acknowledged
+ *       (rather than rejected with requeue, which on a quorum queue counts against its delivery limit);
+ *   <li>replaying an event the service already applied has no effect: the guard finds its id.
+ * </ol>
+ */
+final class DeadLetterReplay {
+
+    static final String REPLAY_COUNT = "x-replay-count";
+
+    static final String REPLAYED_AT = "x-replayed-at";
+
+    private static final long CONFIRM_TIMEOUT_MS = 10_000;
+
+    private final EnvelopeCodec codec = new EnvelopeCodec();
+
+    private final PrintStream out;
+
+    DeadLetterReplay(PrintStream out) {
+        this.out = out;
+    }
+
+    /** What a replay did. */
+    record Result(int replayed, int kept) {}
+
+    /**
+     * Replays the dead letters of {@code queue}: all of them when {@code eventIds} is empty.
+     *
+     * @param dryRun list what would be replayed, and move nothing
+     */
+    Result replay(Connection connection, String queue, Set<UUID> eventIds, boolean dryRun)
+            throws IOException, TimeoutException, InterruptedException {
+        String deadLetters = queue + ".dlq";
+        try (Channel channel = connection.createChannel()) {
+            requireQueue(connection, queue);
+            requireQueue(connection, deadLetters);
+            int waiting = channel.queueDeclarePassive(deadLetters).getMessageCount();
+            this.out.printf(
+                    "%s holds %d message(s); %s%s%n",
+                    deadLetters,
+                    waiting,
+                    dryRun ? "would replay " : "replaying ",
+                    eventIds.isEmpty() ? "all" : "event(s) " + eventIds);
+            channel.confirmSelect();
+            int replayed = 0;
+            int kept = 0;
+            for (int taken = 0; taken < waiting; taken++) {
+                GetResponse message = channel.basicGet(deadLetters, false);
+                if (message == null) {
+                    break;
+                }
+                UUID eventId = eventId(message);
+                boolean selected = eventIds.isEmpty() || (eventId != null && eventIds.contains(eventId));
+                if (dryRun) {
+                    this.out.printf("  %s %s%n", selected ? "replay" : "keep  ", describe(message, eventId));
+                    channel.basicNack(message.getEnvelope().getDeliveryTag(), false, true);
+                } else {
+                    move(channel, message, selected ? queue : deadLetters, selected);
+                }
+                if (selected) {
+                    replayed++;
+                } else {
+                    kept++;
+                }
+                if (!dryRun && (taken + 1) % 100 == 0) {
+                    this.out.printf("  %d of %d: %d replayed, %d kept%n", taken + 1, waiting, replayed, kept);
+                }
+            }
+            this.out.printf(
+                    "%s %d message(s) to %s; %d kept in %s%n",
+                    dryRun ? "Would replay" : "Replayed", replayed, queue, kept, deadLetters);
+            return new Result(replayed, kept);
+        }
+    }
+
+    private static void requireQueue(Connection connection, String queue) throws IOException, TimeoutException {
+        try (Channel probe = connection.createChannel()) {
+            probe.queueDeclarePassive(queue);
+        } catch (IOException ex) {
+            throw new IllegalStateException(
+                    "There is no queue '%s' on the broker: check the name (the service's queue, such as stock.events)"
+                            .formatted(queue),
+                    ex);
+        }
+    }
+
+    private void move(Channel channel, GetResponse message, String target, boolean replay)
+            throws IOException, TimeoutException, InterruptedException {
+        AMQP.BasicProperties properties = message.getProps();
+        if (replay) {
+            Map<String, Object> headers =
+                    new HashMap<>(properties.getHeaders() != null ? properties.getHeaders() : Map.of());
+            headers.merge(REPLAY_COUNT, 1, (count, one) -> ((Number) count).intValue() + 1);
+            headers.put(REPLAYED_AT, Instant.now().toString());
+            properties = properties.builder().headers(headers).build();
+        }
+        channel.basicPublish("", target, true, properties, message.getBody());
+        channel.waitForConfirmsOrDie(CONFIRM_TIMEOUT_MS);
+        channel.basicAck(message.getEnvelope().getDeliveryTag(), false);
+    }
+
+    private @Nullable UUID eventId(GetResponse message) {
+        String messageId = message.getProps().getMessageId();
+        if (messageId != null) {
+            UUID eventId = EnvelopeCodec.parseCanonicalUuid(messageId);
+            if (eventId != null) {
+                return eventId;
+            }
+        }
+        try {
+            return this.codec.decode(message.getBody()).eventId();
+        } catch (RejectedMessageException ex) {
+            return ex.eventId();
+        }
+    }
+
+    private static String describe(GetResponse message, @Nullable UUID eventId) {
+        Object reason = message.getProps().getHeaders() != null
+                ? message.getProps().getHeaders().get("x-exception-message")
+                : null;
+        return "%s: %s".formatted(eventId != null ? eventId : "(no event id)", reason != null ? reason : "");
+    }
+}

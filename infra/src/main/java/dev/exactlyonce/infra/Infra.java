@@ -1,0 +1,108 @@
+package dev.exactlyonce.infra;
+
+import com.rabbitmq.client.Connection;
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import java.io.PrintStream;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.UUID;
+
+/**
+ * The operations command line: {@code java -jar infra/target/infra-*.jar <command> ...}.
+ *
+ * <pre>
+ * replay-dead-letters &lt;queue&gt; [--event-id &lt;uuid&gt;]... [--dry-run]
+ *     Moves the dead letters of &lt;queue&gt;.dlq back to &lt;queue&gt;: all, or those of the given event ids.
+ * </pre>
+ */
+public final class Infra {
+
+    private static final String USAGE = """
+            Usage: java -jar infra/target/infra-*.jar <command> [arguments]
+
+            Commands:
+              replay-dead-letters <queue> [--event-id <uuid>]... [--dry-run]
+                  Move the dead letters of <queue>.dlq back to <queue>: all of them, or those of the given
+                  event ids (repeat --event-id, or separate ids with commas). --dry-run lists them and moves
+                  nothing. Replaying an event the service already applied has no effect.
+
+            RabbitMQ is read from SPRING_RABBITMQ_HOST, SPRING_RABBITMQ_PORT, SPRING_RABBITMQ_USERNAME,
+            SPRING_RABBITMQ_PASSWORD and SPRING_RABBITMQ_VIRTUAL_HOST (default localhost:5672, guest).
+            """;
+
+    private Infra() {}
+
+    public static void main(String[] args) {
+        System.exit(run(args, System.out, System.err));
+    }
+
+    /** Runs a command; returns the process exit status. */
+    static int run(String[] args, PrintStream out, PrintStream err) {
+        if (args.length == 0 || args[0].equals("--help") || args[0].equals("help")) {
+            out.print(USAGE);
+            return args.length == 0 ? 2 : 0;
+        }
+        try {
+            return switch (args[0]) {
+                case "replay-dead-letters" -> replayDeadLetters(args, out);
+                default -> {
+                    err.printf("Unknown command '%s'.%n%n%s", args[0], USAGE);
+                    yield 2;
+                }
+            };
+        } catch (IllegalArgumentException ex) {
+            err.printf("%s%n%n%s", ex.getMessage(), USAGE);
+            return 2;
+        } catch (IllegalStateException ex) {
+            err.printf("%s failed: %s%n", args[0], ex.getMessage());
+            return 1;
+        } catch (Exception ex) {
+            err.printf("%s failed: %s%n", args[0], ex);
+            return 1;
+        }
+    }
+
+    private static int replayDeadLetters(String[] args, PrintStream out) throws Exception {
+        String queue = null;
+        Set<UUID> eventIds = new LinkedHashSet<>();
+        boolean dryRun = false;
+        List<String> rest = new ArrayList<>(List.of(args).subList(1, args.length));
+        for (int i = 0; i < rest.size(); i++) {
+            String arg = rest.get(i);
+            if (arg.equals("--dry-run")) {
+                dryRun = true;
+            } else if (arg.equals("--event-id") && i + 1 < rest.size()) {
+                eventIds.addAll(parseEventIds(rest.get(++i)));
+            } else if (arg.startsWith("--event-id=")) {
+                eventIds.addAll(parseEventIds(arg.substring("--event-id=".length())));
+            } else if (!arg.startsWith("--") && queue == null) {
+                queue = arg;
+            } else {
+                throw new IllegalArgumentException("Unexpected argument '%s'.".formatted(arg));
+            }
+        }
+        if (queue == null) {
+            throw new IllegalArgumentException("replay-dead-letters needs the queue, for example stock.events.");
+        }
+        BrokerSettings broker = BrokerSettings.fromEnvironment(System.getenv());
+        out.printf("RabbitMQ at %s%n", broker);
+        try (Connection connection = broker.connect("replay-dead-letters")) {
+            new DeadLetterReplay(out).replay(connection, queue, eventIds, dryRun);
+        }
+        return 0;
+    }
+
+    private static List<UUID> parseEventIds(String value) {
+        List<UUID> ids = new ArrayList<>();
+        for (String text : value.split(",")) {
+            UUID id = EnvelopeCodec.parseCanonicalUuid(text.trim());
+            if (id == null) {
+                throw new IllegalArgumentException("'%s' is not an event id (a UUID).".formatted(text.trim()));
+            }
+            ids.add(id);
+        }
+        return ids;
+    }
+}

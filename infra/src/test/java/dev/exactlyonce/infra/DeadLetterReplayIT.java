@@ -1,0 +1,168 @@
+package dev.exactlyonce.infra;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import com.rabbitmq.client.AMQP;
+import com.rabbitmq.client.Channel;
+import com.rabbitmq.client.Connection;
+import com.rabbitmq.client.GetResponse;
+import dev.exactlyonce.idempotency.test.TestRabbit;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/** The replay command on a real RabbitMQ: a queue and its dead-letter queue, as the Rabbit binder declares them. */
+class DeadLetterReplayIT {
+
+    private static final TestRabbit rabbit = TestRabbit.broker();
+
+    private static final Connection connection = rabbit.newConnection();
+
+    private final ByteArrayOutputStream output = new ByteArrayOutputStream();
+
+    private final DeadLetterReplay replay = new DeadLetterReplay(new PrintStream(this.output, true, UTF_8));
+
+    private String queue;
+
+    @BeforeEach
+    void declareQueues() throws Exception {
+        this.queue = rabbit.uniqueName("replay." + UUID.randomUUID().toString().substring(0, 8));
+        try (Channel channel = connection.createChannel()) {
+            Map<String, Object> quorum = Map.of("x-queue-type", "quorum");
+            channel.queueDeclare(this.queue, true, false, false, quorum);
+            channel.queueDeclare(this.queue + ".dlq", true, false, false, quorum);
+        }
+    }
+
+    @AfterAll
+    static void close() throws Exception {
+        connection.close();
+    }
+
+    @Test
+    void movesEveryDeadLetterBackToItsQueueWithItsHeaders() throws Exception {
+        List<UUID> events = List.of(UUID.randomUUID(), UUID.randomUUID(), UUID.randomUUID());
+        for (UUID event : events) {
+            deadLetter(event);
+        }
+
+        DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), false);
+
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(3, 0));
+        List<GetResponse> replayed = drain(this.queue);
+        assertThat(replayed).extracting(response -> envelopeId(response)).containsExactlyElementsOf(events);
+        assertThat(replayed).allSatisfy(response -> {
+            assertThat(response.getProps().getHeaders())
+                    .containsEntry(DeadLetterReplay.REPLAY_COUNT, 1)
+                    .containsKey(DeadLetterReplay.REPLAYED_AT);
+            assertThat(response.getProps().getHeaders().get("x-exception-message"))
+                    .hasToString("INVALID_PAYLOAD: test");
+            assertThat(response.getProps().getContentType()).isEqualTo("application/json");
+        });
+        assertThat(drain(this.queue + ".dlq")).isEmpty();
+        assertThat(this.output.toString(UTF_8)).contains("Replayed 3 message(s) to " + this.queue);
+    }
+
+    @Test
+    void replaysOnlyTheSelectedEventsAndKeepsTheOthers() throws Exception {
+        UUID selected = UUID.randomUUID();
+        UUID other = UUID.randomUUID();
+        deadLetter(other);
+        deadLetter(selected);
+        deadLetterBody("not an envelope".getBytes(UTF_8));
+
+        DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(selected), false);
+
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 2));
+        assertThat(drain(this.queue))
+                .extracting(response -> envelopeId(response))
+                .containsExactly(selected);
+        List<GetResponse> kept = drain(this.queue + ".dlq");
+        assertThat(kept).hasSize(2);
+        assertThat(kept.get(0).getProps().getHeaders()).doesNotContainKey(DeadLetterReplay.REPLAY_COUNT);
+    }
+
+    @Test
+    void aDryRunListsAndMovesNothing() throws Exception {
+        UUID event = UUID.randomUUID();
+        deadLetter(event);
+
+        DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), true);
+
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0));
+        assertThat(this.output.toString(UTF_8)).contains("replay " + event + ": INVALID_PAYLOAD: test");
+        assertThat(drain(this.queue)).isEmpty();
+        assertThat(drain(this.queue + ".dlq")).hasSize(1);
+    }
+
+    @Test
+    void aReplayedMessageCountsItsReplays() throws Exception {
+        deadLetter(UUID.randomUUID());
+        this.replay.replay(connection, this.queue, Set.of(), false);
+        GetResponse once = drain(this.queue).get(0);
+        try (Channel channel = connection.createChannel()) {
+            channel.basicPublish("", this.queue + ".dlq", once.getProps(), once.getBody());
+        }
+
+        this.replay.replay(connection, this.queue, Set.of(), false);
+
+        assertThat(drain(this.queue).get(0).getProps().getHeaders()).containsEntry(DeadLetterReplay.REPLAY_COUNT, 2);
+    }
+
+    @Test
+    void theCommandLineSaysWhatIsWrongWithItsArguments() {
+        ByteArrayOutputStream errors = new ByteArrayOutputStream();
+
+        int status = Infra.run(
+                new String[] {"replay-dead-letters", "stock.events", "--event-id", "42"},
+                new PrintStream(this.output, true, UTF_8),
+                new PrintStream(errors, true, UTF_8));
+
+        assertThat(status).isEqualTo(2);
+        assertThat(errors.toString(UTF_8)).startsWith("'42' is not an event id (a UUID).");
+    }
+
+    private void deadLetter(UUID eventId) throws Exception {
+        deadLetterBody("""
+                {"event_id": "%s", "event_name": "order.order.placed.v1", "payload": {}}""".formatted(eventId).getBytes(UTF_8));
+    }
+
+    private void deadLetterBody(byte[] body) throws Exception {
+        AMQP.BasicProperties properties = new AMQP.BasicProperties.Builder()
+                .contentType("application/json")
+                .deliveryMode(2)
+                .headers(Map.of("x-exception-message", "INVALID_PAYLOAD: test"))
+                .build();
+        try (Channel channel = connection.createChannel()) {
+            channel.confirmSelect();
+            channel.basicPublish("", this.queue + ".dlq", properties, body);
+            channel.waitForConfirmsOrDie(5_000);
+        }
+    }
+
+    private static List<GetResponse> drain(String queue) throws Exception {
+        List<GetResponse> messages = new ArrayList<>();
+        try (Channel channel = connection.createChannel()) {
+            for (GetResponse response = channel.basicGet(queue, true);
+                    response != null;
+                    response = channel.basicGet(queue, true)) {
+                messages.add(response);
+            }
+        }
+        return messages;
+    }
+
+    private static UUID envelopeId(GetResponse response) {
+        String body = new String(response.getBody(), UTF_8);
+        return UUID.fromString(
+                body.substring(body.indexOf("\"event_id\": \"") + 13, body.indexOf("\"event_id\": \"") + 49));
+    }
+}

@@ -1,0 +1,180 @@
+package dev.exactlyonce.infra;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.rabbitmq.client.AMQP;
+import com.rabbitmq.client.Channel;
+import com.rabbitmq.client.Connection;
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.envelope.UuidV7;
+import dev.exactlyonce.idempotency.test.TcpProxy;
+import dev.exactlyonce.idempotency.test.TestDatabase;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import dev.exactlyonce.idempotency.test.TestRabbit;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import java.util.stream.IntStream;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+
+/**
+ * The replay command against the stock service run from its jar: replaying an event the service already applied
+ * has no effect, and replaying one that was dead-lettered while PostgreSQL was away applies it once.
+ */
+class ReplayToStockServiceIT {
+
+    private static final String BINDING = "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.";
+
+    private static final TestRabbit rabbit = TestRabbit.broker();
+
+    private static final String EXCHANGE = rabbit.uniqueName("events");
+
+    private static final String QUEUE = rabbit.uniqueName("stock.events");
+
+    private static final TestDatabase database = TestPostgres.newDatabase("replay");
+
+    private static final TcpProxy postgres =
+            TcpProxy.to(TestPostgres.server().host(), TestPostgres.server().port());
+
+    private static final JdbcTemplate jdbc =
+            new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
+
+    private static Connection connection;
+
+    private static ServiceProcess stock;
+
+    private final EnvelopeCodec codec = new EnvelopeCodec();
+
+    private final DeadLetterReplay replay =
+            new DeadLetterReplay(new PrintStream(new ByteArrayOutputStream(), true, UTF_8));
+
+    @BeforeAll
+    static void startStockService() {
+        connection = rabbit.newConnection();
+        stock = ServiceProcess.start(
+                "stock-service",
+                List.of(
+                        "spring.datasource.url=jdbc:postgresql://127.0.0.1:%d/%s"
+                                .formatted(postgres.port(), database.name()),
+                        "spring.datasource.username=" + database.username(),
+                        "spring.datasource.password=" + database.password(),
+                        "spring.datasource.hikari.connection-timeout=1000",
+                        "spring.rabbitmq.host=" + rabbit.host(),
+                        "spring.rabbitmq.port=" + rabbit.port(),
+                        BINDING + "destination=" + EXCHANGE,
+                        BINDING + "group=" + QUEUE,
+                        BINDING + "consumer.back-off-initial-interval=100",
+                        BINDING + "consumer.back-off-max-interval=200",
+                        "server.port=0"));
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        stock.close();
+        connection.close();
+        postgres.close();
+    }
+
+    @Test
+    void replayingAnEventTheServiceAlreadyAppliedHasNoEffect() throws Exception {
+        EventEnvelope<Map<String, Object>> order = order(2);
+        publish(order);
+        await().atMost(Duration.ofSeconds(30)).until(() -> reservations(order) == 2);
+        deadLetterCopy(order);
+
+        this.replay.replay(connection, QUEUE, Set.of(order.eventId()), false);
+
+        stock.awaitLog("Discarded event " + order.eventId(), Duration.ofSeconds(30));
+        assertThat(reservations(order)).isEqualTo(2);
+        assertThat(processed(order)).isEqualTo(1);
+    }
+
+    @Test
+    void replayingAnEventDeadLetteredWhilePostgresWasAwayAppliesItOnce() throws Exception {
+        EventEnvelope<Map<String, Object>> order = order(3);
+        postgres.cut();
+        try {
+            publish(order);
+            await().atMost(Duration.ofSeconds(30)).until(() -> deadLetters() == 1);
+        } finally {
+            postgres.restore();
+        }
+        assertThat(reservations(order)).isZero();
+
+        DeadLetterReplay.Result result = this.replay.replay(connection, QUEUE, Set.of(order.eventId()), false);
+
+        assertThat(result.replayed()).isEqualTo(1);
+        await().atMost(Duration.ofSeconds(30)).until(() -> reservations(order) == 3);
+        assertThat(processed(order)).isEqualTo(1);
+        assertThat(deadLetters()).isZero();
+    }
+
+    private static EventEnvelope<Map<String, Object>> order(int lines) {
+        Map<String, Object> payload = Map.of(
+                "orderId", UuidV7.generate().toString(),
+                "customerId", UUID.randomUUID().toString(),
+                "version", 1,
+                "currency", "EUR",
+                "lines",
+                        IntStream.range(0, lines)
+                                .mapToObj(line -> Map.of(
+                                        "productId", UUID.randomUUID().toString(),
+                                        "quantity", "1.000",
+                                        "unitPrice", "4.20"))
+                                .toList());
+        return new EventEnvelope<>(UuidV7.generate(), "order.order.placed.v1", Instant.now(), payload);
+    }
+
+    private void publish(EventEnvelope<?> event) throws Exception {
+        send(EXCHANGE, event.eventName(), event);
+    }
+
+    private void deadLetterCopy(EventEnvelope<?> event) throws Exception {
+        send("", QUEUE + ".dlq", event);
+    }
+
+    private void send(String exchange, String routingKey, EventEnvelope<?> event) throws Exception {
+        AMQP.BasicProperties properties = new AMQP.BasicProperties.Builder()
+                .contentType("application/json")
+                .messageId(event.eventId().toString())
+                .deliveryMode(2)
+                .build();
+        try (Channel channel = connection.createChannel()) {
+            channel.confirmSelect();
+            channel.basicPublish(exchange, routingKey, properties, this.codec.encode(event));
+            channel.waitForConfirmsOrDie(5_000);
+        }
+    }
+
+    private static int deadLetters() throws Exception {
+        try (Channel channel = connection.createChannel()) {
+            return channel.queueDeclarePassive(QUEUE + ".dlq").getMessageCount();
+        }
+    }
+
+    private static int reservations(EventEnvelope<Map<String, Object>> order) {
+        Integer count = jdbc.queryForObject(
+                "SELECT count(*) FROM reservation WHERE order_id = ?::uuid",
+                Integer.class,
+                order.payload().get("orderId"));
+        return count != null ? count : 0;
+    }
+
+    private static int processed(EventEnvelope<?> event) {
+        Integer count = jdbc.queryForObject(
+                "SELECT count(*) FROM processed_event WHERE event_id = ?", Integer.class, event.eventId());
+        return count != null ? count : 0;
+    }
+}
