@@ -4,8 +4,6 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import com.rabbitmq.client.AMQP;
-import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
@@ -137,31 +135,17 @@ class ReplayToStockServiceIT {
         return new EventEnvelope<>(UuidV7.generate(), "order.order.placed.v1", Instant.now(), payload);
     }
 
-    private void publish(EventEnvelope<?> event) throws Exception {
-        send(EXCHANGE, event.eventName(), event);
+    private static void publish(EventEnvelope<?> event) {
+        rabbit.publish(EXCHANGE, event);
     }
 
-    private void deadLetterCopy(EventEnvelope<?> event) throws Exception {
-        send("", QUEUE + ".dlq", event);
+    private void deadLetterCopy(EventEnvelope<?> event) {
+        rabbit.publish(
+                "", QUEUE + ".dlq", this.codec.encode(event), event.eventId().toString());
     }
 
-    private void send(String exchange, String routingKey, EventEnvelope<?> event) throws Exception {
-        AMQP.BasicProperties properties = new AMQP.BasicProperties.Builder()
-                .contentType("application/json")
-                .messageId(event.eventId().toString())
-                .deliveryMode(2)
-                .build();
-        try (Channel channel = connection.createChannel()) {
-            channel.confirmSelect();
-            channel.basicPublish(exchange, routingKey, properties, this.codec.encode(event));
-            channel.waitForConfirmsOrDie(5_000);
-        }
-    }
-
-    private static int deadLetters() throws Exception {
-        try (Channel channel = connection.createChannel()) {
-            return channel.queueDeclarePassive(QUEUE + ".dlq").getMessageCount();
-        }
+    private static int deadLetters() {
+        return rabbit.messageCount(QUEUE + ".dlq");
     }
 
     private static int reservations(EventEnvelope<Map<String, Object>> order) {

@@ -3,9 +3,6 @@ package dev.exactlyonce.stock;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import com.rabbitmq.client.AMQP;
-import com.rabbitmq.client.Channel;
-import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
@@ -59,8 +56,6 @@ class DatabaseOutageOnRabbitIT {
     private static final TcpProxy postgres =
             TcpProxy.to(TestPostgres.server().host(), TestPostgres.server().port());
 
-    private static final Connection publisher = rabbit.newConnection();
-
     @DynamicPropertySource
     static void services(DynamicPropertyRegistry registry) {
         database.registerDataSource(registry, postgres);
@@ -76,13 +71,12 @@ class DatabaseOutageOnRabbitIT {
     private final EnvelopeCodec codec = new EnvelopeCodec();
 
     @AfterAll
-    static void close() throws Exception {
-        publisher.close();
+    static void close() {
         postgres.close();
     }
 
     @Test
-    void noEventIsLostWhilePostgresIsAway() throws Exception {
+    void noEventIsLostWhilePostgresIsAway() {
         EventEnvelope<Map<String, Object>> before = Orders.placed(1);
         publish(before);
         await().atMost(Duration.ofSeconds(30)).until(() -> reservations(before) == 1);
@@ -121,37 +115,23 @@ class DatabaseOutageOnRabbitIT {
         return events.stream().filter(event -> reservations(event) > 0).count();
     }
 
-    private int deadLetterCount() throws Exception {
-        try (Channel channel = publisher.createChannel()) {
-            return channel.queueDeclarePassive(QUEUE + ".dlq").getMessageCount();
-        }
+    private int deadLetterCount() {
+        return rabbit.messageCount(QUEUE + ".dlq");
     }
 
-    private Map<UUID, Integer> drainDeadLetters() throws Exception {
+    private Map<UUID, Integer> drainDeadLetters() {
         Map<UUID, Integer> copies = new HashMap<>();
-        try (Channel channel = publisher.createChannel()) {
-            for (GetResponse response = channel.basicGet(QUEUE + ".dlq", true);
-                    response != null;
-                    response = channel.basicGet(QUEUE + ".dlq", true)) {
-                assertThat(response.getProps().getHeaders().get("x-exception-message"))
-                        .asString()
-                        .containsIgnoringCase("connection");
-                copies.merge(this.codec.decode(response.getBody()).eventId(), 1, Integer::sum);
-            }
+        for (GetResponse response : rabbit.drain(QUEUE + ".dlq")) {
+            assertThat(response.getProps().getHeaders().get("x-exception-message"))
+                    .asString()
+                    .containsIgnoringCase("connection");
+            copies.merge(this.codec.decode(response.getBody()).eventId(), 1, Integer::sum);
         }
         return copies;
     }
 
-    private void publish(EventEnvelope<?> event) throws Exception {
-        AMQP.BasicProperties properties = new AMQP.BasicProperties.Builder()
-                .contentType("application/json")
-                .deliveryMode(2)
-                .build();
-        try (Channel channel = publisher.createChannel()) {
-            channel.confirmSelect();
-            channel.basicPublish(EXCHANGE, event.eventName(), properties, this.codec.encode(event));
-            channel.waitForConfirmsOrDie(5_000);
-        }
+    private void publish(EventEnvelope<?> event) {
+        rabbit.publish(EXCHANGE, event);
     }
 
     private int reservations(EventEnvelope<Map<String, Object>> order) {

@@ -4,11 +4,7 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import com.rabbitmq.client.AMQP;
-import com.rabbitmq.client.Channel;
-import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
@@ -23,8 +19,6 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.atomic.AtomicReference;
-import org.jspecify.annotations.Nullable;
-import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -53,8 +47,6 @@ class ReserveStockOnRabbitIT {
 
     private static final String QUEUE = rabbit.uniqueName("stock.events");
 
-    private static final Connection publisher = rabbit.newConnection();
-
     @DynamicPropertySource
     static void services(DynamicPropertyRegistry registry) {
         TestPostgres.newDatabase("stock").registerDataSource(registry);
@@ -78,8 +70,6 @@ class ReserveStockOnRabbitIT {
     @Autowired
     CachingConnectionFactory connectionFactory;
 
-    private final EnvelopeCodec codec = new EnvelopeCodec();
-
     @BeforeEach
     @AfterEach
     void reset() {
@@ -87,13 +77,8 @@ class ReserveStockOnRabbitIT {
         this.probe.reset();
     }
 
-    @AfterAll
-    static void closePublisher() throws Exception {
-        publisher.close();
-    }
-
     @Test
-    void theSameEnvelopePublishedTwiceToTheExchangeReservesStockOnce() throws Exception {
+    void theSameEnvelopePublishedTwiceToTheExchangeReservesStockOnce() {
         EventEnvelope<Map<String, Object>> order = Orders.placed(2);
 
         publish(order);
@@ -106,7 +91,7 @@ class ReserveStockOnRabbitIT {
     }
 
     @Test
-    void aRedeliveryAfterACommittedTransactionWhoseAckWasLostReservesStockOnce() throws Exception {
+    void aRedeliveryAfterACommittedTransactionWhoseAckWasLostReservesStockOnce() {
         EventEnvelope<Map<String, Object>> order = Orders.placed(3);
         this.recorder.afterCommit(order.eventId(), this.connectionFactory::resetConnection);
 
@@ -137,14 +122,13 @@ class ReserveStockOnRabbitIT {
             a quantity that is not a decimal    | {"event_id": "%1$s", "event_name": "%2$s", "payload": {"orderId": "%1$s", "lines": [{"productId": "%1$s", "quantity": "a lot"}]}} | INVALID_PAYLOAD
             a missing required field            | {"event_id": "%1$s", "event_name": "%2$s", "payload": {"lines": []}} | INVALID_PAYLOAD
             """)
-    void aPoisonMessageGoesToTheDeadLetterQueueAfterOneAttemptWithItsReason(String kind, String body, String reason)
-            throws Exception {
+    void aPoisonMessageGoesToTheDeadLetterQueueAfterOneAttemptWithItsReason(String kind, String body, String reason) {
         UUID eventId = UuidV7.generate();
         String payload = """
                 {"orderId": "%s", "lines": [{"productId": "%s", "quantity": "1.000"}]}""".formatted(UuidV7.generate(), UUID.randomUUID());
         byte[] bytes = (body == null ? "" : body.formatted(eventId, Orders.PLACED, payload)).getBytes(UTF_8);
 
-        publish(Orders.PLACED, bytes, null);
+        rabbit.publish(EXCHANGE, Orders.PLACED, bytes, null);
 
         GetResponse deadLetter = awaitDeadLetter();
         assertThat(deadLetter.getBody()).isEqualTo(bytes);
@@ -161,31 +145,17 @@ class ReserveStockOnRabbitIT {
     }
 
     private GetResponse awaitDeadLetter() {
-        AtomicReference<GetResponse> deadLetter = new AtomicReference<>();
-        await().atMost(Duration.ofSeconds(30)).until(() -> {
-            try (Channel channel = publisher.createChannel()) {
-                deadLetter.set(channel.basicGet(QUEUE + ".dlq", true));
-            }
-            return deadLetter.get() != null;
-        });
-        return deadLetter.get();
+        AtomicReference<List<GetResponse>> deadLetters = new AtomicReference<>(List.of());
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> !deadLetters
+                        .updateAndGet(none -> rabbit.drain(QUEUE + ".dlq"))
+                        .isEmpty());
+        assertThat(deadLetters.get()).hasSize(1);
+        return deadLetters.get().get(0);
     }
 
-    private void publish(EventEnvelope<?> event) throws Exception {
-        publish(event.eventName(), this.codec.encode(event), event.eventId().toString());
-    }
-
-    private void publish(String routingKey, byte[] body, @Nullable String messageId) throws Exception {
-        AMQP.BasicProperties properties = new AMQP.BasicProperties.Builder()
-                .contentType("application/json")
-                .messageId(messageId)
-                .deliveryMode(2)
-                .build();
-        try (Channel channel = publisher.createChannel()) {
-            channel.confirmSelect();
-            channel.basicPublish(EXCHANGE, routingKey, properties, body);
-            channel.waitForConfirmsOrDie(5_000);
-        }
+    private void publish(EventEnvelope<?> event) {
+        rabbit.publish(EXCHANGE, event);
     }
 
     private List<Attempt> awaitAttempts(EventEnvelope<?> event, int count) {

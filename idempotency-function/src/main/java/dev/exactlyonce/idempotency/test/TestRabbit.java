@@ -1,9 +1,15 @@
 package dev.exactlyonce.idempotency.test;
 
+import com.rabbitmq.client.AMQP;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.ConnectionFactory;
+import com.rabbitmq.client.GetResponse;
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
@@ -25,6 +31,8 @@ import org.springframework.test.context.DynamicPropertyRegistry;
 public final class TestRabbit {
 
     private static final Logger logger = LoggerFactory.getLogger(TestRabbit.class);
+
+    private static final EnvelopeCodec CODEC = new EnvelopeCodec();
 
     private static @Nullable TestRabbit instance;
 
@@ -86,6 +94,67 @@ public final class TestRabbit {
         } catch (IOException | TimeoutException ex) {
             throw new IllegalStateException("Could not connect to RabbitMQ at " + this.host + ":" + this.port, ex);
         }
+    }
+
+    /**
+     * Publishes an event as the order service's relay does: JSON, persistent, {@code message_id} = the event id,
+     * routing key = the event name; returns once the broker confirmed it.
+     */
+    public void publish(String exchange, EventEnvelope<?> event) {
+        publish(
+                exchange,
+                event.eventName(),
+                CODEC.encode(event),
+                event.eventId().toString());
+    }
+
+    /** Publishes a message body as it is (for bodies that are not valid envelopes), once the broker confirmed it. */
+    public void publish(String exchange, String routingKey, byte[] body, @Nullable String messageId) {
+        AMQP.BasicProperties properties = new AMQP.BasicProperties.Builder()
+                .contentType("application/json")
+                .messageId(messageId)
+                .deliveryMode(2)
+                .build();
+        withChannel(channel -> {
+            channel.confirmSelect();
+            channel.basicPublish(exchange, routingKey, properties, body);
+            channel.waitForConfirmsOrDie(10_000);
+            return null;
+        });
+    }
+
+    /** How many messages are ready in the queue. */
+    public int messageCount(String queue) {
+        return withChannel(channel -> channel.queueDeclarePassive(queue).getMessageCount());
+    }
+
+    /** Takes every ready message out of the queue. */
+    public List<GetResponse> drain(String queue) {
+        return withChannel(channel -> {
+            List<GetResponse> messages = new ArrayList<>();
+            for (GetResponse response = channel.basicGet(queue, true);
+                    response != null;
+                    response = channel.basicGet(queue, true)) {
+                messages.add(response);
+            }
+            return messages;
+        });
+    }
+
+    private <T> T withChannel(ChannelCallback<T> callback) {
+        try (Connection connection = newConnection();
+                Channel channel = connection.createChannel()) {
+            return callback.doWith(channel);
+        } catch (IOException | TimeoutException | InterruptedException ex) {
+            if (ex instanceof InterruptedException) {
+                Thread.currentThread().interrupt();
+            }
+            throw new IllegalStateException("RabbitMQ at " + this.host + ":" + this.port + ": " + ex, ex);
+        }
+    }
+
+    private interface ChannelCallback<T> {
+        T doWith(Channel channel) throws IOException, TimeoutException, InterruptedException;
     }
 
     private ConnectionFactory connectionFactory() {

@@ -1,0 +1,73 @@
+package dev.exactlyonce.billing;
+
+import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import java.time.Duration;
+import java.util.UUID;
+import java.util.function.Consumer;
+import org.springframework.beans.factory.annotation.Value;
+import org.springframework.boot.SpringApplication;
+import org.springframework.boot.autoconfigure.SpringBootApplication;
+import org.springframework.boot.http.client.ClientHttpRequestFactoryBuilder;
+import org.springframework.boot.http.client.HttpClientSettings;
+import org.springframework.context.annotation.Bean;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.messaging.Message;
+import org.springframework.web.client.RestClient;
+
+/**
+ * The billing service. Its one binding, {@code idempotencyGuard|invoiceOrder}, consumes {@code billing.events}: once
+ * per placed order it writes the invoice and charges it at the payment provider. The charge is an effect outside the
+ * database, which a rollback cannot undo; it carries its own idempotency key, derived from the event id, so that
+ * charging again on a retry charges once.
+ */
+@SpringBootApplication
+public class BillingServiceApplication {
+
+    private static final String INSERT_INVOICE = """
+            INSERT INTO invoice (id, order_id, amount, currency) VALUES (?, ?, ?, ?)""";
+
+    private static final String INSERT_PAYMENT = """
+            INSERT INTO payment (invoice_id, idempotency_key, provider_charge_id, amount, currency, status)
+            VALUES (?, ?, ?, ?, ?, ?)""";
+
+    public static void main(String[] args) {
+        SpringApplication.run(BillingServiceApplication.class, args);
+    }
+
+    /** The key of the charge for an event: the same on every delivery and every retry of that event. */
+    static String idempotencyKey(UUID eventId) {
+        return "billing-charge-" + eventId;
+    }
+
+    /** Invoices a placed order and charges the invoice, in the transaction of the message. */
+    @Bean
+    Consumer<Message<OrderPlacedV1>> invoiceOrder(JdbcTemplate jdbcTemplate, PaymentProviderClient paymentProvider) {
+        return message -> {
+            Invoice invoice = Invoice.of(message.getPayload());
+            jdbcTemplate.update(INSERT_INVOICE, invoice.id(), invoice.orderId(), invoice.amount(), invoice.currency());
+            String key = idempotencyKey(message.getHeaders().get(EventHeaders.EVENT_ID, UUID.class));
+            PaymentProviderClient.Charge charge = paymentProvider.charge(key, invoice);
+            jdbcTemplate.update(
+                    INSERT_PAYMENT,
+                    invoice.id(),
+                    key,
+                    charge.id(),
+                    charge.amount(),
+                    charge.currency(),
+                    charge.status());
+        };
+    }
+
+    @Bean
+    PaymentProviderClient paymentProviderClient(
+            RestClient.Builder restClients,
+            @Value("${billing.payment-provider.url}") String url,
+            @Value("${billing.payment-provider.timeout:5s}") Duration timeout) {
+        HttpClientSettings settings =
+                HttpClientSettings.defaults().withConnectTimeout(timeout).withReadTimeout(timeout);
+        return new PaymentProviderClient(restClients
+                .baseUrl(url)
+                .requestFactory(ClientHttpRequestFactoryBuilder.jdk().build(settings))
+                .build());
+    }
+}
