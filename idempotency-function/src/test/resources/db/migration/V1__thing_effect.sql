@@ -4,3 +4,9 @@ CREATE TABLE thing_effect (
     thing_id uuid           NOT NULL,
     amount   numeric(12, 3) NOT NULL
 );
+
+-- What a second function, auditThing, records of the same events.
+CREATE TABLE thing_audit (
+    id       bigserial PRIMARY KEY,
+    thing_id uuid NOT NULL
+);

@@ -9,6 +9,11 @@ import java.util.List;
  * @param definition the function definition, for example {@code idempotencyGuard|reserveStock}
  * @param businessFunctions the functions composed after the guard
  * @param payloadTypes the payload type of the first business function, per event name
+ * @param scope the scope of its claims: {@code ""} for the whole service, or the functions after the guard
  */
 record GuardedBinding(
-        String bindingName, String definition, List<String> businessFunctions, PayloadTypes payloadTypes) {}
+        String bindingName,
+        String definition,
+        List<String> businessFunctions,
+        PayloadTypes payloadTypes,
+        String scope) {}

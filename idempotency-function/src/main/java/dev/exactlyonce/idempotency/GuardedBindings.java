@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import dev.exactlyonce.idempotency.IdempotencyProperties.KeyScope;
 import java.lang.reflect.Type;
 import java.util.ArrayList;
 import java.util.Collection;
@@ -50,15 +51,19 @@ final class GuardedBindings implements SmartInitializingSingleton {
 
     private final String definitionProperty;
 
+    private final KeyScope keyScope;
+
     private final List<GuardedBinding> bindings = new ArrayList<>();
 
     GuardedBindings(
             String definitionProperty,
+            KeyScope keyScope,
             ConfigurableListableBeanFactory beanFactory,
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
             ObjectProvider<PlatformTransactionManager> transactionManagers) {
         this.definitionProperty = definitionProperty;
+        this.keyScope = keyScope;
         this.beanFactory = beanFactory;
         this.decorator = decorator;
         this.dataSources = dataSources;
@@ -89,7 +94,8 @@ final class GuardedBindings implements SmartInitializingSingleton {
         PayloadTypes payloadTypes = PayloadTypes.of(payloadType(definition, businessFunctions.get(0)));
         PlatformTransactionManager transactionManager = transactionManager(definition);
         for (String bindingName : bindable.getInputs()) {
-            GuardedBinding binding = new GuardedBinding(bindingName, definition, businessFunctions, payloadTypes);
+            GuardedBinding binding = new GuardedBinding(
+                    bindingName, definition, businessFunctions, payloadTypes, scope(businessFunctions));
             inputChannel(binding).addInterceptor(0, new TransactionPerMessage(binding, transactionManager));
             errorChannel(bindingName).addInterceptor(new RealCauseFirst());
             this.bindings.add(binding);
@@ -117,6 +123,10 @@ final class GuardedBindings implements SmartInitializingSingleton {
                                 + " would not run in the guard's transaction. Check that every function it names"
                                 + " is a bean and that the composition is valid (a Consumer can only come last)")
                         .formatted(definition.trim())));
+    }
+
+    private String scope(List<String> businessFunctions) {
+        return this.keyScope == KeyScope.FUNCTION ? String.join("|", businessFunctions) : "";
     }
 
     private void checkDecorated(String definition, String name) {

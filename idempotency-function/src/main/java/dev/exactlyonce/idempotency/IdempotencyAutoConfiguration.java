@@ -58,12 +58,14 @@ class IdempotencyAutoConfiguration {
     @Bean
     GuardedBindings idempotencyGuardedBindings(
             Environment environment,
+            IdempotencyProperties properties,
             ConfigurableListableBeanFactory beanFactory,
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
             ObjectProvider<PlatformTransactionManager> transactionManagers) {
         return new GuardedBindings(
                 environment.getProperty(FunctionDefinitions.PROPERTY, ""),
+                properties.keyScope(),
                 beanFactory,
                 decorator,
                 dataSources,

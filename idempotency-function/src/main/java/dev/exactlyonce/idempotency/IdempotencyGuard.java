@@ -69,7 +69,7 @@ public final class IdempotencyGuard implements Function<Message<byte[]>, @Nullab
         UUID eventId = event.eventId();
         if (eventId == null) {
             logger.debug("Passing event {} through unguarded: it has no id", event.eventName());
-        } else if (this.store.claim(eventId)) {
+        } else if (this.store.claim(eventId, invocation.binding().scope())) {
             logger.debug("Claimed event {} ({})", eventId, event.eventName());
         } else {
             invocation.markDuplicate();

@@ -13,12 +13,16 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  *     Flyway (it keeps its own history table, {@code idempotency_schema_history}, so its versions never clash with
  *     the service's); set to {@code false} to create the table yourself from {@code schema-postgresql.sql}
  * @param eventId where the guard reads each message's event id
+ * @param keyScope what an event is recorded as processed for: the whole service ({@code service}: a second function
+ *     bound to the same event finds it processed and does nothing), or each function ({@code function}: every
+ *     function composed after the guard processes each event once)
  */
 @ConfigurationProperties("idempotency")
 public record IdempotencyProperties(
         @DefaultValue("processed_event") String tableName,
         @DefaultValue("true") boolean migrateWithFlyway,
-        @DefaultValue EventId eventId) {
+        @DefaultValue EventId eventId,
+        @DefaultValue("service") KeyScope keyScope) {
 
     private static final Pattern IDENTIFIER = Pattern.compile("[a-z_][a-z0-9_]{0,62}");
 
@@ -46,6 +50,14 @@ public record IdempotencyProperties(
             @DefaultValue("envelope") EventIdSource source,
             @DefaultValue("event_id") String header,
             @DefaultValue("reject") MissingEventId whenMissing) {}
+
+    /** What an event is recorded as processed for. */
+    public enum KeyScope {
+        /** The service: the key is the event id. */
+        SERVICE,
+        /** Each function: the key is the event id and the function. */
+        FUNCTION
+    }
 
     /** Where a message's event id comes from. */
     public enum EventIdSource {

@@ -6,7 +6,8 @@ import org.springframework.jdbc.core.JdbcTemplate;
 /**
  * The {@code processed_event} table: one row per event id this service has processed.
  *
- * <p>A claim is one statement, {@code INSERT ... ON CONFLICT DO NOTHING}, run in the caller's transaction: one row
+ * <p>The key is the event id and a scope: {@code ""} when the key scope is the service, the function's name when it is
+ * the function. A claim is one statement, {@code INSERT ... ON CONFLICT DO NOTHING}, run in the caller's transaction: one row
  * inserted means first delivery; zero rows means the id is already recorded (a duplicate). A concurrent claim of the
  * same id waits for the first transaction to end: it inserts nothing if that one commits, and inserts if it rolls
  * back. No error is raised on a duplicate, so the transaction stays usable (a unique violation would abort it).
@@ -14,7 +15,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 final class ProcessedEventStore {
 
     private static final String CLAIM = """
-            INSERT INTO %s (event_id) VALUES (?) ON CONFLICT DO NOTHING""";
+            INSERT INTO %s (event_id, scope) VALUES (?, ?) ON CONFLICT DO NOTHING""";
 
     private final JdbcTemplate jdbcTemplate;
 
@@ -25,8 +26,11 @@ final class ProcessedEventStore {
         this.claimSql = CLAIM.formatted(tableName);
     }
 
-    /** Records the event id; {@code true} when this is its first delivery. */
-    boolean claim(UUID eventId) {
-        return this.jdbcTemplate.update(this.claimSql, eventId) == 1;
+    /**
+     * Records the event id in the scope ({@code ""} for the whole service, or a function's name); {@code true} when
+     * this is its first delivery in that scope.
+     */
+    boolean claim(UUID eventId, String scope) {
+        return this.jdbcTemplate.update(this.claimSql, eventId, scope) == 1;
     }
 }

@@ -5,7 +5,7 @@ import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.context.annotation.Bean;
 import org.springframework.jdbc.core.JdbcTemplate;
 
-/** A service with one business function, {@code recordThing}, composed after the guard. */
+/** A service whose business functions, {@code recordThing} and {@code auditThing}, are composed after the guard. */
 @SpringBootApplication
 class GuardTestApplication {
 
@@ -13,5 +13,11 @@ class GuardTestApplication {
     Consumer<ThingHappened> recordThing(JdbcTemplate jdbcTemplate) {
         return thing -> jdbcTemplate.update(
                 "INSERT INTO thing_effect (thing_id, amount) VALUES (?, ?)", thing.thingId(), thing.amount());
+    }
+
+    /** A second function of the same events, bound only where a test composes it. */
+    @Bean
+    Consumer<ThingHappened> auditThing(JdbcTemplate jdbcTemplate) {
+        return thing -> jdbcTemplate.update("INSERT INTO thing_audit (thing_id) VALUES (?)", thing.thingId());
     }
 }

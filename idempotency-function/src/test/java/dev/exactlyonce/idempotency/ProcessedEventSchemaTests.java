@@ -36,9 +36,10 @@ class ProcessedEventSchemaTests {
 
         assertThat(describe(migrated, "processed_event"))
                 .isEqualTo(describe(scripted, "processed_event"))
-                .contains("event_id uuid NO ", "processed_at timestamp with time zone NO now()")
                 .contains(
-                        "CREATE UNIQUE INDEX T_pkey ON public.T USING btree (event_id)",
+                        "event_id uuid NO ", "scope text NO ''::text", "processed_at timestamp with time zone NO now()")
+                .contains(
+                        "CREATE UNIQUE INDEX T_pkey ON public.T USING btree (event_id, scope)",
                         "CREATE INDEX T_processed_at_idx ON public.T USING btree (processed_at)");
     }
 
@@ -48,7 +49,7 @@ class ProcessedEventSchemaTests {
 
         migrate(dataSource, "inbox");
 
-        assertThat(describe(dataSource, "inbox")).hasSize(4);
+        assertThat(describe(dataSource, "inbox")).hasSize(5);
         assertThat(describe(dataSource, "processed_event")).isEmpty();
     }
 

@@ -18,7 +18,8 @@ import org.springframework.messaging.support.MessageBuilder;
 import org.springframework.util.MimeTypeUtils;
 
 /**
- * Delivers events to the service's guarded binding through the test binder, as the broker would: the binder, the
+ * Delivers events to the destination of the service's guarded bindings through the test binder, as the broker would
+ * (every binding of that destination receives each message): the binder, the
  * transaction, the guard and the business function all run, on the calling thread (or on a thread of their own for
  * {@link #deliverAsync}). A delivery returns once the message was processed, dead-lettered or dropped; assert the
  * outcome on the database.
@@ -119,17 +120,19 @@ public final class EventDeliveries {
     }
 
     private static String guardedDestination(BindingServiceProperties bindings, Environment environment) {
-        List<String> guarded = Arrays.stream(environment
+        List<String> destinations = Arrays.stream(environment
                         .getProperty("spring.cloud.function.definition", "")
                         .split(";"))
                 .map(String::trim)
                 .filter(definition -> definition.startsWith(GUARD))
+                .map(definition -> bindings.getBindingDestination(definition.replaceAll("[|,]", "") + "-in-0"))
+                .distinct()
                 .toList();
-        if (guarded.size() != 1) {
-            throw new IllegalStateException("EventDeliveries delivers to the one binding whose definition starts with "
-                    + GUARD + ", but " + "spring.cloud.function.definition has " + guarded.size() + ": " + guarded);
+        if (destinations.size() != 1) {
+            throw new IllegalStateException("EventDeliveries delivers to the destination of the bindings whose"
+                    + " definition starts with " + GUARD + ", and they have " + destinations.size() + ": "
+                    + destinations);
         }
-        String bindingName = guarded.get(0).replaceAll("[|,]", "") + "-in-0";
-        return bindings.getBindingDestination(bindingName);
+        return destinations.get(0);
     }
 }
