@@ -49,6 +49,8 @@ final class GuardedBindings implements SmartInitializingSingleton {
 
     private final ObjectProvider<PlatformTransactionManager> transactionManagers;
 
+    private final IdempotencyMetrics metrics;
+
     private final String definitionProperty;
 
     private final KeyScope keyScope;
@@ -61,13 +63,15 @@ final class GuardedBindings implements SmartInitializingSingleton {
             ConfigurableListableBeanFactory beanFactory,
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
-            ObjectProvider<PlatformTransactionManager> transactionManagers) {
+            ObjectProvider<PlatformTransactionManager> transactionManagers,
+            IdempotencyMetrics metrics) {
         this.definitionProperty = definitionProperty;
         this.keyScope = keyScope;
         this.beanFactory = beanFactory;
         this.decorator = decorator;
         this.dataSources = dataSources;
         this.transactionManagers = transactionManagers;
+        this.metrics = metrics;
     }
 
     /** The guarded bindings found at start-up. */
@@ -96,7 +100,8 @@ final class GuardedBindings implements SmartInitializingSingleton {
         for (String bindingName : bindable.getInputs()) {
             GuardedBinding binding = new GuardedBinding(
                     bindingName, definition, businessFunctions, payloadTypes, scope(businessFunctions));
-            inputChannel(binding).addInterceptor(0, new TransactionPerMessage(binding, transactionManager));
+            inputChannel(binding)
+                    .addInterceptor(0, new TransactionPerMessage(binding, transactionManager, this.metrics));
             errorChannel(bindingName).addInterceptor(new RealCauseFirst());
             this.bindings.add(binding);
             logger.info(

@@ -1,6 +1,8 @@
 package dev.exactlyonce.idempotency;
 
+import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.MDC;
 import org.springframework.transaction.TransactionStatus;
 
 /**
@@ -18,6 +20,8 @@ final class GuardedInvocation {
     private final @Nullable GuardedInvocation outer;
 
     private boolean duplicate;
+
+    private boolean claimed;
 
     private GuardedInvocation(
             GuardedBinding binding, TransactionStatus transaction, @Nullable GuardedInvocation outer) {
@@ -54,7 +58,22 @@ final class GuardedInvocation {
         this.duplicate = true;
     }
 
+    void markClaimed() {
+        this.claimed = true;
+    }
+
+    /** Whether the guard claimed the event: once the transaction commits, the event is processed. */
+    boolean claimed() {
+        return this.claimed;
+    }
+
+    boolean duplicate() {
+        return this.duplicate;
+    }
+
     void close() {
+        MDC.remove(EventHeaders.EVENT_ID);
+        MDC.remove(EventHeaders.EVENT_NAME);
         if (this.outer == null) {
             CURRENT.remove();
         } else {

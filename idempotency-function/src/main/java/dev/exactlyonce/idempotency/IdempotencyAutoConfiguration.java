@@ -47,12 +47,17 @@ class IdempotencyAutoConfiguration {
     @Bean(IdempotencyGuard.NAME)
     @ConditionalOnSingleCandidate(DataSource.class)
     @ConditionalOnMissingBean(name = IdempotencyGuard.NAME)
-    IdempotencyGuard idempotencyGuard(EnvelopeCodec codec, DataSource dataSource, IdempotencyProperties properties) {
+    IdempotencyGuard idempotencyGuard(
+            EnvelopeCodec codec,
+            DataSource dataSource,
+            IdempotencyProperties properties,
+            ObjectProvider<IdempotencyMetrics> metrics) {
         return new IdempotencyGuard(
                 new EventReader(codec, properties.eventId()),
                 codec,
                 new ProcessedEventStore(new JdbcTemplate(dataSource), properties.tableName()),
-                dataSource);
+                dataSource,
+                metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
     }
 
     @Bean
@@ -62,13 +67,15 @@ class IdempotencyAutoConfiguration {
             ConfigurableListableBeanFactory beanFactory,
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
-            ObjectProvider<PlatformTransactionManager> transactionManagers) {
+            ObjectProvider<PlatformTransactionManager> transactionManagers,
+            ObjectProvider<IdempotencyMetrics> metrics) {
         return new GuardedBindings(
                 environment.getProperty(FunctionDefinitions.PROPERTY, ""),
                 properties.keyScope(),
                 beanFactory,
                 decorator,
                 dataSources,
-                transactionManagers);
+                transactionManagers,
+                metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
     }
 }

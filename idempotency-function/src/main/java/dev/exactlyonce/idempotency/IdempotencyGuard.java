@@ -8,6 +8,7 @@ import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.slf4j.MDC;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.support.MessageBuilder;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
@@ -31,6 +32,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *       acknowledged once the (empty) transaction commits.
  * </ol>
  *
+ * <p>While a message is handled, the logging MDC holds its {@code event_id} and {@code event_name}.
+ *
  * <p>If the business function throws, the transaction rolls back with the claim, so the retry processes the event
  * again. If two deliveries of one event run at once, the second claim waits for the first transaction: it finds the
  * row if that one commits, and claims the event if it rolls back.
@@ -50,29 +53,49 @@ public final class IdempotencyGuard implements Function<Message<byte[]>, @Nullab
 
     private final DataSource dataSource;
 
-    IdempotencyGuard(EventReader reader, EnvelopeCodec codec, ProcessedEventStore store, DataSource dataSource) {
+    private final IdempotencyMetrics metrics;
+
+    IdempotencyGuard(
+            EventReader reader,
+            EnvelopeCodec codec,
+            ProcessedEventStore store,
+            DataSource dataSource,
+            IdempotencyMetrics metrics) {
         this.reader = reader;
         this.codec = codec;
         this.store = store;
         this.dataSource = dataSource;
+        this.metrics = metrics;
     }
 
     @Override
     public @Nullable Message<Object> apply(Message<byte[]> message) {
+        long start = System.nanoTime();
         GuardedInvocation invocation = currentInvocation();
+        try {
+            return guard(message, invocation);
+        } finally {
+            this.metrics.guardTime(invocation.binding(), System.nanoTime() - start);
+        }
+    }
+
+    private @Nullable Message<Object> guard(Message<byte[]> message, GuardedInvocation invocation) {
         IncomingEvent event = this.reader.read(message);
-        Object payload = this.codec.readPayload(
-                event.payload(),
-                invocation.binding().payloadTypes().typeFor(event),
-                event.eventName(),
-                event.eventId());
         UUID eventId = event.eventId();
+        MDC.put(EventHeaders.EVENT_NAME, event.eventName());
+        if (eventId != null) {
+            MDC.put(EventHeaders.EVENT_ID, eventId.toString());
+        }
+        Object payload = this.codec.readPayload(
+                event.payload(), invocation.binding().payloadTypes().typeFor(event), event.eventName(), eventId);
         if (eventId == null) {
             logger.debug("Passing event {} through unguarded: it has no id", event.eventName());
         } else if (this.store.claim(eventId, invocation.binding().scope())) {
+            invocation.markClaimed();
             logger.debug("Claimed event {} ({})", eventId, event.eventName());
         } else {
             invocation.markDuplicate();
+            this.metrics.duplicate(invocation.binding());
             logger.warn("Discarded event {} ({}): already processed by this service", eventId, event.eventName());
             return null;
         }

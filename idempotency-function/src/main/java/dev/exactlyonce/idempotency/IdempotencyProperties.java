@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import java.time.Duration;
 import java.util.regex.Pattern;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.boot.context.properties.bind.DefaultValue;
@@ -16,13 +17,22 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  * @param keyScope what an event is recorded as processed for: the whole service ({@code service}: a second function
  *     bound to the same event finds it processed and does nothing), or each function ({@code function}: every
  *     function composed after the guard processes each event once)
+ * @param retention how long a processed event id is kept: a copy that arrives later is processed again. It must cover
+ *     the replay horizon
+ * @param replayHorizon how late a copy of an event can still arrive
+ * @param purge the scheduled deletion of ids older than the retention
+ * @param partitioning the opt-in range-partitioned table, whose old ids go with whole partitions
  */
 @ConfigurationProperties("idempotency")
 public record IdempotencyProperties(
         @DefaultValue("processed_event") String tableName,
         @DefaultValue("true") boolean migrateWithFlyway,
         @DefaultValue EventId eventId,
-        @DefaultValue("service") KeyScope keyScope) {
+        @DefaultValue("service") KeyScope keyScope,
+        @DefaultValue("30d") Duration retention,
+        @DefaultValue ReplayHorizon replayHorizon,
+        @DefaultValue Purge purge,
+        @DefaultValue Partitioning partitioning) {
 
     private static final Pattern IDENTIFIER = Pattern.compile("[a-z_][a-z0-9_]{0,62}");
 
@@ -32,6 +42,76 @@ public record IdempotencyProperties(
                     "idempotency.table-name must be a lower-case SQL identifier of at most 63 characters"
                             + " (letters, digits and underscores, not starting with a digit), but was '%s'"
                                     .formatted(tableName));
+        }
+        if (retention.compareTo(replayHorizon.total()) < 0) {
+            throw new IllegalArgumentException(("idempotency.retention (%s) is shorter than the replay horizon (%s: %s"
+                            + " of producer replay + %s of dead-letter retention): a copy of an event replayed or"
+                            + " taken out of the dead-letter queue after %s would be applied a second time. Keep"
+                            + " processed ids at least %s (idempotency.retention), or declare a shorter horizon"
+                            + " (idempotency.replay-horizon.*) if producers really cannot replay that far back")
+                    .formatted(
+                            retention,
+                            replayHorizon.total(),
+                            replayHorizon.producerReplay(),
+                            replayHorizon.deadLetterRetention(),
+                            retention,
+                            replayHorizon.total()));
+        }
+    }
+
+    /**
+     * How late a copy of an event can still arrive, under {@code idempotency.replay-horizon}: the retention must cover
+     * both durations together.
+     *
+     * @param producerReplay how far back producers can replay their events (their outbox's retention)
+     * @param deadLetterRetention how long a message can stay in the dead-letter queue before it is replayed
+     */
+    public record ReplayHorizon(
+            @DefaultValue("7d") Duration producerReplay,
+            @DefaultValue("14d") Duration deadLetterRetention) {
+
+        /** The whole horizon. */
+        public Duration total() {
+            return this.producerReplay.plus(this.deadLetterRetention);
+        }
+    }
+
+    /**
+     * The purge of ids older than the retention, under {@code idempotency.purge}.
+     *
+     * @param enabled whether the library purges (not in partitioned mode, where old partitions are dropped)
+     * @param interval the time between two runs
+     * @param initialDelay the time before the first run
+     * @param batchSize the rows each short transaction deletes
+     */
+    public record Purge(
+            @DefaultValue("true") boolean enabled,
+            @DefaultValue("1h") Duration interval,
+            @DefaultValue("1m") Duration initialDelay,
+            @DefaultValue("5000") int batchSize) {
+
+        public Purge {
+            if (batchSize < 1) {
+                throw new IllegalArgumentException("idempotency.purge.batch-size must be at least 1");
+            }
+        }
+    }
+
+    /**
+     * The range-partitioned table, under {@code idempotency.partitioning}: partitions of one day of UUID v7 event ids,
+     * created ahead of time and dropped whole once older than the retention. Choose it before the table is created.
+     *
+     * @param enabled whether the table is partitioned
+     * @param daysAhead how many days of partitions exist ahead of today
+     */
+    public record Partitioning(
+            @DefaultValue("false") boolean enabled,
+            @DefaultValue("3") int daysAhead) {
+
+        public Partitioning {
+            if (daysAhead < 1) {
+                throw new IllegalArgumentException("idempotency.partitioning.days-ahead must be at least 1");
+            }
         }
     }
 

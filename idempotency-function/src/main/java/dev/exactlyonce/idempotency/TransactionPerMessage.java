@@ -40,9 +40,13 @@ final class TransactionPerMessage implements ChannelInterceptor {
 
     private final TransactionDefinition definition;
 
-    TransactionPerMessage(GuardedBinding binding, PlatformTransactionManager transactionManager) {
+    private final IdempotencyMetrics metrics;
+
+    TransactionPerMessage(
+            GuardedBinding binding, PlatformTransactionManager transactionManager, IdempotencyMetrics metrics) {
         this.binding = binding;
         this.transactionManager = transactionManager;
+        this.metrics = metrics;
         DefaultTransactionDefinition definition = new DefaultTransactionDefinition();
         definition.setName(binding.definition());
         this.definition = definition;
@@ -61,7 +65,11 @@ final class TransactionPerMessage implements ChannelInterceptor {
 
     @Override
     public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
-        this.transactionManager.commit(current().transaction());
+        GuardedInvocation invocation = current();
+        this.transactionManager.commit(invocation.transaction());
+        if (invocation.claimed()) {
+            this.metrics.processed(this.binding);
+        }
     }
 
     @Override
@@ -71,6 +79,7 @@ final class TransactionPerMessage implements ChannelInterceptor {
         RejectedMessageException rejected =
                 failure != null ? Failures.find(failure, RejectedMessageException.class) : null;
         if (rejected != null) {
+            this.metrics.rejected(this.binding, rejected.reason());
             logger.warn(
                     "Rejected a message of {} without retry, event id {}: {}",
                     this.binding.bindingName(),

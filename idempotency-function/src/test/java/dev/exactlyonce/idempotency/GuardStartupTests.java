@@ -117,6 +117,15 @@ class GuardStartupTests {
     }
 
     @Test
+    void aRetentionShorterThanTheReplayHorizonFails() {
+        assertThat(startupFailure("idempotencyGuard|recordThing", "idempotency.retention=10d"))
+                .hasMessageContaining(
+                        "idempotency.retention (PT240H) is shorter than the replay horizon (PT504H: PT168H"
+                                + " of producer replay + PT336H of dead-letter retention)")
+                .hasMessageContaining("Keep processed ids at least PT504H");
+    }
+
+    @Test
     void aServiceThatDoesNotUseTheGuardNeedsNoDataSource() {
         try (ConfigurableApplicationContext context =
                 start("recordThing", "spring.autoconfigure.exclude=" + DataSourceAutoConfiguration.class.getName())) {

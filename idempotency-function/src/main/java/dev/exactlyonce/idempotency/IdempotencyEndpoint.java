@@ -1,0 +1,88 @@
+package dev.exactlyonce.idempotency;
+
+import java.sql.Timestamp;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Map;
+import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
+import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
+import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
+import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
+import org.springframework.jdbc.core.JdbcTemplate;
+
+/**
+ * The {@code idempotency} Actuator endpoint: how big the table of processed event ids is (the planner's estimate, and
+ * its size on disk), how old its oldest row is, and the retention that bounds it. A write operation runs the purge
+ * now.
+ */
+@Endpoint(id = "idempotency")
+public class IdempotencyEndpoint {
+
+    private static final String SIZE = """
+            SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::bigint AS rows,
+                   coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint AS bytes
+            FROM pg_class c
+            WHERE c.oid = to_regclass(?)
+               OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass(?))""";
+
+    private static final String OLDEST = """
+            SELECT min(processed_at) FROM %s""";
+
+    /**
+     * What the endpoint shows.
+     *
+     * @param table the table of processed event ids
+     * @param approximateRows the planner's estimate of its rows (exact after the last {@code ANALYZE})
+     * @param bytes its size on disk, indexes and partitions included
+     * @param oldestProcessedAt when its oldest row was written, if it has rows
+     * @param oldestAge how old that row is
+     * @param retention how long ids are kept
+     * @param replayHorizon how late a copy can arrive, which the retention covers
+     * @param partitioned whether the table is range-partitioned (old ids then go with whole partitions)
+     */
+    public record Status(
+            String table,
+            long approximateRows,
+            long bytes,
+            @Nullable Instant oldestProcessedAt,
+            @Nullable Duration oldestAge,
+            Duration retention,
+            Duration replayHorizon,
+            boolean partitioned) {}
+
+    private final JdbcTemplate jdbcTemplate;
+
+    private final IdempotencyProperties properties;
+
+    private final @Nullable ProcessedEventPurge purge;
+
+    IdempotencyEndpoint(DataSource dataSource, IdempotencyProperties properties, @Nullable ProcessedEventPurge purge) {
+        this.jdbcTemplate = new JdbcTemplate(dataSource);
+        this.properties = properties;
+        this.purge = purge;
+    }
+
+    @ReadOperation
+    public Status status() {
+        String table = this.properties.tableName();
+        Map<String, Object> size = this.jdbcTemplate.queryForMap(SIZE, table, table);
+        Timestamp oldest = this.jdbcTemplate.queryForObject(OLDEST.formatted(table), Timestamp.class);
+        Instant oldestProcessedAt = oldest != null ? oldest.toInstant() : null;
+        return new Status(
+                table,
+                ((Number) size.get("rows")).longValue(),
+                ((Number) size.get("bytes")).longValue(),
+                oldestProcessedAt,
+                oldestProcessedAt != null ? Duration.between(oldestProcessedAt, Instant.now()) : null,
+                this.properties.retention(),
+                this.properties.replayHorizon().total(),
+                this.properties.partitioning().enabled());
+    }
+
+    /** Runs the purge now (in partitioned mode, there is none: old partitions are dropped). */
+    @WriteOperation
+    public ProcessedEventPurge.@Nullable Result purge() {
+        return this.purge != null ? this.purge.purge() : null;
+    }
+}

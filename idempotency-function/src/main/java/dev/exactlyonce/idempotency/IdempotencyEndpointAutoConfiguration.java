@@ -1,0 +1,27 @@
+package dev.exactlyonce.idempotency;
+
+import javax.sql.DataSource;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
+import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.context.annotation.Bean;
+
+/** The {@code idempotency} Actuator endpoint, when the service has Actuator and uses the guard. */
+@AutoConfiguration(after = IdempotencyAutoConfiguration.class)
+@ConditionalOnClass(Endpoint.class)
+@ConditionalOnGuardedDefinition
+@ConditionalOnSingleCandidate(DataSource.class)
+@EnableConfigurationProperties(IdempotencyProperties.class)
+class IdempotencyEndpointAutoConfiguration {
+
+    @Bean
+    @ConditionalOnAvailableEndpoint
+    IdempotencyEndpoint idempotencyEndpoint(
+            DataSource dataSource, IdempotencyProperties properties, ObjectProvider<ProcessedEventPurge> purge) {
+        return new IdempotencyEndpoint(dataSource, properties, purge.getIfAvailable());
+    }
+}

@@ -1,0 +1,31 @@
+package dev.exactlyonce.idempotency;
+
+import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
+import java.time.Duration;
+
+/**
+ * What the guard and the purge report: to Micrometer when it is present ({@link MicrometerIdempotencyMetrics}),
+ * nowhere otherwise.
+ */
+interface IdempotencyMetrics {
+
+    IdempotencyMetrics NONE = new IdempotencyMetrics() {};
+
+    /** An event's first delivery committed with its effect. */
+    default void processed(GuardedBinding binding) {}
+
+    /** A copy of an event already processed was discarded. */
+    default void duplicate(GuardedBinding binding) {}
+
+    /** A message was rejected, without retry. */
+    default void rejected(GuardedBinding binding, Reason reason) {}
+
+    /** The guard's own work on a message (reading it and claiming its id) took this long. */
+    default void guardTime(GuardedBinding binding, long nanos) {}
+
+    /** A purge run deleted rows (or found another instance purging, when it did not run). */
+    default void purged(ProcessedEventPurge.Result result) {}
+
+    /** Partition maintenance created or dropped partitions. */
+    default void partitionsMaintained(int created, int dropped, Duration took) {}
+}

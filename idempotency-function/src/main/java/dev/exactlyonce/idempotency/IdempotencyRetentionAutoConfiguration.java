@@ -1,0 +1,48 @@
+package dev.exactlyonce.idempotency;
+
+import javax.sql.DataSource;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+
+/**
+ * Keeps processed event ids for the retention and no longer: the scheduled purge of the default table, or the
+ * maintenance of the partitioned one.
+ */
+@AutoConfiguration(after = IdempotencyAutoConfiguration.class)
+@ConditionalOnGuardedDefinition
+@ConditionalOnSingleCandidate(DataSource.class)
+@EnableConfigurationProperties(IdempotencyProperties.class)
+class IdempotencyRetentionAutoConfiguration {
+
+    /** Deletes ids older than the retention, in the default (unpartitioned) table. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnBooleanProperty(name = "idempotency.partitioning.enabled", havingValue = false, matchIfMissing = true)
+    static class Purge {
+
+        @Bean
+        ProcessedEventPurge idempotencyPurge(
+                DataSource dataSource, IdempotencyProperties properties, ObjectProvider<IdempotencyMetrics> metrics) {
+            return new ProcessedEventPurge(
+                    dataSource,
+                    properties.tableName(),
+                    properties.retention(),
+                    properties.purge().batchSize(),
+                    metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
+        }
+
+        @Bean
+        @ConditionalOnBooleanProperty(name = "idempotency.purge.enabled", matchIfMissing = true)
+        Schedule idempotencyPurgeSchedule(ProcessedEventPurge purge, IdempotencyProperties properties) {
+            return new Schedule(
+                    "idempotency-purge",
+                    purge::purge,
+                    properties.purge().initialDelay(),
+                    properties.purge().interval());
+        }
+    }
+}

@@ -1,0 +1,133 @@
+package dev.exactlyonce.idempotency;
+
+import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * The library's meters, tagged {@code function} (the functions composed after the guard, for example
+ * {@code reserveStock}) where they concern a binding:
+ *
+ * <ul>
+ *   <li>{@value #PROCESSED} (counter): first deliveries committed with their effect;
+ *   <li>{@value #DUPLICATES} (counter): copies of processed events discarded;
+ *   <li>{@value #REJECTED} (counter, also tagged {@code reason}): messages rejected without retry;
+ *   <li>{@value #GUARD} (timer): the guard's own work on a message, reading it and claiming its id;
+ *   <li>{@value #PURGED} (counter, tagged {@code table}): rows the purge deleted;
+ *   <li>{@value #PURGE_RUNS} (timer, tagged {@code table} and {@code outcome}, {@code purged} or {@code skipped}):
+ *       purge runs;
+ *   <li>{@value #PARTITIONS} (counter, tagged {@code table} and {@code action}, {@code created} or
+ *       {@code dropped}): partitions the maintenance created or dropped.
+ * </ul>
+ */
+final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
+
+    static final String PROCESSED = "idempotency.events.processed";
+
+    static final String DUPLICATES = "idempotency.events.duplicates";
+
+    static final String REJECTED = "idempotency.messages.rejected";
+
+    static final String GUARD = "idempotency.guard";
+
+    static final String PURGED = "idempotency.purge.rows";
+
+    static final String PURGE_RUNS = "idempotency.purge.runs";
+
+    static final String PARTITIONS = "idempotency.partitions";
+
+    private record BindingMeters(Counter processed, Counter duplicates, Timer guard) {}
+
+    private final MeterRegistry registry;
+
+    private final String tableName;
+
+    private final Map<GuardedBinding, BindingMeters> bindings = new ConcurrentHashMap<>();
+
+    MicrometerIdempotencyMetrics(MeterRegistry registry, String tableName) {
+        this.registry = registry;
+        this.tableName = tableName;
+    }
+
+    @Override
+    public void processed(GuardedBinding binding) {
+        meters(binding).processed().increment();
+    }
+
+    @Override
+    public void duplicate(GuardedBinding binding) {
+        meters(binding).duplicates().increment();
+    }
+
+    @Override
+    public void rejected(GuardedBinding binding, Reason reason) {
+        Counter.builder(REJECTED)
+                .description("Messages rejected without retry")
+                .tag("function", function(binding))
+                .tag("reason", reason.name())
+                .register(this.registry)
+                .increment();
+    }
+
+    @Override
+    public void guardTime(GuardedBinding binding, long nanos) {
+        meters(binding).guard().record(nanos, TimeUnit.NANOSECONDS);
+    }
+
+    @Override
+    public void purged(ProcessedEventPurge.Result result) {
+        Counter.builder(PURGED)
+                .description("Processed event ids deleted by the purge")
+                .tag("table", this.tableName)
+                .register(this.registry)
+                .increment(result.rows());
+        Timer.builder(PURGE_RUNS)
+                .description("Purge runs")
+                .tag("table", this.tableName)
+                .tag("outcome", result.ran() ? "purged" : "skipped")
+                .register(this.registry)
+                .record(result.took());
+    }
+
+    @Override
+    public void partitionsMaintained(int created, int dropped, Duration took) {
+        partitions("created").increment(created);
+        partitions("dropped").increment(dropped);
+    }
+
+    private Counter partitions(String action) {
+        return Counter.builder(PARTITIONS)
+                .description("Partitions of processed event ids created or dropped")
+                .tag("table", this.tableName)
+                .tag("action", action)
+                .register(this.registry);
+    }
+
+    private BindingMeters meters(GuardedBinding binding) {
+        return this.bindings.computeIfAbsent(binding, key -> {
+            String function = function(key);
+            return new BindingMeters(
+                    Counter.builder(PROCESSED)
+                            .description("Events processed: first deliveries committed with their effect")
+                            .tag("function", function)
+                            .register(this.registry),
+                    Counter.builder(DUPLICATES)
+                            .description("Copies of processed events discarded")
+                            .tag("function", function)
+                            .register(this.registry),
+                    Timer.builder(GUARD)
+                            .description("The guard's work on a message: reading it and claiming its id")
+                            .tag("function", function)
+                            .register(this.registry));
+        });
+    }
+
+    private static String function(GuardedBinding binding) {
+        return String.join("|", binding.businessFunctions());
+    }
+}

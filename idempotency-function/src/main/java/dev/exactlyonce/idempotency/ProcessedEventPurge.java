@@ -1,0 +1,130 @@
+package dev.exactlyonce.idempotency;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Timestamp;
+import java.time.Duration;
+import java.time.Instant;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.SingleConnectionDataSource;
+
+/**
+ * Deletes the processed event ids older than the retention, without blocking the guard.
+ *
+ * <ol>
+ *   <li>takes a PostgreSQL session advisory lock for the table on a connection of its own; if another instance of
+ *       the service holds it, this run does nothing (the lock goes with the connection, so a crashed instance never
+ *       keeps it);
+ *   <li>reads the cutoff once, from the database's clock: {@code now() - retention};
+ *   <li>deletes the oldest rows before the cutoff in batches of {@code batch-size}, each batch one statement in a
+ *       transaction of its own (auto-commit), so it holds row locks on one batch at most and never on the rows the
+ *       guard is inserting (they are new);
+ *   <li>stops at the first batch that deletes fewer rows than the batch size, releases the lock, logs one line.
+ * </ol>
+ *
+ * <p>Runs on a schedule ({@code idempotency.purge.interval}); {@link #purge()} runs it now.
+ */
+public final class ProcessedEventPurge {
+
+    private static final Logger logger = LoggerFactory.getLogger(ProcessedEventPurge.class);
+
+    private static final String LOCK = """
+            SELECT pg_try_advisory_lock(hashtext('dev.exactlyonce.idempotency'), hashtext(?))""";
+
+    private static final String UNLOCK = """
+            SELECT pg_advisory_unlock(hashtext('dev.exactlyonce.idempotency'), hashtext(?))""";
+
+    private static final String CUTOFF = """
+            SELECT now() - make_interval(secs => ?)""";
+
+    private static final String DELETE_BATCH = """
+            DELETE FROM %1$s WHERE (event_id, scope) IN (
+                SELECT event_id, scope FROM %1$s WHERE processed_at < ? ORDER BY processed_at LIMIT ?)""";
+
+    /**
+     * What a run did.
+     *
+     * @param ran whether it ran: {@code false} when another instance held the lock
+     * @param rows the rows it deleted
+     * @param batches the batches (transactions) it took
+     * @param cutoff the rows older than this were deleted
+     * @param took how long it took
+     */
+    public record Result(boolean ran, long rows, int batches, Instant cutoff, Duration took) {}
+
+    private final DataSource dataSource;
+
+    private final String tableName;
+
+    private final Duration retention;
+
+    private final int batchSize;
+
+    private final String deleteSql;
+
+    private final IdempotencyMetrics metrics;
+
+    ProcessedEventPurge(
+            DataSource dataSource, String tableName, Duration retention, int batchSize, IdempotencyMetrics metrics) {
+        this.dataSource = dataSource;
+        this.tableName = tableName;
+        this.retention = retention;
+        this.batchSize = batchSize;
+        this.deleteSql = DELETE_BATCH.formatted(tableName);
+        this.metrics = metrics;
+    }
+
+    /** Purges now, unless another instance is purging. */
+    public Result purge() {
+        long start = System.nanoTime();
+        try (Connection connection = this.dataSource.getConnection()) {
+            connection.setAutoCommit(true);
+            JdbcTemplate jdbc = new JdbcTemplate(new SingleConnectionDataSource(connection, true));
+            if (!Boolean.TRUE.equals(jdbc.queryForObject(LOCK, Boolean.class, this.tableName))) {
+                logger.info("Skipped the purge of {}: another instance is purging it", this.tableName);
+                return report(new Result(false, 0, 0, Instant.EPOCH, elapsed(start)));
+            }
+            try {
+                return report(deleteBatches(jdbc, start));
+            } finally {
+                jdbc.queryForObject(UNLOCK, Boolean.class, this.tableName);
+            }
+        } catch (SQLException ex) {
+            throw new IdempotencyException("Could not purge " + this.tableName + ": " + ex.getMessage(), ex);
+        }
+    }
+
+    private Result deleteBatches(JdbcTemplate jdbc, long start) {
+        Timestamp cutoff = jdbc.queryForObject(CUTOFF, Timestamp.class, (double) this.retention.toSeconds());
+        long rows = 0;
+        int batches = 0;
+        int deleted;
+        do {
+            deleted = jdbc.update(this.deleteSql, cutoff, this.batchSize);
+            rows += deleted;
+            batches++;
+        } while (deleted == this.batchSize);
+        Result result = new Result(true, rows, batches, cutoff.toInstant(), elapsed(start));
+        logger.info(
+                "Purged {} row(s) of {} processed before {} in {} batch(es) of at most {}, in {} ms",
+                result.rows(),
+                this.tableName,
+                result.cutoff(),
+                result.batches(),
+                this.batchSize,
+                result.took().toMillis());
+        return result;
+    }
+
+    private Result report(Result result) {
+        this.metrics.purged(result);
+        return result;
+    }
+
+    private static Duration elapsed(long start) {
+        return Duration.ofNanos(System.nanoTime() - start);
+    }
+}

@@ -1,0 +1,122 @@
+package dev.exactlyonce.idempotency;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import ch.qos.logback.classic.Logger;
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.read.ListAppender;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
+import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.EventDeliveries;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.slf4j.LoggerFactory;
+import org.slf4j.MDC;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.context.TestConfiguration;
+import org.springframework.context.annotation.Bean;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/** The guard's meters, recorded in a {@link SimpleMeterRegistry}, and the logging MDC while a message is handled. */
+@SpringBootTest(properties = "idempotency.purge.enabled=false")
+@EnableIdempotencyTestKit
+class ObservabilityTests {
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        TestPostgres.newDatabase("meters").registerDataSource(registry);
+    }
+
+    @TestConfiguration
+    static class Meters {
+
+        @Bean
+        MeterRegistry meterRegistry() {
+            return new SimpleMeterRegistry();
+        }
+    }
+
+    @Autowired
+    MeterRegistry meterRegistry;
+
+    @Autowired
+    EventDeliveries deliveries;
+
+    @Autowired
+    BusinessFunctionProbe probe;
+
+    private final ListAppender<ILoggingEvent> logs = new ListAppender<>();
+
+    @BeforeEach
+    void captureLogs() {
+        this.logs.start();
+        ((Logger) LoggerFactory.getLogger(IdempotencyGuard.class)).addAppender(this.logs);
+    }
+
+    @AfterEach
+    void release() {
+        ((Logger) LoggerFactory.getLogger(IdempotencyGuard.class)).detachAppender(this.logs);
+        this.probe.reset();
+    }
+
+    @Test
+    void countsProcessedDuplicateAndRejectedMessagesAndTimesTheGuardPerFunction() {
+        double processed = count(MicrometerIdempotencyMetrics.PROCESSED);
+        double duplicates = count(MicrometerIdempotencyMetrics.DUPLICATES);
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+
+        this.deliveries.deliver(event, 3);
+        this.deliveries.deliverBody("not json".getBytes(UTF_8));
+        this.probe.failNext("recordThing", 2);
+        this.deliveries.deliver(Things.thingHappened());
+
+        assertThat(count(MicrometerIdempotencyMetrics.PROCESSED) - processed)
+                .as("a first delivery that rolled back is not processed")
+                .isEqualTo(1);
+        assertThat(count(MicrometerIdempotencyMetrics.DUPLICATES) - duplicates).isEqualTo(2);
+        assertThat(this.meterRegistry
+                        .get(MicrometerIdempotencyMetrics.REJECTED)
+                        .tag("function", "recordThing")
+                        .tag("reason", "NOT_JSON")
+                        .counter()
+                        .count())
+                .isEqualTo(1);
+        assertThat(this.meterRegistry
+                        .get(MicrometerIdempotencyMetrics.GUARD)
+                        .tag("function", "recordThing")
+                        .timer()
+                        .count())
+                .isGreaterThanOrEqualTo(5);
+    }
+
+    @Test
+    void theEventIdAndNameAreInTheMdcWhileTheMessageIsHandledAndGoneAfter() {
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+
+        this.deliveries.deliver(event, 2);
+
+        assertThat(this.logs.list)
+                .filteredOn(log ->
+                        log.getFormattedMessage().contains(event.eventId().toString()))
+                .isNotEmpty()
+                .allSatisfy(log -> assertThat(log.getMDCPropertyMap())
+                        .containsEntry("event_id", event.eventId().toString())
+                        .containsEntry("event_name", ThingHappened.NAME));
+        assertThat(MDC.get("event_id")).isNull();
+    }
+
+    private double count(String name) {
+        Counter counter =
+                this.meterRegistry.find(name).tag("function", "recordThing").counter();
+        return counter != null ? counter.count() : 0;
+    }
+}
