@@ -23,9 +23,9 @@ import org.springframework.core.type.AnnotatedTypeMetadata;
         @Override
         public ConditionOutcome getMatchOutcome(ConditionContext context, AnnotatedTypeMetadata metadata) {
             String property = context.getEnvironment().getProperty(FunctionDefinitions.PROPERTY, "");
-            return FunctionDefinitions.guardedDefinitions(property).isEmpty()
-                    ? ConditionOutcome.noMatch("no function definition composes " + IdempotencyGuard.NAME)
-                    : ConditionOutcome.match("a function definition composes " + IdempotencyGuard.NAME);
+            return FunctionDefinitions.namesGuard(property)
+                    ? ConditionOutcome.match("a function definition composes " + IdempotencyGuard.NAME)
+                    : ConditionOutcome.noMatch("no function definition composes " + IdempotencyGuard.NAME);
         }
     }
 }

@@ -26,6 +26,12 @@ final class FunctionDefinitions {
                 .toList();
     }
 
+    /** Whether any definition of the property names the guard (valid or not). */
+    static boolean namesGuard(String property) {
+        return Arrays.stream(property.split(";"))
+                .anyMatch(definition -> parts(definition).contains(IdempotencyGuard.NAME));
+    }
+
     /**
      * The definitions of the property that compose the guard.
      *

@@ -12,7 +12,10 @@ import org.springframework.test.context.DynamicPropertyRegistry;
  */
 public record TestDatabase(String name, String jdbcUrl, String username, String password) {
 
-    /** Makes this database the service's {@code spring.datasource}. */
+    /**
+     * Makes this database the service's {@code spring.datasource}, with a pool of at most five connections that
+     * shrinks to one when idle (a test run keeps many application contexts, each with its pool, cached at once).
+     */
     public void registerDataSource(DynamicPropertyRegistry registry) {
         registerDataSource(registry, this.jdbcUrl);
     }
@@ -26,5 +29,10 @@ public record TestDatabase(String name, String jdbcUrl, String username, String 
         registry.add("spring.datasource.url", () -> url);
         registry.add("spring.datasource.username", this::username);
         registry.add("spring.datasource.password", this::password);
+        // Test runs keep many application contexts cached at once: a small pool that shrinks when idle keeps them
+        // under the server's connection limit.
+        registry.add("spring.datasource.hikari.maximum-pool-size", () -> 5);
+        registry.add("spring.datasource.hikari.minimum-idle", () -> 1);
+        registry.add("spring.datasource.hikari.idle-timeout", () -> 10_000);
     }
 }
