@@ -51,13 +51,15 @@ class IdempotencyAutoConfiguration {
             EnvelopeCodec codec,
             DataSource dataSource,
             IdempotencyProperties properties,
-            ObjectProvider<IdempotencyMetrics> metrics) {
+            ObjectProvider<IdempotencyMetrics> metrics,
+            ObjectProvider<ProcessedEventPartitions> partitions) {
         return new IdempotencyGuard(
                 new EventReader(codec, properties.eventId()),
                 codec,
                 new ProcessedEventStore(new JdbcTemplate(dataSource), properties.tableName()),
                 dataSource,
-                metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
+                metrics.getIfAvailable(() -> IdempotencyMetrics.NONE),
+                partitions.getIfAvailable());
     }
 
     @Bean

@@ -24,6 +24,10 @@ class IdempotencyFlywayAutoConfiguration {
             Flyway serviceFlyway,
             ObjectProvider<FlywayMigrationInitializer> serviceMigration,
             IdempotencyProperties properties) {
-        return new ProcessedEventMigration(serviceFlyway, serviceMigration, properties.tableName());
+        return new ProcessedEventMigration(
+                serviceFlyway,
+                serviceMigration,
+                properties.tableName(),
+                properties.partitioning().enabled());
     }
 }

@@ -55,17 +55,21 @@ public final class IdempotencyGuard implements Function<Message<byte[]>, @Nullab
 
     private final IdempotencyMetrics metrics;
 
+    private final @Nullable ProcessedEventPartitions partitions;
+
     IdempotencyGuard(
             EventReader reader,
             EnvelopeCodec codec,
             ProcessedEventStore store,
             DataSource dataSource,
-            IdempotencyMetrics metrics) {
+            IdempotencyMetrics metrics,
+            @Nullable ProcessedEventPartitions partitions) {
         this.reader = reader;
         this.codec = codec;
         this.store = store;
         this.dataSource = dataSource;
         this.metrics = metrics;
+        this.partitions = partitions;
     }
 
     @Override
@@ -88,6 +92,9 @@ public final class IdempotencyGuard implements Function<Message<byte[]>, @Nullab
         }
         Object payload = this.codec.readPayload(
                 event.payload(), invocation.binding().payloadTypes().typeFor(event), event.eventName(), eventId);
+        if (eventId != null && this.partitions != null) {
+            this.partitions.check(eventId);
+        }
         if (eventId == null) {
             logger.debug("Passing event {} through unguarded: it has no id", event.eventName());
         } else if (this.store.claim(eventId, invocation.binding().scope())) {

@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import java.time.Clock;
 import javax.sql.DataSource;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -42,6 +43,40 @@ class IdempotencyRetentionAutoConfiguration {
                     "idempotency-purge",
                     purge::purge,
                     properties.purge().initialDelay(),
+                    properties.purge().interval());
+        }
+    }
+
+    /** Creates the partitions ahead of time and drops those older than the retention. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnBooleanProperty(name = "idempotency.partitioning.enabled")
+    static class Partitions {
+
+        @Bean
+        ProcessedEventPartitions idempotencyPartitions(
+                DataSource dataSource,
+                IdempotencyProperties properties,
+                ObjectProvider<IdempotencyMetrics> metrics,
+                ObjectProvider<ProcessedEventMigration> migration) {
+            // The table must exist (migrated by the library, when it migrates) before its first partitions.
+            migration.ifAvailable(done -> {});
+            ProcessedEventPartitions partitions = new ProcessedEventPartitions(
+                    dataSource,
+                    properties.tableName(),
+                    properties.retention(),
+                    properties.partitioning().daysAhead(),
+                    Clock.systemUTC(),
+                    metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
+            partitions.maintain();
+            return partitions;
+        }
+
+        @Bean
+        Schedule idempotencyPartitionSchedule(ProcessedEventPartitions partitions, IdempotencyProperties properties) {
+            return new Schedule(
+                    "idempotency-partitions",
+                    partitions::maintain,
+                    properties.purge().interval(),
                     properties.purge().interval());
         }
     }

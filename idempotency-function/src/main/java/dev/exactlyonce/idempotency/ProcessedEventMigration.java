@@ -16,13 +16,16 @@ import org.springframework.boot.flyway.autoconfigure.FlywayMigrationInitializer;
  *
  * <p>The migrations keep their own history table, {@value #HISTORY_TABLE}, so their versions never clash with the
  * service's and a new library version brings its migrations without the service copying anything. The first run
- * baselines at version 0 when the schema already holds the service's tables.
+ * baselines at version 0 when the schema already holds the service's tables. The partitioned table has migrations of
+ * its own: the mode is chosen before the table is created.
  */
 final class ProcessedEventMigration implements InitializingBean {
 
     static final String HISTORY_TABLE = "idempotency_schema_history";
 
     static final String LOCATION = "classpath:db/idempotency/postgresql";
+
+    static final String PARTITIONED_LOCATION = "classpath:db/idempotency/postgresql-partitioned";
 
     private static final Logger logger = LoggerFactory.getLogger(ProcessedEventMigration.class);
 
@@ -32,11 +35,17 @@ final class ProcessedEventMigration implements InitializingBean {
 
     private final String tableName;
 
+    private final String location;
+
     ProcessedEventMigration(
-            Flyway serviceFlyway, ObjectProvider<FlywayMigrationInitializer> serviceMigration, String tableName) {
+            Flyway serviceFlyway,
+            ObjectProvider<FlywayMigrationInitializer> serviceMigration,
+            String tableName,
+            boolean partitioned) {
         this.serviceFlyway = serviceFlyway;
         this.serviceMigration = serviceMigration;
         this.tableName = tableName;
+        this.location = partitioned ? PARTITIONED_LOCATION : LOCATION;
     }
 
     @Override
@@ -49,7 +58,7 @@ final class ProcessedEventMigration implements InitializingBean {
                 .schemas(service.getSchemas())
                 .defaultSchema(service.getDefaultSchema())
                 .table(HISTORY_TABLE)
-                .locations(LOCATION)
+                .locations(this.location)
                 .placeholders(Map.of("table", this.tableName))
                 .baselineOnMigrate(true)
                 .baselineVersion("0")

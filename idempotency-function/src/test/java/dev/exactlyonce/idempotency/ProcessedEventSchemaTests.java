@@ -44,6 +44,24 @@ class ProcessedEventSchemaTests {
     }
 
     @Test
+    void thePartitionedMigrationCreatesTheTableOfThePartitionedScript() {
+        DataSource scripted = dataSource(TestPostgres.newDatabase("schema"));
+        new ResourceDatabasePopulator(
+                        new ClassPathResource("dev/exactlyonce/idempotency/schema-postgresql-partitioned.sql"))
+                .execute(scripted);
+        DataSource migrated = dataSource(TestPostgres.newDatabase("schema"));
+        migrate(migrated, "processed_event", true);
+
+        assertThat(describe(migrated, "processed_event"))
+                .isEqualTo(describe(scripted, "processed_event"))
+                .contains("CREATE UNIQUE INDEX T_pkey ON ONLY public.T USING btree (event_id, scope)")
+                .hasSize(4);
+        assertThat(new JdbcTemplate(migrated)
+                        .queryForObject("SELECT pg_get_partkeydef('processed_event'::regclass)", String.class))
+                .isEqualTo("RANGE (event_id)");
+    }
+
+    @Test
     void theMigrationUsesTheConfiguredTableName() {
         DataSource dataSource = dataSource(TestPostgres.newDatabase("schema"));
 
@@ -77,11 +95,16 @@ class ProcessedEventSchemaTests {
     }
 
     private static void migrate(DataSource dataSource, String tableName) {
+        migrate(dataSource, tableName, false);
+    }
+
+    private static void migrate(DataSource dataSource, String tableName, boolean partitioned) {
         Flyway service = Flyway.configure().dataSource(dataSource).load();
         new ProcessedEventMigration(
                         service,
                         new StaticListableBeanFactory().getBeanProvider(FlywayMigrationInitializer.class),
-                        tableName)
+                        tableName,
+                        partitioned)
                 .afterPropertiesSet();
     }
 

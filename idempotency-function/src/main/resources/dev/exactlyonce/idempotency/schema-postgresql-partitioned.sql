@@ -1,0 +1,11 @@
+-- The table of processed event ids in partitioned mode (idempotency.partitioning.enabled=true): range-partitioned by
+-- the event id itself. Event ids are UUID v7, whose first 48 bits are the producer's timestamp, so each day of events
+-- is a range of ids: a duplicate always lands in the partition of its first copy, and the primary key stays global.
+-- The library creates the daily partitions ahead of time (processed_event_p20261129, ...) and drops whole partitions
+-- once they are older than the retention; there is no processed_at index and no row purge.
+CREATE TABLE processed_event (
+    event_id     uuid        NOT NULL,
+    scope        text        NOT NULL DEFAULT '',
+    processed_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT processed_event_pkey PRIMARY KEY (event_id, scope)
+) PARTITION BY RANGE (event_id);
