@@ -84,6 +84,18 @@ public final class ProcessedEventPartitions {
 
     private final IdempotencyMetrics metrics;
 
+    /**
+     * Partition maintenance of your own, for example to run it from a scheduler of the platform.
+     *
+     * @param dataSource the service's database
+     * @param tableName the partitioned table of processed event ids
+     * @param retention how long ids are kept
+     * @param daysAhead how many days of partitions to keep ahead of today
+     */
+    public ProcessedEventPartitions(DataSource dataSource, String tableName, Duration retention, int daysAhead) {
+        this(dataSource, tableName, retention, daysAhead, Clock.systemUTC(), IdempotencyMetrics.NONE);
+    }
+
     ProcessedEventPartitions(
             DataSource dataSource,
             String tableName,

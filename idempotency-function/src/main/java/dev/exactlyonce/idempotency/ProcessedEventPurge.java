@@ -67,6 +67,18 @@ public final class ProcessedEventPurge {
 
     private final IdempotencyMetrics metrics;
 
+    /**
+     * A purge of your own, for example to run it from a scheduler of the platform rather than the library's.
+     *
+     * @param dataSource the service's database
+     * @param tableName the table of processed event ids
+     * @param retention how long ids are kept
+     * @param batchSize the rows each transaction deletes
+     */
+    public ProcessedEventPurge(DataSource dataSource, String tableName, Duration retention, int batchSize) {
+        this(dataSource, tableName, retention, batchSize, IdempotencyMetrics.NONE);
+    }
+
     ProcessedEventPurge(
             DataSource dataSource, String tableName, Duration retention, int batchSize, IdempotencyMetrics metrics) {
         this.dataSource = dataSource;

@@ -2,10 +2,15 @@ package dev.exactlyonce.infra;
 
 import com.rabbitmq.client.Connection;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.infra.bench.PostgresServer;
+import dev.exactlyonce.infra.bench.PurgeBenchmark;
 import java.io.PrintStream;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 
@@ -28,6 +33,12 @@ public final class Infra {
                   event ids (repeat --event-id, or separate ids with commas). --dry-run lists them and moves
                   nothing. Replaying an event the service already applied has no effect.
 
+              bench-purge [--rows <n>] [--seconds <s>]
+                  The guard's claim latency (p50, p99) while half of <n> rows (default 1,000,000) are purged,
+                  against nothing removed, for the default table (batched purge) and the partitioned table
+                  (partition drop), side by side. Runs in a database of its own on PGHOST (default
+                  127.0.0.1:5432, PGUSER postgres), dropped at the end.
+
             RabbitMQ is read from SPRING_RABBITMQ_HOST, SPRING_RABBITMQ_PORT, SPRING_RABBITMQ_USERNAME,
             SPRING_RABBITMQ_PASSWORD and SPRING_RABBITMQ_VIRTUAL_HOST (default localhost:5672, guest).
             """;
@@ -47,6 +58,7 @@ public final class Infra {
         try {
             return switch (args[0]) {
                 case "replay-dead-letters" -> replayDeadLetters(args, out);
+                case "bench-purge" -> benchPurge(args, out);
                 default -> {
                     err.printf("Unknown command '%s'.%n%n%s", args[0], USAGE);
                     yield 2;
@@ -92,6 +104,27 @@ public final class Infra {
             new DeadLetterReplay(out).replay(connection, queue, eventIds, dryRun);
         }
         return 0;
+    }
+
+    private static int benchPurge(String[] args, PrintStream out) throws Exception {
+        Map<String, String> options = options(args, "--rows", "--seconds");
+        int rows = Integer.parseInt(options.getOrDefault("--rows", "1000000"));
+        Duration span = Duration.ofSeconds(Long.parseLong(options.getOrDefault("--seconds", "10")));
+        PurgeBenchmark benchmark = new PurgeBenchmark(PostgresServer.fromEnvironment(System.getenv()), out, span);
+        benchmark.run(rows);
+        return 0;
+    }
+
+    /** Reads {@code --name value} options, each of the known names at most once. */
+    static Map<String, String> options(String[] args, String... known) {
+        Map<String, String> options = new LinkedHashMap<>();
+        for (int i = 1; i < args.length; i++) {
+            if (!List.of(known).contains(args[i]) || i + 1 >= args.length) {
+                throw new IllegalArgumentException("Unexpected argument '%s'.".formatted(args[i]));
+            }
+            options.put(args[i], args[++i]);
+        }
+        return options;
     }
 
     private static List<UUID> parseEventIds(String value) {
