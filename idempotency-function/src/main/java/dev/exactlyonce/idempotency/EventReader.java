@@ -14,7 +14,6 @@ import java.time.format.DateTimeParseException;
 import java.util.List;
 import java.util.UUID;
 import org.jspecify.annotations.Nullable;
-import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageHeaders;
 import tools.jackson.databind.JsonNode;
 
@@ -39,13 +38,12 @@ final class EventReader {
         this.settings = settings;
     }
 
-    IncomingEvent read(Message<byte[]> message) {
+    IncomingEvent read(MessageHeaders headers, byte[] body) {
         if (this.settings.source() == EventIdSource.ENVELOPE) {
-            EventEnvelope<JsonNode> envelope = this.codec.decode(message.getPayload());
+            EventEnvelope<JsonNode> envelope = this.codec.decode(body);
             return new IncomingEvent(
                     envelope.eventId(), envelope.eventName(), envelope.occurredAt(), envelope.payload());
         }
-        MessageHeaders headers = message.getHeaders();
         UUID eventId = eventId(headers);
         boolean cloudEvent = this.settings.source() == EventIdSource.CLOUDEVENTS;
         String eventName = cloudEvent ? cloudEventHeader(headers, "type") : text(headers, EventHeaders.EVENT_NAME);
@@ -61,8 +59,7 @@ final class EventReader {
                             : "the message has no event_name header and no routing key");
         }
         String time = cloudEvent ? cloudEventHeader(headers, "time") : text(headers, EventHeaders.OCCURRED_AT);
-        return new IncomingEvent(
-                eventId, eventName, occurredAt(time, eventId), this.codec.decodePayload(message.getPayload()));
+        return new IncomingEvent(eventId, eventName, occurredAt(time, eventId), this.codec.decodePayload(body));
     }
 
     private @Nullable UUID eventId(MessageHeaders headers) {

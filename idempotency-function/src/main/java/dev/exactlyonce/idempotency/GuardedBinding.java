@@ -10,10 +10,12 @@ import java.util.List;
  * @param businessFunctions the functions composed after the guard
  * @param payloadTypes the payload type of the first business function, per event name
  * @param scope the scope of its claims: {@code ""} for the whole service, or the functions after the guard
+ * @param batch whether the binding delivers batches, which the business function takes as a list
  */
 record GuardedBinding(
         String bindingName,
         String definition,
         List<String> businessFunctions,
         PayloadTypes payloadTypes,
-        String scope) {}
+        String scope,
+        boolean batch) {}

@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import dev.exactlyonce.idempotency.IdempotencyProperties.EventIdSource;
 import dev.exactlyonce.idempotency.IdempotencyProperties.KeyScope;
 import java.lang.reflect.Type;
 import java.util.ArrayList;
@@ -19,6 +20,7 @@ import org.springframework.cloud.stream.binder.Binder;
 import org.springframework.cloud.stream.binder.BinderFactory;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
+import org.springframework.core.ResolvableType;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.support.InterceptableChannel;
@@ -32,7 +34,8 @@ import org.springframework.transaction.PlatformTransactionManager;
  *   <li>the guard is not the first function of the definition, or has nothing composed after it, or the definition
  *       was not bound;
  *   <li>a function composed after it is not a plain {@code Consumer} or {@code Function} bean, or takes a reactive
- *       input (its work would outlive the transaction);
+ *       input (its work would outlive the transaction), or takes a list where the binding delivers single messages
+ *       (or the other way round);
  *   <li>there is no DataSource, or no transaction manager that manages it;
  *   <li>the binding's input is not a channel the transaction can be held around.
  * </ul>
@@ -55,11 +58,14 @@ final class GuardedBindings implements SmartInitializingSingleton {
 
     private final KeyScope keyScope;
 
+    private final EventIdSource eventIdSource;
+
     private final List<GuardedBinding> bindings = new ArrayList<>();
 
     GuardedBindings(
             String definitionProperty,
             KeyScope keyScope,
+            EventIdSource eventIdSource,
             ConfigurableListableBeanFactory beanFactory,
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
@@ -67,6 +73,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
             IdempotencyMetrics metrics) {
         this.definitionProperty = definitionProperty;
         this.keyScope = keyScope;
+        this.eventIdSource = eventIdSource;
         this.beanFactory = beanFactory;
         this.decorator = decorator;
         this.dataSources = dataSources;
@@ -95,11 +102,15 @@ final class GuardedBindings implements SmartInitializingSingleton {
     private void install(String definition, List<String> parts, BindableFunctionProxyFactory bindable) {
         List<String> businessFunctions = parts.subList(1, parts.size());
         businessFunctions.forEach(name -> checkDecorated(definition, name));
-        PayloadTypes payloadTypes = PayloadTypes.of(payloadType(definition, businessFunctions.get(0)));
+        Type inputType = payloadType(definition, businessFunctions.get(0));
+        boolean batch = isList(inputType);
+        PayloadTypes payloadTypes = PayloadTypes.of(
+                batch ? ResolvableType.forType(inputType).getGeneric(0).getType() : inputType);
         PlatformTransactionManager transactionManager = transactionManager(definition);
         for (String bindingName : bindable.getInputs()) {
+            checkBatchMode(definition, bindingName, batch);
             GuardedBinding binding = new GuardedBinding(
-                    bindingName, definition, businessFunctions, payloadTypes, scope(businessFunctions));
+                    bindingName, definition, businessFunctions, payloadTypes, scope(businessFunctions), batch);
             inputChannel(binding)
                     .addInterceptor(0, new TransactionPerMessage(binding, transactionManager, this.metrics));
             errorChannel(bindingName).addInterceptor(new RealCauseFirst());
@@ -128,6 +139,33 @@ final class GuardedBindings implements SmartInitializingSingleton {
                                 + " would not run in the guard's transaction. Check that every function it names"
                                 + " is a bean and that the composition is valid (a Consumer can only come last)")
                         .formatted(definition.trim())));
+    }
+
+    private static boolean isList(Type type) {
+        return List.class.isAssignableFrom(ResolvableType.forType(type).toClass());
+    }
+
+    /** A function of a list of payloads takes the batches of a batch binding; any other, single messages. */
+    private void checkBatchMode(String definition, String bindingName, boolean batch) {
+        boolean batchMode = this.beanFactory
+                .getBean(BindingServiceProperties.class)
+                .getConsumerProperties(bindingName)
+                .isBatchMode();
+        if (batch != batchMode) {
+            throw new IdempotencyException(
+                    batch
+                            ? ("'%s' composes a function of a list of payloads, but binding %s does not deliver batches: set"
+                                            + " spring.cloud.stream.bindings.%s.consumer.batch-mode=true, or take one payload")
+                                    .formatted(definition, bindingName, bindingName)
+                            : ("binding %s delivers batches (batch-mode), but '%s' composes a function of one payload: take a"
+                                            + " List of payloads")
+                                    .formatted(bindingName, definition));
+        }
+        if (batch && this.eventIdSource != EventIdSource.ENVELOPE) {
+            throw new IdempotencyException(("binding %s delivers batches, whose events the guard reads from their"
+                            + " envelopes: idempotency.event-id.source must be envelope with batch-mode")
+                    .formatted(bindingName));
+        }
     }
 
     private String scope(List<String> businessFunctions) {

@@ -21,7 +21,7 @@ final class GuardedInvocation {
 
     private boolean duplicate;
 
-    private boolean claimed;
+    private int claimed;
 
     private GuardedInvocation(
             GuardedBinding binding, TransactionStatus transaction, @Nullable GuardedInvocation outer) {
@@ -58,12 +58,12 @@ final class GuardedInvocation {
         this.duplicate = true;
     }
 
-    void markClaimed() {
-        this.claimed = true;
+    void markClaimed(int events) {
+        this.claimed = events;
     }
 
-    /** Whether the guard claimed the event: once the transaction commits, the event is processed. */
-    boolean claimed() {
+    /** How many events the guard claimed: once the transaction commits, they are processed. */
+    int claimed() {
         return this.claimed;
     }
 

@@ -74,6 +74,7 @@ class IdempotencyAutoConfiguration {
         return new GuardedBindings(
                 environment.getProperty(FunctionDefinitions.PROPERTY, ""),
                 properties.keyScope(),
+                properties.eventId().source(),
                 beanFactory,
                 decorator,
                 dataSources,

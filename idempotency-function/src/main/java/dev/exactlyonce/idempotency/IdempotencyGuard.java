@@ -2,6 +2,12 @@ package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import java.util.function.Function;
 import javax.sql.DataSource;
@@ -32,13 +38,16 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *       acknowledged once the (empty) transaction commits.
  * </ol>
  *
+ * <p>On a batch binding ({@code batch-mode}), the business function takes a list: the guard claims the whole batch
+ * with one statement and hands on the payloads of first deliveries only, each once, in one transaction.
+ *
  * <p>While a message is handled, the logging MDC holds its {@code event_id} and {@code event_name}.
  *
  * <p>If the business function throws, the transaction rolls back with the claim, so the retry processes the event
  * again. If two deliveries of one event run at once, the second claim waits for the first transaction: it finds the
  * row if that one commits, and claims the event if it rolls back.
  */
-public final class IdempotencyGuard implements Function<Message<byte[]>, @Nullable Message<Object>> {
+public final class IdempotencyGuard implements Function<Message<Object>, @Nullable Message<Object>> {
 
     /** The bean and function name of the guard. */
     public static final String NAME = "idempotencyGuard";
@@ -73,36 +82,32 @@ public final class IdempotencyGuard implements Function<Message<byte[]>, @Nullab
     }
 
     @Override
-    public @Nullable Message<Object> apply(Message<byte[]> message) {
+    public @Nullable Message<Object> apply(Message<Object> message) {
         long start = System.nanoTime();
         GuardedInvocation invocation = currentInvocation();
         try {
-            return guard(message, invocation);
+            return invocation.binding().batch() ? guardBatch(message, invocation) : guard(message, invocation);
         } finally {
             this.metrics.guardTime(invocation.binding(), System.nanoTime() - start);
         }
     }
 
-    private @Nullable Message<Object> guard(Message<byte[]> message, GuardedInvocation invocation) {
-        IncomingEvent event = this.reader.read(message);
+    private @Nullable Message<Object> guard(Message<Object> message, GuardedInvocation invocation) {
+        IncomingEvent event = this.reader.read(message.getHeaders(), body(message.getPayload()));
         UUID eventId = event.eventId();
         MDC.put(EventHeaders.EVENT_NAME, event.eventName());
         if (eventId != null) {
             MDC.put(EventHeaders.EVENT_ID, eventId.toString());
         }
-        Object payload = this.codec.readPayload(
-                event.payload(), invocation.binding().payloadTypes().typeFor(event), event.eventName(), eventId);
-        if (eventId != null && this.partitions != null) {
-            this.partitions.check(eventId);
-        }
+        Object payload = payload(event, invocation.binding());
         if (eventId == null) {
             logger.debug("Passing event {} through unguarded: it has no id", event.eventName());
         } else if (this.store.claim(eventId, invocation.binding().scope())) {
-            invocation.markClaimed();
+            invocation.markClaimed(1);
             logger.debug("Claimed event {} ({})", eventId, event.eventName());
         } else {
             invocation.markDuplicate();
-            this.metrics.duplicate(invocation.binding());
+            this.metrics.duplicates(invocation.binding(), 1);
             logger.warn("Discarded event {} ({}): already processed by this service", eventId, event.eventName());
             return null;
         }
@@ -116,6 +121,64 @@ public final class IdempotencyGuard implements Function<Message<byte[]>, @Nullab
             builder.setHeader(EventHeaders.OCCURRED_AT, event.occurredAt());
         }
         return builder.build();
+    }
+
+    /**
+     * A batch: every message read first (one that cannot be rejects the batch), every id claimed with one statement,
+     * and the business function handed the payloads of the first deliveries only, in their order, each once.
+     */
+    private @Nullable Message<Object> guardBatch(Message<Object> message, GuardedInvocation invocation) {
+        if (!(message.getPayload() instanceof List<?> bodies)) {
+            throw new IllegalStateException(
+                    "A batch binding delivered a " + message.getPayload().getClass());
+        }
+        Map<UUID, Object> payloads = new LinkedHashMap<>();
+        for (Object body : bodies) {
+            IncomingEvent event = this.reader.read(message.getHeaders(), body(body));
+            payloads.putIfAbsent(event.eventId(), payload(event, invocation.binding()));
+        }
+        Set<UUID> claimed =
+                this.store.claimAll(payloads.keySet(), invocation.binding().scope());
+        payloads.keySet().retainAll(claimed);
+        int duplicates = bodies.size() - payloads.size();
+        if (duplicates > 0) {
+            this.metrics.duplicates(invocation.binding(), duplicates);
+            logger.warn(
+                    "Discarded {} of {} event(s) of a batch: already processed by this service",
+                    duplicates,
+                    bodies.size());
+        }
+        if (payloads.isEmpty()) {
+            invocation.markDuplicate();
+            return null;
+        }
+        invocation.markClaimed(payloads.size());
+        return MessageBuilder.<Object>withPayload(new ArrayList<>(payloads.values()))
+                .copyHeaders(message.getHeaders())
+                .build();
+    }
+
+    /** The event's payload, mapped to its type; the event rejected first if its id cannot be recorded. */
+    private Object payload(IncomingEvent event, GuardedBinding binding) {
+        if (event.eventId() != null && this.partitions != null) {
+            this.partitions.check(event.eventId());
+        }
+        return this.codec.readPayload(
+                event.payload(), binding.payloadTypes().typeFor(event), event.eventName(), event.eventId());
+    }
+
+    private static byte[] body(Object payload) {
+        if (payload instanceof byte[] bytes) {
+            return bytes;
+        }
+        if (payload instanceof String text) {
+            return text.getBytes(StandardCharsets.UTF_8);
+        }
+        throw new RejectedMessageException(
+                RejectedMessageException.Reason.NOT_JSON,
+                null,
+                "the message body is a %s, not bytes"
+                        .formatted(payload.getClass().getName()));
     }
 
     private GuardedInvocation currentInvocation() {

@@ -11,11 +11,11 @@ interface IdempotencyMetrics {
 
     IdempotencyMetrics NONE = new IdempotencyMetrics() {};
 
-    /** An event's first delivery committed with its effect. */
-    default void processed(GuardedBinding binding) {}
+    /** First deliveries of events committed with their effect. */
+    default void processed(GuardedBinding binding, int events) {}
 
-    /** A copy of an event already processed was discarded. */
-    default void duplicate(GuardedBinding binding) {}
+    /** Copies of events already processed were discarded. */
+    default void duplicates(GuardedBinding binding, int copies) {}
 
     /** A message was rejected, without retry. */
     default void rejected(GuardedBinding binding, Reason reason) {}

@@ -55,13 +55,13 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
     }
 
     @Override
-    public void processed(GuardedBinding binding) {
-        meters(binding).processed().increment();
+    public void processed(GuardedBinding binding, int events) {
+        meters(binding).processed().increment(events);
     }
 
     @Override
-    public void duplicate(GuardedBinding binding) {
-        meters(binding).duplicates().increment();
+    public void duplicates(GuardedBinding binding, int copies) {
+        meters(binding).duplicates().increment(copies);
     }
 
     @Override

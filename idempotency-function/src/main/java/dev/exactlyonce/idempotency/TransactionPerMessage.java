@@ -67,8 +67,8 @@ final class TransactionPerMessage implements ChannelInterceptor {
     public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
         GuardedInvocation invocation = current();
         this.transactionManager.commit(invocation.transaction());
-        if (invocation.claimed()) {
-            this.metrics.processed(this.binding);
+        if (invocation.claimed() > 0) {
+            this.metrics.processed(this.binding, invocation.claimed());
         }
     }
 

@@ -42,6 +42,11 @@ class GuardStartupTests {
         }
 
         @Bean
+        Consumer<List<ThingHappened>> recordThingBatches() {
+            return things -> {};
+        }
+
+        @Bean
         BiConsumer<ThingHappened, Object> recordThingWithHeaders() {
             return (thing, headers) -> {};
         }
@@ -87,6 +92,15 @@ class GuardStartupTests {
                 .isInstanceOf(IdempotencyException.class)
                 .hasMessageContaining("cannot be protected")
                 .hasMessageContaining("Declare it as a java.util.function.Consumer or Function @Bean");
+    }
+
+    @Test
+    void aFunctionOfAListNeedsABatchBinding() {
+        assertThat(startupFailure("idempotencyGuard|recordThingBatches"))
+                .isInstanceOf(IdempotencyException.class)
+                .hasMessageContaining("composes a function of a list of payloads, but binding"
+                        + " idempotencyGuardrecordThingBatches-in-0 does not deliver batches")
+                .hasMessageContaining("consumer.batch-mode=true");
     }
 
     @Test

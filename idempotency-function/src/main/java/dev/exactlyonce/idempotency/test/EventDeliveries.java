@@ -61,6 +61,34 @@ public final class EventDeliveries {
         }
     }
 
+    /** Delivers the events as one batch, to a binding in batch mode: one message whose payload is their bodies. */
+    public void deliverBatch(List<? extends EventEnvelope<?>> events) {
+        deliverMessage(batch(events));
+    }
+
+    /** Starts the delivery of one batch on a new thread. */
+    public CompletableFuture<Void> deliverBatchAsync(List<? extends EventEnvelope<?>> events) {
+        Message<byte[]> batch = batch(events);
+        return CompletableFuture.runAsync(
+                () -> deliverMessage(batch), runnable -> new Thread(runnable, "delivery").start());
+    }
+
+    /** Delivers message bodies as one batch, as they are (for bodies that are not valid envelopes). */
+    @SuppressWarnings("unchecked")
+    public void deliverBatchBodies(List<byte[]> bodies) {
+        deliverMessage((Message<byte[]>) (Message<?>) MessageBuilder.withPayload(List.copyOf(bodies))
+                .setHeader(MessageHeaders.CONTENT_TYPE, MimeTypeUtils.APPLICATION_JSON_VALUE)
+                .build());
+    }
+
+    @SuppressWarnings("unchecked")
+    private Message<byte[]> batch(List<? extends EventEnvelope<?>> events) {
+        List<byte[]> bodies = events.stream().map(this.codec::encode).toList();
+        return (Message<byte[]>) (Message<?>) MessageBuilder.withPayload(bodies)
+                .setHeader(MessageHeaders.CONTENT_TYPE, MimeTypeUtils.APPLICATION_JSON_VALUE)
+                .build();
+    }
+
     /** Delivers a message body as it is, for messages that are not valid envelopes. */
     public void deliverBody(byte[] body) {
         deliverMessage(message(body));
