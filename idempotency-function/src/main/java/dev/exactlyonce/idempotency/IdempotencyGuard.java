@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import java.lang.reflect.Type;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -27,13 +28,13 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * <p>For each message, inside the transaction the library opened around the composed invocation:
  *
  * <ol>
- *   <li>reads the event (from the envelope, or from headers, see {@code idempotency.event-id.source}) and maps its
- *       payload to the business function's input type; a message that is not a valid envelope, has no event id,
- *       names an event the function does not handle or carries a payload that does not map is rejected with a
+ *   <li>reads the event (from the envelope, or from headers, see {@code idempotency.event-id.source}); a message that
+ *       is not a valid envelope, has no event id or names an event the function does not handle is rejected with a
  *       {@link RejectedMessageException}, before any write, and is never retried;
  *   <li>claims the event id with one {@code INSERT ... ON CONFLICT DO NOTHING} into {@code processed_event};
- *   <li>one row inserted: returns the typed payload, with the event id, name and time as headers
- *       ({@link EventHeaders}), and the business function runs in the same transaction;
+ *   <li>one row inserted: maps the payload to the business function's input type (a payload that does not map is
+ *       rejected too, and the claim rolls back with the transaction) and returns it, with the event id, name and time
+ *       as headers ({@link EventHeaders}); the business function runs in the same transaction;
  *   <li>zero rows: the event was already processed; no business function is called, and the message is
  *       acknowledged once the (empty) transaction commits.
  * </ol>
@@ -99,7 +100,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         if (eventId != null) {
             MDC.put(EventHeaders.EVENT_ID, eventId.toString());
         }
-        Object payload = payload(event, invocation.binding());
+        Type type = checked(event, invocation.binding());
         if (eventId == null) {
             logger.debug("Passing event {} through unguarded: it has no id", event.eventName());
         } else if (this.store.claim(eventId, invocation.binding().scope())) {
@@ -111,6 +112,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             logger.warn("Discarded event {} ({}): already processed by this service", eventId, event.eventName());
             return null;
         }
+        Object payload = this.codec.readPayload(event.payload(), type, event.eventName(), eventId);
         MessageBuilder<Object> builder = MessageBuilder.withPayload(payload)
                 .copyHeaders(message.getHeaders())
                 .setHeader(EventHeaders.EVENT_NAME, event.eventName());
@@ -132,14 +134,24 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             throw new IllegalStateException(
                     "A batch binding delivered a " + message.getPayload().getClass());
         }
-        Map<UUID, Object> payloads = new LinkedHashMap<>();
+        Map<UUID, IncomingEvent> events = new LinkedHashMap<>();
         for (Object body : bodies) {
             IncomingEvent event = this.reader.read(message.getHeaders(), body(body));
-            payloads.putIfAbsent(event.eventId(), payload(event, invocation.binding()));
+            checked(event, invocation.binding());
+            events.putIfAbsent(event.eventId(), event);
         }
         Set<UUID> claimed =
-                this.store.claimAll(payloads.keySet(), invocation.binding().scope());
-        payloads.keySet().retainAll(claimed);
+                this.store.claimAll(events.keySet(), invocation.binding().scope());
+        List<Object> payloads = new ArrayList<>(claimed.size());
+        for (IncomingEvent event : events.values()) {
+            if (claimed.contains(event.eventId())) {
+                payloads.add(this.codec.readPayload(
+                        event.payload(),
+                        invocation.binding().payloadTypes().typeFor(event),
+                        event.eventName(),
+                        event.eventId()));
+            }
+        }
         int duplicates = bodies.size() - payloads.size();
         if (duplicates > 0) {
             this.metrics.duplicates(invocation.binding(), duplicates);
@@ -153,18 +165,22 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             return null;
         }
         invocation.markClaimed(payloads.size());
-        return MessageBuilder.<Object>withPayload(new ArrayList<>(payloads.values()))
+        return MessageBuilder.<Object>withPayload(payloads)
                 .copyHeaders(message.getHeaders())
                 .build();
     }
 
-    /** The event's payload, mapped to its type; the event rejected first if its id cannot be recorded. */
-    private Object payload(IncomingEvent event, GuardedBinding binding) {
+    /**
+     * The type the event's payload maps to; the event rejected, before anything is written, if the binding does not
+     * handle it or its id cannot be recorded. The payload itself is mapped after the claim, for first deliveries only:
+     * a payload that does not map then rolls the claim back with the rest of the transaction.
+     */
+    private Type checked(IncomingEvent event, GuardedBinding binding) {
+        Type type = binding.payloadTypes().typeFor(event);
         if (event.eventId() != null && this.partitions != null) {
             this.partitions.check(event.eventId());
         }
-        return this.codec.readPayload(
-                event.payload(), binding.payloadTypes().typeFor(event), event.eventName(), event.eventId());
+        return type;
     }
 
     private static byte[] body(Object payload) {

@@ -2,8 +2,10 @@ package dev.exactlyonce.infra;
 
 import com.rabbitmq.client.Connection;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.infra.bench.PipelineBenchmark;
 import dev.exactlyonce.infra.bench.PostgresServer;
 import dev.exactlyonce.infra.bench.PurgeBenchmark;
+import dev.exactlyonce.infra.shop.Demo;
 import java.io.PrintStream;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -28,6 +30,12 @@ public final class Infra {
             Usage: java -jar infra/target/infra-*.jar <command> [arguments]
 
             Commands:
+              demo [--orders <n>]
+                  The main job: runs the three services, the payment provider and the order service on
+                  PostgreSQL and RabbitMQ (localhost, or infra/compose.yaml when Docker is there), fires all
+                  three sources of duplicates (relay republish, broker redelivery, replay) over <n> orders
+                  (default 200), and reports what each service made of them. Exit status 0: exactly once.
+
               replay-dead-letters <queue> [--event-id <uuid>]... [--dry-run]
                   Move the dead letters of <queue>.dlq back to <queue>: all of them, or those of the given
                   event ids (repeat --event-id, or separate ids with commas). --dry-run lists them and moves
@@ -38,6 +46,17 @@ public final class Infra {
                   against nothing removed, for the default table (batched purge) and the partitioned table
                   (partition drop), side by side. Runs in a database of its own on PGHOST (default
                   127.0.0.1:5432, PGUSER postgres), dropped at the end.
+
+              bench-pipeline [--messages <n>] [--seconds <s>] [--rate <r>] [--concurrency <c>] [--ack-every <a>]
+                             [--prefetch <p>] [--rounds <k>]
+                  Throughput and p50/p99 latency of the whole pipeline (RabbitMQ, binder, transaction, guard,
+                  handler, commit, ack) without the guard, with it, with duplicates only, behind Spring
+                  Integration's idempotent receiver, and in batches, with the ratios between them. <n> events
+                  (default 10,000) per throughput run; <s> seconds (default 5) of events at <r> per second
+                  (default 400, the same offered load for every scenario) for latency;
+                  <c> consumers per binding (default 2); a broker ack every <a> messages (default 1); <p>
+                  unacknowledged messages per consumer (default 100). Every scenario runs <k> times (default 3),
+                  in turn, and the median run is reported: the machine's noise hits all scenarios alike.
 
             RabbitMQ is read from SPRING_RABBITMQ_HOST, SPRING_RABBITMQ_PORT, SPRING_RABBITMQ_USERNAME,
             SPRING_RABBITMQ_PASSWORD and SPRING_RABBITMQ_VIRTUAL_HOST (default localhost:5672, guest).
@@ -57,8 +76,12 @@ public final class Infra {
         }
         try {
             return switch (args[0]) {
+                case "demo" ->
+                    new Demo(out, System.getenv())
+                            .run(Integer.parseInt(options(args, "--orders").getOrDefault("--orders", "200")));
                 case "replay-dead-letters" -> replayDeadLetters(args, out);
                 case "bench-purge" -> benchPurge(args, out);
+                case "bench-pipeline" -> benchPipeline(args, out);
                 default -> {
                     err.printf("Unknown command '%s'.%n%n%s", args[0], USAGE);
                     yield 2;
@@ -112,6 +135,24 @@ public final class Infra {
         Duration span = Duration.ofSeconds(Long.parseLong(options.getOrDefault("--seconds", "10")));
         PurgeBenchmark benchmark = new PurgeBenchmark(PostgresServer.fromEnvironment(System.getenv()), out, span);
         benchmark.run(rows);
+        return 0;
+    }
+
+    private static int benchPipeline(String[] args, PrintStream out) throws Exception {
+        Map<String, String> options = options(
+                args, "--messages", "--seconds", "--concurrency", "--ack-every", "--rate", "--prefetch", "--rounds");
+        new PipelineBenchmark(
+                        PostgresServer.fromEnvironment(System.getenv()),
+                        System.getenv(),
+                        out,
+                        Integer.parseInt(options.getOrDefault("--concurrency", "2")),
+                        Integer.parseInt(options.getOrDefault("--ack-every", "1")),
+                        Double.parseDouble(options.getOrDefault("--rate", "400")),
+                        Integer.parseInt(options.getOrDefault("--prefetch", "100")),
+                        Integer.parseInt(options.getOrDefault("--rounds", "3")))
+                .run(
+                        Integer.parseInt(options.getOrDefault("--messages", "10000")),
+                        Duration.ofSeconds(Long.parseLong(options.getOrDefault("--seconds", "5"))));
         return 0;
     }
 

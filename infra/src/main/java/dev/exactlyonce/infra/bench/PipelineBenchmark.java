@@ -1,0 +1,409 @@
+package dev.exactlyonce.infra.bench;
+
+import com.rabbitmq.client.AMQP;
+import com.rabbitmq.client.Channel;
+import com.rabbitmq.client.Connection;
+import com.rabbitmq.client.ConnectionFactory;
+import com.zaxxer.hikari.HikariDataSource;
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.envelope.UuidV7;
+import java.io.PrintStream;
+import java.math.BigDecimal;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.locks.LockSupport;
+import org.jspecify.annotations.Nullable;
+import org.springframework.boot.Banner;
+import org.springframework.boot.WebApplicationType;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.cloud.stream.binding.BindingsLifecycleController;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.core.io.ClassPathResource;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.init.ResourceDatabasePopulator;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.support.ChannelInterceptor;
+import org.springframework.messaging.support.InterceptableChannel;
+
+/**
+ * The full pipeline, RabbitMQ → binder → transaction → guard → handler → commit → ack, scenario by scenario in one
+ * run: the same transactional handler without the guard, with it, with duplicates only, behind Spring Integration's
+ * idempotent receiver, and in batches. For each it measures:
+ *
+ * <ol>
+ *   <li>throughput: {@code messages} events published to the queue first, then consumed (two consumers, prefetch
+ *       100) until all are committed;
+ *   <li>latency: events published at the same rate for every scenario ({@code rate}, or half the scenario's
+ *       throughput if lower) for {@code seconds}, each timed from its publication to the commit of its transaction
+ *       (just before the ack).
+ * </ol>
+ */
+public final class PipelineBenchmark {
+
+    private static final String PUBLISHED_AT = "bench-published-at";
+
+    private record Scenario(String name, String definition, boolean batch, boolean duplicates) {}
+
+    private record Figures(Scenario scenario, double perSecond, double p50, double p99) {}
+
+    private static final List<Scenario> SCENARIOS = List.of(
+            new Scenario("without guard (same transactional handler)", "recordEffectWithoutGuard", false, false),
+            new Scenario("with guard", "idempotencyGuard|recordEffect", false, false),
+            new Scenario("duplicates only (guard discards all)", "idempotencyGuard|recordEffect", false, true),
+            new Scenario("peer: Spring Integration idempotent receiver", "recordEffectWithPeer", false, false),
+            new Scenario("batch mode (guard, batches of up to 100)", "idempotencyGuard|recordEffects", true, false),
+            new Scenario("ceiling: batches to a no-op, no database", "discardAll", true, false),
+            new Scenario("ceiling: messages to a no-op, no database", "discardOne", false, false));
+
+    private final PostgresServer postgres;
+
+    private final Map<String, String> rabbit;
+
+    private PrintStream out;
+
+    private final int concurrency;
+
+    private final int ackEvery;
+
+    private final double latencyRate;
+
+    private final int prefetch;
+
+    private final int rounds;
+
+    private final EnvelopeCodec codec = new EnvelopeCodec();
+
+    /**
+     * A benchmark of the pipeline.
+     *
+     * @param concurrency consumers per binding
+     * @param ackEvery messages per broker acknowledgement (the Rabbit binder's {@code batch-size}), each message still
+     *     in a transaction of its own
+     * @param latencyRate the events per second published while latency is measured: the same offered load for every
+     *     scenario (half the scenario's throughput if that is lower)
+     * @param prefetch unacknowledged messages each consumer may hold
+     * @param rounds how many times every scenario runs, in turn; the median run of each is reported
+     */
+    public PipelineBenchmark(
+            PostgresServer postgres,
+            Map<String, String> rabbit,
+            PrintStream out,
+            int concurrency,
+            int ackEvery,
+            double latencyRate,
+            int prefetch,
+            int rounds) {
+        this.postgres = postgres;
+        this.rabbit = rabbit;
+        this.out = out;
+        this.concurrency = concurrency;
+        this.ackEvery = ackEvery;
+        this.latencyRate = latencyRate;
+        this.prefetch = prefetch;
+        this.rounds = rounds;
+    }
+
+    public void run(int messages, Duration latencySpan) throws Exception {
+        String run = Long.toHexString(ThreadLocalRandom.current().nextLong() & 0xffffffL);
+        String database = "bench_pipeline_" + run;
+        this.out.printf(
+                "PostgreSQL %s, RabbitMQ %s:%s; %,d events per throughput run, %s of paced events for latency;"
+                        + " %d consumers, prefetch %d, an ack every %d message(s)%n",
+                this.postgres,
+                this.rabbit.getOrDefault("SPRING_RABBITMQ_HOST", "localhost"),
+                this.rabbit.getOrDefault("SPRING_RABBITMQ_PORT", "5672"),
+                messages,
+                latencySpan,
+                this.concurrency,
+                this.prefetch,
+                this.ackEvery);
+        this.postgres.execute("CREATE DATABASE " + database);
+        List<Figures> figures = new ArrayList<>();
+        try (HikariDataSource dataSource = this.postgres.dataSource(database, 2);
+                Connection connection = connectionFactory().newConnection("bench-publisher")) {
+            new ResourceDatabasePopulator(
+                            new ClassPathResource("dev/exactlyonce/idempotency/schema-postgresql.sql"),
+                            new ClassPathResource("org/springframework/integration/jdbc/schema-postgresql.sql"))
+                    .execute(dataSource);
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.execute("CREATE TABLE effect (id uuid PRIMARY KEY, amount numeric(12, 3) NOT NULL)");
+            this.out.printf("warming up (every scenario, %,d events, not reported)%n", Math.min(messages, 5_000));
+            PrintStream report = this.out;
+            this.out = new PrintStream(PrintStream.nullOutputStream());
+            for (Scenario scenario : SCENARIOS) {
+                jdbc.execute("TRUNCATE effect, processed_event, int_metadata_store");
+                run(scenario, database, run, connection, jdbc, Math.min(messages, 5_000), Duration.ofSeconds(2));
+            }
+            this.out = report;
+            List<List<Figures>> rounds = new ArrayList<>();
+            for (int round = 1; round <= this.rounds; round++) {
+                this.out.printf("round %d of %d%n", round, this.rounds);
+                List<Figures> thisRound = new ArrayList<>();
+                for (Scenario scenario : SCENARIOS) {
+                    jdbc.execute("TRUNCATE effect, processed_event, int_metadata_store");
+                    thisRound.add(run(scenario, database, run, connection, jdbc, messages, latencySpan));
+                }
+                rounds.add(thisRound);
+            }
+            for (int i = 0; i < SCENARIOS.size(); i++) {
+                int scenario = i;
+                figures.add(
+                        median(rounds.stream().map(round -> round.get(scenario)).toList()));
+            }
+        } finally {
+            this.postgres.execute("DROP DATABASE IF EXISTS " + database + " WITH (FORCE)");
+        }
+        report(figures);
+    }
+
+    private Figures run(
+            Scenario scenario,
+            String database,
+            String run,
+            Connection broker,
+            JdbcTemplate jdbc,
+            int messages,
+            Duration latencySpan)
+            throws Exception {
+        String key = scenario.definition().replaceAll("[^A-Za-z]", "") + (scenario.duplicates() ? "dup" : "");
+        String exchange = "bench." + run;
+        String queue = "bench." + key + "." + run;
+        String binding = scenario.definition().replace("|", "") + "-in-0";
+        Completions completions = new Completions();
+        try (ConfigurableApplicationContext context = start(scenario, database, exchange, queue, binding)) {
+            context.getBean(binding, InterceptableChannel.class).addInterceptor(completions);
+            List<EventEnvelope<?>> events = events(messages);
+            if (scenario.duplicates()) {
+                claim(jdbc, events);
+            }
+            try (Channel channel = broker.createChannel()) {
+                channel.confirmSelect();
+                for (EventEnvelope<?> event : events) {
+                    publish(channel, exchange, event);
+                }
+                channel.waitForConfirmsOrDie(60_000);
+            }
+            long start = System.nanoTime();
+            context.getBean(BindingsLifecycleController.class)
+                    .changeState(binding, BindingsLifecycleController.State.STARTED);
+            completions.await(messages, Duration.ofMinutes(5));
+            double perSecond = messages / ((System.nanoTime() - start) / 1e9);
+            this.out.printf("  %-46s %,9.0f events/s", scenario.name(), perSecond);
+
+            double rate = Math.min(this.latencyRate, perSecond / 2);
+            int paced = (int) (rate * latencySpan.toSeconds());
+            List<EventEnvelope<?>> pacedEvents = events(paced);
+            if (scenario.duplicates()) {
+                claim(jdbc, pacedEvents);
+            }
+            completions.measureLatency();
+            try (Channel channel = broker.createChannel()) {
+                long interval = (long) (1e9 / rate);
+                long next = System.nanoTime();
+                for (EventEnvelope<?> event : pacedEvents) {
+                    LockSupport.parkNanos(next - System.nanoTime());
+                    publish(channel, exchange, event);
+                    next += interval;
+                }
+            }
+            completions.await(messages + paced, Duration.ofMinutes(5));
+            Latencies latencies = completions.latencies;
+            this.out.printf(
+                    ", at %,.0f/s: p50 %.2f ms, p99 %.2f ms%n",
+                    rate, latencies.percentile(50), latencies.percentile(99));
+            return new Figures(scenario, perSecond, latencies.percentile(50), latencies.percentile(99));
+        } finally {
+            try (Channel channel = broker.createChannel()) {
+                channel.queueDelete(queue);
+                channel.exchangeDelete(exchange);
+            }
+        }
+    }
+
+    private ConfigurableApplicationContext start(
+            Scenario scenario, String database, String exchange, String queue, String binding) {
+        String bindings = "spring.cloud.stream.bindings." + binding + ".";
+        String rabbitBindings = "spring.cloud.stream.rabbit.bindings." + binding + ".consumer.";
+        List<String> properties = new ArrayList<>(List.of(
+                "spring.datasource.url=" + this.postgres.url(database),
+                "spring.datasource.username=" + this.postgres.user(),
+                "spring.datasource.password=" + this.postgres.password(),
+                "spring.datasource.hikari.maximum-pool-size=" + (this.concurrency + 2),
+                "spring.rabbitmq.host=" + this.rabbit.getOrDefault("SPRING_RABBITMQ_HOST", "localhost"),
+                "spring.rabbitmq.port=" + this.rabbit.getOrDefault("SPRING_RABBITMQ_PORT", "5672"),
+                "spring.rabbitmq.username=" + this.rabbit.getOrDefault("SPRING_RABBITMQ_USERNAME", "guest"),
+                "spring.rabbitmq.password=" + this.rabbit.getOrDefault("SPRING_RABBITMQ_PASSWORD", "guest"),
+                "spring.cloud.function.definition=" + scenario.definition(),
+                bindings + "destination=" + exchange,
+                bindings + "group=" + queue,
+                bindings + "consumer.concurrency=" + this.concurrency,
+                bindings + "consumer.auto-startup=false",
+                bindings + "consumer.use-native-decoding=true",
+                rabbitBindings + "queue-name-group-only=true",
+                rabbitBindings + "binding-routing-key=" + PipelineBenchmarkApplication.EVENT,
+                rabbitBindings + "prefetch=" + (scenario.batch() ? 200 : this.prefetch),
+                "idempotency.purge.enabled=false",
+                "logging.level.root=WARN",
+                "logging.level.dev.exactlyonce.idempotency.IdempotencyGuard=ERROR"));
+        if (scenario.batch()) {
+            properties.add(bindings + "consumer.batch-mode=true");
+            properties.add(rabbitBindings + "enable-batching=true");
+            properties.add(rabbitBindings + "batch-size=100");
+            properties.add(rabbitBindings + "receive-timeout=20");
+        } else if (this.ackEvery > 1) {
+            properties.add(rabbitBindings + "batch-size=" + this.ackEvery);
+            properties.add(rabbitBindings + "receive-timeout=20");
+        }
+        return new SpringApplicationBuilder(PipelineBenchmarkApplication.class)
+                .web(WebApplicationType.NONE)
+                .bannerMode(Banner.Mode.OFF)
+                .logStartupInfo(false)
+                .run(properties.stream().map(property -> "--" + property).toArray(String[]::new));
+    }
+
+    private List<EventEnvelope<?>> events(int count) {
+        List<EventEnvelope<?>> events = new ArrayList<>(count);
+        for (int i = 0; i < count; i++) {
+            events.add(new EventEnvelope<>(
+                    UuidV7.generate(),
+                    PipelineBenchmarkApplication.EVENT,
+                    Instant.now(),
+                    new PipelineBenchmarkApplication.Effect(UUID.randomUUID(), new BigDecimal("1.250"))));
+        }
+        return events;
+    }
+
+    private static void claim(JdbcTemplate jdbc, List<EventEnvelope<?>> events) {
+        jdbc.batchUpdate(
+                "INSERT INTO processed_event (event_id) VALUES (?)",
+                events,
+                1_000,
+                (statement, event) -> statement.setObject(1, event.eventId()));
+    }
+
+    private void publish(Channel channel, String exchange, EventEnvelope<?> event) throws Exception {
+        AMQP.BasicProperties properties = new AMQP.BasicProperties.Builder()
+                .contentType("application/json")
+                .messageId(event.eventId().toString())
+                .deliveryMode(2)
+                .headers(Map.of(PUBLISHED_AT, System.nanoTime()))
+                .build();
+        channel.basicPublish(exchange, event.eventName(), properties, this.codec.encode(event));
+    }
+
+    private ConnectionFactory connectionFactory() {
+        ConnectionFactory factory = new ConnectionFactory();
+        factory.setHost(this.rabbit.getOrDefault("SPRING_RABBITMQ_HOST", "localhost"));
+        factory.setPort(Integer.parseInt(this.rabbit.getOrDefault("SPRING_RABBITMQ_PORT", "5672")));
+        factory.setUsername(this.rabbit.getOrDefault("SPRING_RABBITMQ_USERNAME", "guest"));
+        factory.setPassword(this.rabbit.getOrDefault("SPRING_RABBITMQ_PASSWORD", "guest"));
+        return factory;
+    }
+
+    /** The run of median throughput, its latencies with it. */
+    private static Figures median(List<Figures> runs) {
+        List<Figures> sorted = new ArrayList<>(runs);
+        sorted.sort(Comparator.comparingDouble(Figures::perSecond));
+        return sorted.get(sorted.size() / 2);
+    }
+
+    private void report(List<Figures> figures) {
+        this.out.printf(
+                "%nmedian of %d round(s), each scenario run in turn in every round%n%-48s %12s %9s %9s%n",
+                this.rounds, "scenario", "events/s", "p50 ms", "p99 ms");
+        for (Figures row : figures) {
+            this.out.printf(
+                    "%-48s %,12.0f %9.2f %9.2f%n", row.scenario().name(), row.perSecond(), row.p50(), row.p99());
+        }
+        double without = figures.get(0).perSecond();
+        double guard = figures.get(1).perSecond();
+        double duplicates = figures.get(2).perSecond();
+        double peer = figures.get(3).perSecond();
+        double batch = figures.get(4).perSecond();
+        this.out.printf("%nratios (target)%n");
+        ratio("with guard / without guard", guard / without, 0.90);
+        ratio("duplicates discarded / processing (with guard)", duplicates / guard, 3);
+        ratio("batch mode / single-message mode (with guard)", batch / guard, 10);
+        ratio("with guard / peer", guard / peer, 1.0);
+        ratio("batch mode / peer", batch / peer, 10);
+        this.out.printf("what the broker and the binder leave, on the same cores (no database at all):%n");
+        this.out.printf(
+                "  %-48s %6.2f x%n",
+                "batch mode / batch ceiling", batch / figures.get(5).perSecond());
+        this.out.printf(
+                "  %-48s %6.2f x%n",
+                "with guard / message ceiling", guard / figures.get(6).perSecond());
+        this.out.printf(
+                "  %-48s %6.2f x%n",
+                "duplicates only / message ceiling", duplicates / figures.get(6).perSecond());
+    }
+
+    private void ratio(String name, double value, double target) {
+        this.out.printf("  %-48s %6.2f x   (>= %.2f x: %s)%n", name, value, target, value >= target ? "met" : "missed");
+    }
+
+    /** Counts committed events on the binding's channel and, once asked, times them from their publication. */
+    private static final class Completions implements ChannelInterceptor {
+
+        private final AtomicInteger committed = new AtomicInteger();
+
+        private final AtomicBoolean measuring = new AtomicBoolean();
+
+        private final Latencies latencies = new Latencies();
+
+        void measureLatency() {
+            this.measuring.set(true);
+        }
+
+        void await(int count, Duration limit) throws InterruptedException {
+            long deadline = System.nanoTime() + limit.toNanos();
+            while (this.committed.get() < count) {
+                if (System.nanoTime() > deadline) {
+                    throw new IllegalStateException("Only %d of %d events were committed within %s"
+                            .formatted(this.committed.get(), count, limit));
+                }
+                TimeUnit.MILLISECONDS.sleep(5);
+            }
+        }
+
+        @Override
+        public void afterSendCompletion(
+                Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
+            if (failure != null) {
+                return;
+            }
+            long now = System.nanoTime();
+            if (message.getPayload() instanceof List<?> batch) {
+                this.committed.addAndGet(batch.size());
+                if (this.measuring.get()
+                        && message.getHeaders().get("amqp_batchedHeaders") instanceof List<?> headers) {
+                    for (Object each : headers) {
+                        record(now, ((Map<?, ?>) each).get(PUBLISHED_AT));
+                    }
+                }
+            } else {
+                this.committed.incrementAndGet();
+                if (this.measuring.get()) {
+                    record(now, message.getHeaders().get(PUBLISHED_AT));
+                }
+            }
+        }
+
+        private void record(long now, @Nullable Object publishedAt) {
+            if (publishedAt instanceof Number published) {
+                this.latencies.add(now - published.longValue());
+            }
+        }
+    }
+}

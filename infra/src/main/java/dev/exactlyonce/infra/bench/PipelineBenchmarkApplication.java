@@ -1,0 +1,107 @@
+package dev.exactlyonce.infra.bench;
+
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.envelope.EventName;
+import java.math.BigDecimal;
+import java.util.List;
+import java.util.UUID;
+import java.util.function.Consumer;
+import javax.sql.DataSource;
+import org.springframework.aop.framework.ProxyFactory;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.context.annotation.Bean;
+import org.springframework.integration.channel.NullChannel;
+import org.springframework.integration.handler.advice.IdempotentReceiverInterceptor;
+import org.springframework.integration.jdbc.metadata.JdbcMetadataStore;
+import org.springframework.integration.selector.MetadataStoreSelector;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageHandler;
+import org.springframework.transaction.support.TransactionTemplate;
+import tools.jackson.databind.JsonNode;
+
+/**
+ * The service the pipeline benchmark runs, scenario by scenario (the function definition picks the scenario). Every
+ * scenario does the same business effect, one row inserted in one transaction per event: with the guard, without it,
+ * in batches, or behind Spring Integration's idempotent receiver.
+ */
+@SpringBootConfiguration
+@EnableAutoConfiguration
+class PipelineBenchmarkApplication {
+
+    static final String EVENT = "bench.effect.v1";
+
+    private static final String INSERT = "INSERT INTO effect (id, amount) VALUES (?, ?)";
+
+    /**
+     * The benchmark's event.
+     *
+     * @param id the effect's row
+     * @param amount what it records
+     */
+    @EventName(EVENT)
+    record Effect(UUID id, BigDecimal amount) {}
+
+    /** Behind the guard: {@code idempotencyGuard|recordEffect}. */
+    @Bean
+    Consumer<Effect> recordEffect(JdbcTemplate jdbc) {
+        return effect -> jdbc.update(INSERT, effect.id(), effect.amount());
+    }
+
+    /** Behind the guard, in batches: {@code idempotencyGuard|recordEffects}. */
+    @Bean
+    Consumer<List<Effect>> recordEffects(JdbcTemplate jdbc) {
+        return effects -> jdbc.batchUpdate(INSERT, effects, effects.size(), (statement, effect) -> {
+            statement.setObject(1, effect.id());
+            statement.setBigDecimal(2, effect.amount());
+        });
+    }
+
+    /** The ceiling: batches taken off the queue and dropped, no database, no guard. */
+    @Bean
+    Consumer<List<byte[]>> discardAll() {
+        return batch -> {};
+    }
+
+    /** The ceiling of single messages: each taken off the queue and dropped, no database, no guard. */
+    @Bean
+    Consumer<byte[]> discardOne() {
+        return body -> {};
+    }
+
+    /** The same effect without the guard: it reads the envelope and opens the transaction itself. */
+    @Bean
+    Consumer<Message<byte[]>> recordEffectWithoutGuard(JdbcTemplate jdbc, TransactionTemplate transactions) {
+        EnvelopeCodec codec = new EnvelopeCodec();
+        return message -> transactions.executeWithoutResult(status -> insert(jdbc, codec, message.getPayload()));
+    }
+
+    /**
+     * The same effect behind Spring Integration's idempotent receiver: an {@link IdempotentReceiverInterceptor} with a
+     * {@link MetadataStoreSelector} on a {@link JdbcMetadataStore} in PostgreSQL, keyed by the AMQP message id (the
+     * event id), in the same transaction as the effect; duplicates go to a null channel.
+     */
+    @Bean
+    Consumer<Message<byte[]>> recordEffectWithPeer(
+            DataSource dataSource, JdbcTemplate jdbc, TransactionTemplate transactions) {
+        EnvelopeCodec codec = new EnvelopeCodec();
+        JdbcMetadataStore store = new JdbcMetadataStore(dataSource);
+        store.afterPropertiesSet();
+        IdempotentReceiverInterceptor idempotentReceiver = new IdempotentReceiverInterceptor(new MetadataStoreSelector(
+                message -> String.valueOf(message.getHeaders().get("amqp_messageId")), store));
+        idempotentReceiver.setDiscardChannel(new NullChannel());
+        MessageHandler effect = message -> insert(jdbc, codec, (byte[]) message.getPayload());
+        ProxyFactory proxy = new ProxyFactory(effect);
+        proxy.addAdvice(idempotentReceiver);
+        MessageHandler guarded = (MessageHandler) proxy.getProxy();
+        return message -> transactions.executeWithoutResult(status -> guarded.handleMessage(message));
+    }
+
+    private static void insert(JdbcTemplate jdbc, EnvelopeCodec codec, byte[] body) {
+        EventEnvelope<JsonNode> envelope = codec.decode(body);
+        Effect effect = codec.readPayload(envelope, Effect.class);
+        jdbc.update(INSERT, effect.id(), effect.amount());
+    }
+}
