@@ -12,8 +12,10 @@ import dev.exactlyonce.idempotency.test.TcpProxy;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
+import dev.exactlyonce.infra.shop.ServiceProcess;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
+import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
@@ -62,6 +64,7 @@ class ReplayToStockServiceIT {
     static void startStockService() {
         connection = rabbit.newConnection();
         stock = ServiceProcess.start(
+                ServiceProcess.jar(Path.of(System.getProperty("services.dir", "..")), "stock-service"),
                 "stock-service",
                 List.of(
                         "spring.datasource.url=jdbc:postgresql://127.0.0.1:%d/%s"
@@ -75,7 +78,8 @@ class ReplayToStockServiceIT {
                         BINDING + "group=" + QUEUE,
                         BINDING + "consumer.back-off-initial-interval=100",
                         BINDING + "consumer.back-off-max-interval=200",
-                        "server.port=0"));
+                        "server.port=0"),
+                Path.of("target", "replay-stock-service.log"));
     }
 
     @AfterAll

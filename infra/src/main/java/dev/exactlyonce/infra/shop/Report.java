@@ -1,0 +1,64 @@
+package dev.exactlyonce.infra.shop;
+
+import java.io.PrintStream;
+import java.util.List;
+
+/**
+ * What the services made of a scenario: per service, the events it had to process, those it processed, the copies it
+ * discarded, its dead letters and its effects; and the verdict.
+ *
+ * @param written the events the order service wrote to its outbox
+ * @param published the messages its relay published, copies included
+ * @param services one line per service
+ */
+public record Report(int written, int published, List<ServiceReport> services) {
+
+    /**
+     * @param service the service
+     * @param expected the events it had to process
+     * @param processed the events it recorded as processed
+     * @param duplicates the copies it discarded (since its last start)
+     * @param deadLetters the messages in its dead-letter queue
+     * @param effects what it did
+     * @param differences what differs from exactly once; empty when it is exactly once
+     */
+    public record ServiceReport(
+            String service,
+            int expected,
+            int processed,
+            long duplicates,
+            int deadLetters,
+            String effects,
+            List<String> differences) {}
+
+    /** Whether every service applied every event exactly once. */
+    public boolean exactlyOnce() {
+        return this.services.stream().allMatch(service -> service.differences().isEmpty());
+    }
+
+    public void print(PrintStream out) {
+        out.printf(
+                "%nThe order service wrote %d events; its relay published %d messages (copies from the relay and"
+                        + " the replay included; the broker's redeliveries come on top).%n%n",
+                this.written, this.published);
+        out.printf(
+                "%-18s %8s %10s %11s %13s  %-34s %s%n",
+                "service", "events", "processed", "duplicates", "dead letters", "effects", "verdict");
+        for (ServiceReport service : this.services) {
+            out.printf(
+                    "%-18s %8d %10d %11d %13d  %-34s %s%n",
+                    service.service(),
+                    service.expected(),
+                    service.processed(),
+                    service.duplicates(),
+                    service.deadLetters(),
+                    service.effects(),
+                    service.differences().isEmpty() ? "exactly once" : String.join("; ", service.differences()));
+        }
+        out.printf(
+                "%n%s%n",
+                exactlyOnce()
+                        ? "Verdict: exactly once. Every service applied every event once, whatever the copies."
+                        : "Verdict: NOT exactly once; see the differences above.");
+    }
+}

@@ -1,0 +1,488 @@
+package dev.exactlyonce.infra.shop;
+
+import com.rabbitmq.client.Channel;
+import com.rabbitmq.client.Connection;
+import com.rabbitmq.client.ConnectionFactory;
+import com.zaxxer.hikari.HikariDataSource;
+import dev.exactlyonce.idempotency.test.TcpProxy;
+import dev.exactlyonce.paymentprovider.PaymentProvider;
+import java.io.IOException;
+import java.math.BigDecimal;
+import java.net.ServerSocket;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Random;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeoutException;
+import java.util.function.BooleanSupplier;
+import java.util.function.Consumer;
+import org.springframework.jdbc.core.JdbcTemplate;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+
+/**
+ * The shop, run: the three services from their jars, the payment provider, the order service and its outbox relay,
+ * on one PostgreSQL and one RabbitMQ; then a scenario in which all three ordinary sources of duplicates fire, and a
+ * report of what each service made of it.
+ *
+ * <p>The services reach RabbitMQ through a TCP proxy of the scenario's, so that it can drop every broker connection
+ * at once (the broker then redelivers what was unacknowledged); they acknowledge every 20 messages, so that a drop
+ * finds committed messages whose acknowledgement it loses.
+ */
+public final class ShopScenario implements AutoCloseable {
+
+    /** Where things are, and how the run's names differ from another run's. */
+    public record Settings(
+            String postgresHost,
+            int postgresPort,
+            String postgresUser,
+            String postgresPassword,
+            String rabbitHost,
+            int rabbitPort,
+            String rabbitUser,
+            String rabbitPassword,
+            Path servicesDir,
+            String suffix,
+            Path logs) {}
+
+    /** A service of the shop. */
+    public record Service(String name, String database, String binding, List<String> events) {
+
+        String queue(String suffix) {
+            return this.name.substring(0, this.name.indexOf('-')) + ".events" + suffix;
+        }
+    }
+
+    public static final List<Service> SERVICES = List.of(
+            new Service("stock-service", "stock", "idempotencyGuardreserveStock-in-0", List.of(OrderService.PLACED)),
+            new Service(
+                    "shipping-service",
+                    "shipping",
+                    "idempotencyGuardtrackOrderStatus-in-0",
+                    List.of(OrderService.PLACED, OrderService.STATUS_CHANGED)),
+            new Service(
+                    "billing-service", "billing", "idempotencyGuardinvoiceOrder-in-0", List.of(OrderService.PLACED)));
+
+    private static final JsonMapper json = JsonMapper.builder().build();
+
+    private final Settings settings;
+
+    private final Consumer<String> progress;
+
+    private final long started = System.nanoTime();
+
+    private final ShopDatabases databases;
+
+    private final Map<String, ServiceProcess> processes = new LinkedHashMap<>();
+
+    private final Map<String, Integer> ports = new LinkedHashMap<>();
+
+    private final Map<String, JdbcTemplate> jdbc = new LinkedHashMap<>();
+
+    private final List<HikariDataSource> dataSources = new ArrayList<>();
+
+    private final List<OrderService.PlacedOrder> orders = new ArrayList<>();
+
+    private final HttpClient http = HttpClient.newHttpClient();
+
+    private PaymentProvider provider;
+
+    private TcpProxy brokerLink;
+
+    private Connection broker;
+
+    private OrderService orderService;
+
+    private OutboxRelay relay;
+
+    private final String exchange;
+
+    private boolean closed;
+
+    public ShopScenario(Settings settings, Consumer<String> progress) {
+        this.settings = settings;
+        this.progress = progress;
+        this.databases = new ShopDatabases(
+                settings.postgresHost(),
+                settings.postgresPort(),
+                settings.postgresUser(),
+                settings.postgresPassword(),
+                settings.suffix());
+        this.exchange = "events" + settings.suffix();
+    }
+
+    /** Makes the databases, resets the queues, and starts the provider, the services and the order service. */
+    public ShopScenario start() throws Exception {
+        this.databases.recreate();
+        say(
+                "databases %s recreated, each owned by a role of its own that no other role can connect to",
+                String.join(
+                        ", ",
+                        ShopDatabases.NAMES.stream().map(this.databases::name).toList()));
+        this.broker = connectionFactory().newConnection("order-service-relay");
+        resetQueues();
+        this.provider = PaymentProvider.start(0);
+        this.brokerLink = TcpProxy.to(this.settings.rabbitHost(), this.settings.rabbitPort());
+        say(
+                "payment provider on %s; the services reach RabbitMQ through a proxy on port %d",
+                this.provider.url(), this.brokerLink.port());
+        List<CompletableFuture<Void>> starting = new ArrayList<>();
+        for (Service service : SERVICES) {
+            this.ports.put(service.name(), freePort());
+            this.jdbc.put(service.name(), jdbc(service.database()));
+            starting.add(CompletableFuture.runAsync(() -> startService(service)));
+        }
+        CompletableFuture.allOf(starting.toArray(CompletableFuture[]::new)).join();
+        say(
+                "%s started from their jars (logs in %s)",
+                String.join(", ", this.processes.keySet()), this.settings.logs());
+        this.orderService = new OrderService(dataSource("orders"), 42);
+        this.relay = new OutboxRelay(dataSource("orders"), this.broker, this.exchange);
+        return this;
+    }
+
+    /**
+     * Runs the scenario: {@code count} orders, each placed then changed three times; the relay publishes status
+     * changes in shuffled order, then stops once between publishing and marking; every broker connection of the
+     * services drops once; the first half of the period is replayed. {@code midway} runs between the connection drop
+     * and the replay.
+     */
+    public void run(int count, Runnable midway) throws Exception {
+        Instant from = Instant.now();
+        this.relay.shuffle(new Random(7));
+        for (int i = 0; i < count; i++) {
+            this.orders.add(this.orderService.placeOrder());
+            if ((i + 1) % 50 == 0) {
+                this.relay.publishAll();
+            }
+        }
+        Instant middle = Instant.now();
+        for (int version = 2; version <= 4; version++) {
+            for (OrderService.PlacedOrder order : this.orders) {
+                this.orderService.advance(order.orderId());
+            }
+            this.relay.publishAll();
+        }
+        say(
+                "order service: %d orders placed, %d status changes; %d events in its outbox, published by the relay,"
+                        + " status changes in shuffled order",
+                count, 3 * count, this.orderService.events());
+
+        for (int i = 0; i < count; i++) {
+            this.orderService.advance(this.orders.get(i).orderId());
+        }
+        this.relay.crashBeforeMarking();
+        try {
+            this.relay.publishPending(count);
+        } catch (OutboxRelay.Crash crash) {
+            say("duplicate source 1, the relay: %s; restarted, it publishes them again", crash.getMessage());
+        }
+        this.relay.publishAll();
+
+        waitFor(
+                () -> processed("shipping-service") >= this.orderService.events() / 2,
+                "some of the events to be processed");
+        this.brokerLink.cut();
+        Thread.sleep(500);
+        this.brokerLink.restore();
+        say("duplicate source 2, the broker: every service's broker connection dropped; the broker redelivers what"
+                + " was delivered and not acknowledged, committed or not");
+
+        midway.run();
+
+        int replayed = this.relay.replay(from, middle);
+        say("duplicate source 3, a replay: the %d events of the first half of the period published again", replayed);
+        awaitQuiet();
+    }
+
+    /** Kills the service with {@code kill -9} and starts it again. */
+    public void killAndRestart(String service) {
+        this.processes.get(service).kill();
+        say("%s killed (kill -9) in the middle of its work", service);
+        startService(SERVICES.stream()
+                .filter(s -> s.name().equals(service))
+                .findFirst()
+                .orElseThrow());
+        say("%s started again", service);
+    }
+
+    /** What each service made of the scenario. */
+    public Report report() throws Exception {
+        List<Report.ServiceReport> services = new ArrayList<>();
+        Map<UUID, String> statuses = this.orderService.statuses();
+        int lines =
+                this.orders.stream().mapToInt(OrderService.PlacedOrder::lines).sum();
+        BigDecimal billed =
+                this.orders.stream().map(OrderService.PlacedOrder::amount).reduce(BigDecimal.ZERO, BigDecimal::add);
+        for (Service service : SERVICES) {
+            JdbcTemplate db = this.jdbc.get(service.name());
+            int expected = service.events().size() == 2 ? this.orderService.events() : this.orders.size();
+            List<String> effects = new ArrayList<>();
+            List<String> differences = new ArrayList<>();
+            switch (service.name()) {
+                case "stock-service" -> {
+                    int reservations = count(db, "SELECT count(*) FROM reservation");
+                    effects.add(reservations + " reservations");
+                    if (reservations != lines) {
+                        differences.add("%d reservations for %d order lines".formatted(reservations, lines));
+                    }
+                }
+                case "shipping-service" -> {
+                    Map<UUID, String> copied = new LinkedHashMap<>();
+                    db.query("SELECT order_id, status, version FROM order_status", row -> {
+                        copied.put(row.getObject(1, UUID.class), row.getString(2) + "@" + row.getLong(3));
+                    });
+                    long newest = statuses.entrySet().stream()
+                            .filter(status -> status.getValue().equals(copied.get(status.getKey())))
+                            .count();
+                    effects.add(newest + " newest statuses");
+                    if (newest != statuses.size() || copied.size() != statuses.size()) {
+                        differences.add("%d of %d orders at their newest status".formatted(newest, statuses.size()));
+                    }
+                }
+                default -> {
+                    int invoices = count(db, "SELECT count(*) FROM invoice");
+                    BigDecimal amount =
+                            db.queryForObject("SELECT coalesce(sum(amount), 0) FROM invoice", BigDecimal.class);
+                    int charges = this.provider.chargeCount();
+                    effects.add(invoices + " invoices, " + charges + " charges");
+                    if (invoices != this.orders.size() || charges != this.orders.size()) {
+                        differences.add("%d invoices and %d charges for %d orders"
+                                .formatted(invoices, charges, this.orders.size()));
+                    }
+                    if (amount.compareTo(billed) != 0) {
+                        differences.add("invoiced %s for %s ordered".formatted(amount, billed));
+                    }
+                }
+            }
+            int processed = processed(service.name());
+            if (processed != expected) {
+                differences.add("%d events processed of %d".formatted(processed, expected));
+            }
+            int deadLetters = messageCount(service.queue(this.settings.suffix()) + ".dlq");
+            if (deadLetters > 0) {
+                differences.add(deadLetters + " dead letters");
+            }
+            double duplicates = meter(service.name(), "idempotency.events.duplicates");
+            services.add(new Report.ServiceReport(
+                    service.name(),
+                    expected,
+                    processed,
+                    (long) duplicates,
+                    deadLetters,
+                    String.join(", ", effects),
+                    differences));
+        }
+        return new Report(this.orderService.events(), this.relay.published(), services);
+    }
+
+    /** The service's database, as the administrator (for the report). */
+    public JdbcTemplate database(String service) {
+        return this.jdbc.get(service);
+    }
+
+    public ShopDatabases databases() {
+        return this.databases;
+    }
+
+    @Override
+    public synchronized void close() {
+        if (this.closed) {
+            return;
+        }
+        this.closed = true;
+        this.processes.values().forEach(ServiceProcess::close);
+        if (this.provider != null) {
+            this.provider.close();
+        }
+        if (this.brokerLink != null) {
+            this.brokerLink.close();
+        }
+        this.dataSources.forEach(HikariDataSource::close);
+        try {
+            if (this.broker != null && this.broker.isOpen()) {
+                this.broker.close();
+            }
+        } catch (IOException | RuntimeException ex) {
+            // closing anyway
+        }
+    }
+
+    private void startService(Service service) {
+        String binding = "spring.cloud.stream.bindings." + service.binding() + ".";
+        String rabbitBinding = "spring.cloud.stream.rabbit.bindings." + service.binding() + ".consumer.";
+        String role = this.databases.name(service.database());
+        ServiceProcess process = ServiceProcess.start(
+                ServiceProcess.jar(this.settings.servicesDir(), service.name()),
+                service.name(),
+                List.of(
+                        "spring.datasource.url=" + this.databases.url(role),
+                        "spring.datasource.username=" + role,
+                        "spring.datasource.password=" + role,
+                        "spring.rabbitmq.host=127.0.0.1",
+                        "spring.rabbitmq.port=" + this.brokerLink.port(),
+                        "spring.rabbitmq.username=" + this.settings.rabbitUser(),
+                        "spring.rabbitmq.password=" + this.settings.rabbitPassword(),
+                        binding + "destination=" + this.exchange,
+                        binding + "group=" + service.queue(this.settings.suffix()),
+                        binding + "consumer.back-off-initial-interval=200",
+                        binding + "consumer.back-off-max-interval=1000",
+                        rabbitBinding + "batch-size=20",
+                        rabbitBinding + "receive-timeout=200",
+                        "billing.payment-provider.url=" + this.provider.url(),
+                        "server.port=" + this.ports.get(service.name())),
+                this.settings.logs().resolve(service.name() + ".log"));
+        synchronized (this.processes) {
+            this.processes.put(service.name(), process);
+        }
+    }
+
+    private void awaitQuiet() throws Exception {
+        long lastReport = 0;
+        long deadline = System.nanoTime() + Duration.ofMinutes(5).toNanos();
+        while (true) {
+            int queued = queued();
+            Map<String, Integer> processed = new LinkedHashMap<>();
+            boolean done = queued == 0;
+            for (Service service : SERVICES) {
+                int expected = service.events().size() == 2 ? this.orderService.events() : this.orders.size();
+                int count = processed(service.name());
+                processed.put(service.name(), count);
+                done &= count >= expected;
+            }
+            if (done) {
+                Thread.sleep(1_000);
+                if (queued() == 0) {
+                    say("quiet: every queue drained");
+                    return;
+                }
+            }
+            if (System.nanoTime() - lastReport > Duration.ofSeconds(2).toNanos()) {
+                say("waiting: events processed %s; %d message(s) still queued", processed, queued);
+                lastReport = System.nanoTime();
+            }
+            if (System.nanoTime() > deadline) {
+                throw new TimeoutException("The services did not drain their queues within 5 minutes");
+            }
+            Thread.sleep(200);
+        }
+    }
+
+    private void waitFor(BooleanSupplier condition, String what) throws Exception {
+        long deadline = System.nanoTime() + Duration.ofMinutes(2).toNanos();
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > deadline) {
+                throw new TimeoutException("Waited 2 minutes for " + what);
+            }
+            Thread.sleep(100);
+        }
+    }
+
+    private int queued() throws IOException {
+        int queued = 0;
+        for (Service service : SERVICES) {
+            queued += messageCount(service.queue(this.settings.suffix()));
+        }
+        return queued;
+    }
+
+    private int processed(String service) {
+        return count(this.jdbc.get(service), "SELECT count(*) FROM processed_event");
+    }
+
+    private static int count(JdbcTemplate db, String sql) {
+        Integer count = db.queryForObject(sql, Integer.class);
+        return count != null ? count : 0;
+    }
+
+    private int messageCount(String queue) throws IOException {
+        try (Channel channel = this.broker.createChannel()) {
+            return channel.queueDeclarePassive(queue).getMessageCount();
+        } catch (TimeoutException ex) {
+            throw new IOException(ex);
+        }
+    }
+
+    private double meter(String service, String meter) {
+        try {
+            HttpResponse<String> response = this.http.send(
+                    HttpRequest.newBuilder(URI.create(
+                                    "http://127.0.0.1:" + this.ports.get(service) + "/actuator/metrics/" + meter))
+                            .timeout(Duration.ofSeconds(5))
+                            .build(),
+                    HttpResponse.BodyHandlers.ofString());
+            if (response.statusCode() != 200) {
+                return 0;
+            }
+            JsonNode measurements = json.readTree(response.body()).path("measurements");
+            return measurements.isEmpty()
+                    ? 0
+                    : measurements.get(0).path("value").asDouble();
+        } catch (IOException ex) {
+            return 0;
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            return 0;
+        }
+    }
+
+    private void resetQueues() throws IOException, TimeoutException {
+        for (Service service : SERVICES) {
+            String queue = service.queue(this.settings.suffix());
+            try (Channel channel = this.broker.createChannel()) {
+                channel.queueDelete(queue);
+                channel.queueDelete(queue + ".dlq");
+            }
+        }
+    }
+
+    private JdbcTemplate jdbc(String database) {
+        return new JdbcTemplate(dataSource(database, this.settings.postgresUser(), this.settings.postgresPassword()));
+    }
+
+    private HikariDataSource dataSource(String database) {
+        String role = this.databases.name(database);
+        return dataSource(database, role, role);
+    }
+
+    private HikariDataSource dataSource(String database, String user, String password) {
+        HikariDataSource dataSource = new HikariDataSource();
+        dataSource.setJdbcUrl(this.databases.url(this.databases.name(database)));
+        dataSource.setUsername(user);
+        dataSource.setPassword(password);
+        dataSource.setMaximumPoolSize(3);
+        this.dataSources.add(dataSource);
+        return dataSource;
+    }
+
+    private ConnectionFactory connectionFactory() {
+        ConnectionFactory factory = new ConnectionFactory();
+        factory.setHost(this.settings.rabbitHost());
+        factory.setPort(this.settings.rabbitPort());
+        factory.setUsername(this.settings.rabbitUser());
+        factory.setPassword(this.settings.rabbitPassword());
+        return factory;
+    }
+
+    private static int freePort() {
+        try (ServerSocket socket = new ServerSocket(0)) {
+            return socket.getLocalPort();
+        } catch (IOException ex) {
+            throw new IllegalStateException("No free port", ex);
+        }
+    }
+
+    private void say(String format, Object... args) {
+        this.progress.accept("[%6.1fs] %s".formatted((System.nanoTime() - this.started) / 1e9, format.formatted(args)));
+    }
+}

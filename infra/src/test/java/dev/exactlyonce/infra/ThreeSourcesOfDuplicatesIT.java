@@ -1,0 +1,89 @@
+package dev.exactlyonce.infra;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
+
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import dev.exactlyonce.idempotency.test.TestRabbit;
+import dev.exactlyonce.infra.shop.Report;
+import dev.exactlyonce.infra.shop.ShopScenario;
+import java.nio.file.Path;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.util.concurrent.ThreadLocalRandom;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The three services run together from their jars on real RabbitMQ and PostgreSQL while every ordinary source of
+ * duplicates fires (the relay republishes what it did not mark, every broker connection drops once, a period is
+ * replayed), status changes arrive out of order, and billing is killed with {@code kill -9} and started again: every
+ * event is applied exactly once, nothing is lost, the queues drain, nothing is dead-lettered.
+ */
+class ThreeSourcesOfDuplicatesIT {
+
+    private static final int ORDERS = 200;
+
+    private static ShopScenario shop;
+
+    @BeforeAll
+    static void start() throws Exception {
+        TestPostgres postgres = TestPostgres.server();
+        TestRabbit rabbit = TestRabbit.broker();
+        String run = "_it" + Integer.toHexString(ThreadLocalRandom.current().nextInt(0x1000, 0x10000));
+        shop = new ShopScenario(
+                        new ShopScenario.Settings(
+                                postgres.host(),
+                                postgres.port(),
+                                postgres.username(),
+                                postgres.password(),
+                                rabbit.host(),
+                                rabbit.port(),
+                                "guest",
+                                "guest",
+                                Path.of(System.getProperty("services.dir", "..")),
+                                run,
+                                Path.of("target", "shop" + run)),
+                        System.out::println)
+                .start();
+    }
+
+    @AfterAll
+    static void stop() throws Exception {
+        shop.close();
+        shop.databases().drop();
+    }
+
+    @Test
+    void everyEventIsAppliedExactlyOnceWhateverTheCopiesAndTheCrash() throws Exception {
+        shop.run(ORDERS, () -> shop.killAndRestart("billing-service"));
+
+        Report report = shop.report();
+        report.print(System.out);
+        assertThat(report.services())
+                .allSatisfy(service ->
+                        assertThat(service.differences()).as(service.service()).isEmpty());
+        assertThat(report.exactlyOnce()).isTrue();
+        assertThat(report.services())
+                .extracting(Report.ServiceReport::processed)
+                .containsExactly(ORDERS, 5 * ORDERS, ORDERS);
+        assertThat(report.published())
+                .as("copies from the relay and the replay")
+                .isGreaterThan(report.written());
+    }
+
+    @Test
+    void aServiceRoleCannotReachAnotherServicesDatabase() throws SQLException {
+        try (Connection own = shop.databases().connectAs("stock", "stock")) {
+            assertThat(own.isValid(2)).isTrue();
+        }
+        assertThatExceptionOfType(SQLException.class)
+                .isThrownBy(
+                        () -> shop.databases().connectAs("stock", "shipping").close())
+                .withMessageContaining("permission denied for database");
+        assertThatExceptionOfType(SQLException.class)
+                .isThrownBy(() -> shop.databases().connectAs("billing", "stock").close())
+                .withMessageContaining("permission denied for database");
+    }
+}
