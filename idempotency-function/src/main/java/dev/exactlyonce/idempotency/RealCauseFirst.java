@@ -11,8 +11,9 @@ import org.springframework.messaging.support.ErrorMessage;
  *
  * <p>After the last attempt, the binder publishes an error message whose exception wraps the retry's own
  * ("Retry policy for operation ... exhausted"), and the binder's dead-letter handlers record the message of the
- * exception's cause ({@code x-exception-message} on RabbitMQ and Kafka). This replaces the wrappers with one
- * {@link MessagingException} whose cause is the failure itself, for example
+ * exception's cause in {@code x-exception-message} (RabbitMQ: the cause's message; Kafka: the exception's message and
+ * its cause's). This replaces the wrappers with one {@link MessagingException}, with no message of its own, whose
+ * cause is the failure itself, for example
  * {@code NOT_JSON: the message body is not JSON: ...}; the original exception stays attached as a suppressed one, so
  * the recorded stack trace keeps every attempt.
  */
@@ -31,9 +32,10 @@ final class RealCauseFirst implements ChannelInterceptor {
         Message<?> failed = failure instanceof MessagingException messaging && messaging.getFailedMessage() != null
                 ? messaging.getFailedMessage()
                 : error.getOriginalMessage();
+        // No message of its own: binders record the cause's (RabbitMQ) or append it to this one's (Kafka).
         MessagingException reported = failed != null
-                ? new MessagingException(failed, String.valueOf(real.getMessage()), real)
-                : new MessagingException(String.valueOf(real.getMessage()), real);
+                ? new MessagingException(failed, null, real)
+                : new MessagingException((String) null, real);
         reported.addSuppressed(failure);
         return new ErrorMessage(reported, error.getHeaders(), error.getOriginalMessage());
     }

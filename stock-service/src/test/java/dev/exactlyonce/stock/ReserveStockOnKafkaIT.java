@@ -1,0 +1,230 @@
+package dev.exactlyonce.stock;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
+import dev.exactlyonce.idempotency.test.DeliveryRecorder;
+import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.ProcessedEvents;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.UUID;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Nested;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.kafka.test.EmbeddedKafkaBroker;
+import org.springframework.kafka.test.context.EmbeddedKafka;
+import org.springframework.test.context.ActiveProfiles;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+import tools.jackson.databind.json.JsonMapper;
+
+/**
+ * The stock service's functions, unchanged, on the Kafka binder (profile {@code kafka}) and a Kafka broker started in
+ * the JVM: four partitions, four consumers, three attempts then the dead-letter topic.
+ */
+@SpringBootTest(
+        properties = {
+            "spring.cloud.stream.kafka.binder.brokers=${spring.embedded.kafka.brokers}",
+            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.concurrency=4",
+            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.back-off-initial-interval=50",
+            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.back-off-max-interval=100",
+            "spring.cloud.stream.kafka.bindings.idempotencyGuardreserveStock-in-0.consumer.start-offset=earliest"
+        })
+@ActiveProfiles("kafka")
+@EmbeddedKafka(
+        partitions = 4,
+        topics = {ReserveStockOnKafkaIT.TOPIC, ReserveStockOnKafkaIT.DEAD_LETTERS})
+@EnableIdempotencyTestKit(testBinder = false)
+class ReserveStockOnKafkaIT {
+
+    static final String TOPIC = "order.order.placed.v1";
+
+    static final String DEAD_LETTERS = "stock.events.dlq";
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        TestPostgres.newDatabase("stockkafka").registerDataSource(registry);
+    }
+
+    @Autowired
+    EmbeddedKafkaBroker kafka;
+
+    @Autowired
+    BusinessFunctionProbe probe;
+
+    @Autowired
+    DeliveryRecorder recorder;
+
+    @Autowired
+    ProcessedEvents processedEvents;
+
+    @Autowired
+    JdbcTemplate jdbcTemplate;
+
+    private final EnvelopeCodec codec = new EnvelopeCodec();
+
+    @AfterEach
+    void reset() {
+        this.probe.reset();
+        this.recorder.reset();
+    }
+
+    @Test
+    void theSameEventSentTwiceReservesStockOnce() {
+        EventEnvelope<Map<String, Object>> order = Orders.placed(2);
+
+        send(order, "key-1");
+        send(order, "key-1");
+
+        awaitAttempts(order, 2);
+        assertThat(reservations(order)).isEqualTo(2);
+        assertThat(this.processedEvents.rows(order.eventId())).isEqualTo(1);
+        assertThat(this.probe.invocations("reserveStock")).isEqualTo(1);
+    }
+
+    @Test
+    void copiesOnEveryPartitionConsumedConcurrentlyReserveEachOrderOnce() {
+        List<EventEnvelope<Map<String, Object>>> orders =
+                List.of(Orders.placed(1), Orders.placed(2), Orders.placed(3), Orders.placed(1), Orders.placed(2));
+
+        for (EventEnvelope<Map<String, Object>> order : orders) {
+            for (int partition = 0; partition < 4; partition++) {
+                send(new ProducerRecord<>(TOPIC, partition, "copy", this.codec.encode(order)));
+            }
+        }
+
+        orders.forEach(order -> awaitAttempts(order, 4));
+        assertThat(orders).allSatisfy(order -> assertThat(reservations(order)).isEqualTo(Orders.lineCount(order)));
+        assertThat(this.probe.invocations("reserveStock")).isEqualTo(orders.size());
+    }
+
+    @Test
+    void aHandlerThatKeepsFailingIsRetriedThenDeadLetteredWithoutAProcessedRow() {
+        EventEnvelope<Map<String, Object>> order = Orders.placed(1);
+        this.probe.failNext("reserveStock", 3);
+
+        send(order, "key-2");
+
+        ConsumerRecord<String, byte[]> deadLetter = deadLetter(order);
+        assertThat(new String(
+                        deadLetter.headers().lastHeader("x-exception-message").value(), UTF_8))
+                .isEqualTo("failure injected by the test after reserveStock ran");
+        assertThat(this.probe.invocations("reserveStock")).isEqualTo(3);
+        assertThat(reservations(order)).isZero();
+        assertThat(this.processedEvents.rows(order.eventId())).isZero();
+    }
+
+    @Test
+    void aPoisonMessageIsDeadLetteredAtOnceWithItsReason() {
+        EventEnvelope<Map<String, Object>> marker = Orders.placed(1);
+
+        send(new ProducerRecord<>(TOPIC, "poison", ("{\"event_id\": \"" + marker.eventId() + "\"}").getBytes(UTF_8)));
+
+        ConsumerRecord<String, byte[]> deadLetter = deadLetter(marker);
+        assertThat(new String(
+                        deadLetter.headers().lastHeader("x-exception-message").value(), UTF_8))
+                .startsWith("MISSING_FIELD: the envelope has no event_name");
+        assertThat(this.recorder.attempts(marker.eventId())).hasSize(1);
+    }
+
+    /** The event id and name in Kafka record headers, which arrive as bytes, around a bare payload. */
+    @Nested
+    @SpringBootTest(properties = "idempotency.event-id.source=header")
+    class WithTheEventIdInAHeader {
+
+        @Autowired
+        DeliveryRecorder recorder;
+
+        @Autowired
+        JdbcTemplate jdbcTemplate;
+
+        @Test
+        void headerValuesArrivingAsBytesIdentifyTheEvent() {
+            EventEnvelope<Map<String, Object>> order = Orders.placed(2);
+            byte[] payload = JsonMapper.builder().build().writeValueAsBytes(order.payload());
+            for (int copy = 0; copy < 2; copy++) {
+                ProducerRecord<String, byte[]> record = new ProducerRecord<>(TOPIC, "key-3", payload);
+                record.headers().add("event_id", order.eventId().toString().getBytes(UTF_8));
+                record.headers().add("event_name", Orders.PLACED.getBytes(UTF_8));
+                send(record);
+            }
+
+            await().atMost(Duration.ofSeconds(60))
+                    .until(() -> this.recorder.attempts().size() >= 2);
+            assertThat(this.jdbcTemplate.queryForObject(
+                            "SELECT count(*) FROM reservation WHERE order_id = ?",
+                            Integer.class,
+                            Orders.orderId(order)))
+                    .isEqualTo(2);
+            assertThat(this.jdbcTemplate.queryForObject(
+                            "SELECT count(*) FROM processed_event WHERE event_id = ?", Integer.class, order.eventId()))
+                    .isEqualTo(1);
+        }
+    }
+
+    private void send(EventEnvelope<?> event, String key) {
+        send(new ProducerRecord<>(TOPIC, key, this.codec.encode(event)));
+    }
+
+    private void send(ProducerRecord<String, byte[]> record) {
+        Properties properties = new Properties();
+        properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
+        try (KafkaProducer<String, byte[]> producer =
+                new KafkaProducer<>(properties, new StringSerializer(), new ByteArraySerializer())) {
+            producer.send(record);
+        }
+    }
+
+    private ConsumerRecord<String, byte[]> deadLetter(EventEnvelope<?> event) {
+        Properties properties = new Properties();
+        properties.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
+        properties.put(ConsumerConfig.GROUP_ID_CONFIG, "test-" + UUID.randomUUID());
+        properties.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        try (KafkaConsumer<String, byte[]> consumer =
+                new KafkaConsumer<>(properties, new StringDeserializer(), new ByteArrayDeserializer())) {
+            consumer.subscribe(List.of(DEAD_LETTERS));
+            String id = event.eventId().toString();
+            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+            while (System.nanoTime() < deadline) {
+                for (ConsumerRecord<String, byte[]> record : consumer.poll(Duration.ofMillis(500))) {
+                    if (new String(record.value(), UTF_8).contains(id)) {
+                        return record;
+                    }
+                }
+            }
+        }
+        throw new AssertionError("No dead letter of " + event.eventId() + " within 60 s");
+    }
+
+    private void awaitAttempts(EventEnvelope<?> event, int count) {
+        await().atMost(Duration.ofSeconds(60))
+                .until(() -> this.recorder.attempts(event.eventId()).size() >= count);
+    }
+
+    private int reservations(EventEnvelope<Map<String, Object>> order) {
+        Integer count = this.jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM reservation WHERE order_id = ?", Integer.class, Orders.orderId(order));
+        return count != null ? count : 0;
+    }
+}
