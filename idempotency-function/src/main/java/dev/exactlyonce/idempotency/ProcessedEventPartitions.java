@@ -2,7 +2,6 @@ package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
-import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Clock;
 import java.time.Duration;
@@ -19,7 +18,6 @@ import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.jdbc.datasource.SingleConnectionDataSource;
 
 /**
  * The daily partitions of the table in partitioned mode: {@code <table>_pYYYYMMDD} holds the event ids whose UUID v7
@@ -43,12 +41,6 @@ public final class ProcessedEventPartitions {
 
     private static final DateTimeFormatter DAY = DateTimeFormatter.BASIC_ISO_DATE;
 
-    private static final String LOCK = """
-            SELECT pg_try_advisory_lock(hashtext('dev.exactlyonce.idempotency.partitions'), hashtext(?))""";
-
-    private static final String UNLOCK = """
-            SELECT pg_advisory_unlock(hashtext('dev.exactlyonce.idempotency.partitions'), hashtext(?))""";
-
     private static final String PARTITIONS = """
             SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
             WHERE i.inhparent = to_regclass(?) ORDER BY c.relname""";
@@ -70,8 +62,6 @@ public final class ProcessedEventPartitions {
      */
     public record Result(List<String> created, List<String> dropped) {}
 
-    private final DataSource dataSource;
-
     private final String tableName;
 
     private final Duration retention;
@@ -83,6 +73,8 @@ public final class ProcessedEventPartitions {
     private final Pattern partitionName;
 
     private final IdempotencyMetrics metrics;
+
+    private final SessionLock lock;
 
     /**
      * Partition maintenance of your own, for example to run it from a scheduler of the platform.
@@ -103,13 +95,13 @@ public final class ProcessedEventPartitions {
             int daysAhead,
             Clock clock,
             IdempotencyMetrics metrics) {
-        this.dataSource = dataSource;
         this.tableName = tableName;
         this.retention = retention;
         this.daysAhead = daysAhead;
         this.clock = clock;
         this.partitionName = Pattern.compile(Pattern.quote(tableName) + "_p(\\d{8})");
         this.metrics = metrics;
+        this.lock = new SessionLock(dataSource, "dev.exactlyonce.idempotency.partitions", tableName);
     }
 
     /** Creates the partitions the window needs and drops those older than the retention, as of now. */
@@ -119,32 +111,29 @@ public final class ProcessedEventPartitions {
 
     Result maintain(Instant now) {
         long start = System.nanoTime();
-        try (Connection connection = this.dataSource.getConnection()) {
-            connection.setAutoCommit(true);
-            JdbcTemplate jdbc = new JdbcTemplate(new SingleConnectionDataSource(connection, true));
-            if (!Boolean.TRUE.equals(jdbc.queryForObject(LOCK, Boolean.class, this.tableName))) {
+        try {
+            return this.lock.runIfFree(jdbc -> maintain(jdbc, now, start)).orElseGet(() -> {
                 logger.info("Skipped the partition maintenance of {}: another instance is at it", this.tableName);
                 return new Result(List.of(), List.of());
-            }
-            try {
-                Result result = new Result(create(jdbc, now), drop(jdbc, now));
-                this.metrics.partitionsMaintained(
-                        result.created().size(), result.dropped().size(), Duration.ofNanos(System.nanoTime() - start));
-                logger.info(
-                        "Partitions of {}: created {}, dropped {} (retention {}, {} day(s) ahead)",
-                        this.tableName,
-                        result.created(),
-                        result.dropped(),
-                        this.retention,
-                        this.daysAhead);
-                return result;
-            } finally {
-                jdbc.queryForObject(UNLOCK, Boolean.class, this.tableName);
-            }
+            });
         } catch (SQLException ex) {
             throw new IdempotencyException(
                     "Could not maintain the partitions of " + this.tableName + ": " + ex.getMessage(), ex);
         }
+    }
+
+    private Result maintain(JdbcTemplate jdbc, Instant now, long start) {
+        Result result = new Result(create(jdbc, now), drop(jdbc, now));
+        this.metrics.partitionsMaintained(
+                result.created().size(), result.dropped().size(), Duration.ofNanos(System.nanoTime() - start));
+        logger.info(
+                "Partitions of {}: created {}, dropped {} (retention {}, {} day(s) ahead)",
+                this.tableName,
+                result.created(),
+                result.dropped(),
+                this.retention,
+                this.daysAhead);
+        return result;
     }
 
     /**

@@ -1,6 +1,5 @@
 package dev.exactlyonce.idempotency;
 
-import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.time.Duration;
@@ -9,7 +8,6 @@ import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.jdbc.datasource.SingleConnectionDataSource;
 
 /**
  * Deletes the processed event ids older than the retention, without blocking the guard.
@@ -31,12 +29,6 @@ public final class ProcessedEventPurge {
 
     private static final Logger logger = LoggerFactory.getLogger(ProcessedEventPurge.class);
 
-    private static final String LOCK = """
-            SELECT pg_try_advisory_lock(hashtext('dev.exactlyonce.idempotency'), hashtext(?))""";
-
-    private static final String UNLOCK = """
-            SELECT pg_advisory_unlock(hashtext('dev.exactlyonce.idempotency'), hashtext(?))""";
-
     private static final String CUTOFF = """
             SELECT now() - make_interval(secs => ?)""";
 
@@ -55,8 +47,6 @@ public final class ProcessedEventPurge {
      */
     public record Result(boolean ran, long rows, int batches, Instant cutoff, Duration took) {}
 
-    private final DataSource dataSource;
-
     private final String tableName;
 
     private final Duration retention;
@@ -66,6 +56,8 @@ public final class ProcessedEventPurge {
     private final String deleteSql;
 
     private final IdempotencyMetrics metrics;
+
+    private final SessionLock lock;
 
     /**
      * A purge of your own, for example to run it from a scheduler of the platform rather than the library's.
@@ -81,29 +73,26 @@ public final class ProcessedEventPurge {
 
     ProcessedEventPurge(
             DataSource dataSource, String tableName, Duration retention, int batchSize, IdempotencyMetrics metrics) {
-        this.dataSource = dataSource;
         this.tableName = tableName;
         this.retention = retention;
         this.batchSize = batchSize;
         this.deleteSql = DELETE_BATCH.formatted(tableName);
         this.metrics = metrics;
+        this.lock = new SessionLock(dataSource, "dev.exactlyonce.idempotency", tableName);
     }
 
     /** Purges now, unless another instance is purging. */
     public Result purge() {
         long start = System.nanoTime();
-        try (Connection connection = this.dataSource.getConnection()) {
-            connection.setAutoCommit(true);
-            JdbcTemplate jdbc = new JdbcTemplate(new SingleConnectionDataSource(connection, true));
-            if (!Boolean.TRUE.equals(jdbc.queryForObject(LOCK, Boolean.class, this.tableName))) {
-                logger.info("Skipped the purge of {}: another instance is purging it", this.tableName);
-                return report(new Result(false, 0, 0, Instant.EPOCH, elapsed(start)));
-            }
-            try {
-                return report(deleteBatches(jdbc, start));
-            } finally {
-                jdbc.queryForObject(UNLOCK, Boolean.class, this.tableName);
-            }
+        try {
+            Result result = this.lock
+                    .runIfFree(jdbc -> deleteBatches(jdbc, start))
+                    .orElseGet(() -> {
+                        logger.info("Skipped the purge of {}: another instance is purging it", this.tableName);
+                        return new Result(false, 0, 0, Instant.EPOCH, elapsed(start));
+                    });
+            this.metrics.purged(result);
+            return result;
         } catch (SQLException ex) {
             throw new IdempotencyException("Could not purge " + this.tableName + ": " + ex.getMessage(), ex);
         }
@@ -128,11 +117,6 @@ public final class ProcessedEventPurge {
                 result.batches(),
                 this.batchSize,
                 result.took().toMillis());
-        return result;
-    }
-
-    private Result report(Result result) {
-        this.metrics.purged(result);
         return result;
     }
 

@@ -1,6 +1,5 @@
 package dev.exactlyonce.idempotency.test;
 
-import java.util.Arrays;
 import java.util.Map;
 import java.util.Queue;
 import java.util.Set;
@@ -9,7 +8,6 @@ import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 import java.util.function.Function;
-import java.util.stream.Collectors;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.springframework.aop.framework.ProxyFactory;
 import org.springframework.beans.factory.config.BeanPostProcessor;
@@ -26,8 +24,6 @@ import org.springframework.core.env.Environment;
  */
 public final class BusinessFunctionProbe implements BeanPostProcessor, EnvironmentAware, Ordered {
 
-    private static final String GUARD = "idempotencyGuard";
-
     private Set<String> functionNames = Set.of();
 
     private final Map<String, AtomicInteger> invocations = new ConcurrentHashMap<>();
@@ -38,12 +34,7 @@ public final class BusinessFunctionProbe implements BeanPostProcessor, Environme
 
     @Override
     public void setEnvironment(Environment environment) {
-        this.functionNames = Arrays.stream(environment
-                        .getProperty("spring.cloud.function.definition", "")
-                        .split("[;|,]"))
-                .map(String::trim)
-                .filter(name -> !name.isEmpty() && !name.equals(GUARD))
-                .collect(Collectors.toUnmodifiableSet());
+        this.functionNames = GuardedDefinitions.functionNames(environment);
     }
 
     @Override

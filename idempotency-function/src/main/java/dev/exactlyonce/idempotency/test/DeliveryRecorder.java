@@ -2,7 +2,6 @@ package dev.exactlyonce.idempotency.test;
 
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -23,8 +22,6 @@ import org.springframework.messaging.support.InterceptableChannel;
  * an attempt committed and before the binder acknowledges the message, to lose that acknowledgement.
  */
 public final class DeliveryRecorder implements SmartLifecycle {
-
-    private static final String GUARD = "idempotencyGuard";
 
     /**
      * One attempt at a message.
@@ -135,12 +132,7 @@ public final class DeliveryRecorder implements SmartLifecycle {
     }
 
     private List<InterceptableChannel> guardedInputChannels() {
-        return Arrays.stream(this.environment
-                        .getProperty("spring.cloud.function.definition", "")
-                        .split(";"))
-                .map(String::trim)
-                .filter(definition -> definition.startsWith(GUARD))
-                .map(definition -> definition.replaceAll("[|,]", "") + "-in-0")
+        return GuardedDefinitions.bindingNames(this.environment).stream()
                 .map(bindingName -> this.beanFactory.getBean(bindingName, InterceptableChannel.class))
                 .toList();
     }

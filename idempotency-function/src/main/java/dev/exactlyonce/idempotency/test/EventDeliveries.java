@@ -3,7 +3,6 @@ package dev.exactlyonce.idempotency.test;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
@@ -25,8 +24,6 @@ import org.springframework.util.MimeTypeUtils;
  * outcome on the database.
  */
 public final class EventDeliveries {
-
-    private static final String GUARD = "idempotencyGuard";
 
     private final InputDestination input;
 
@@ -148,17 +145,13 @@ public final class EventDeliveries {
     }
 
     private static String guardedDestination(BindingServiceProperties bindings, Environment environment) {
-        List<String> destinations = Arrays.stream(environment
-                        .getProperty("spring.cloud.function.definition", "")
-                        .split(";"))
-                .map(String::trim)
-                .filter(definition -> definition.startsWith(GUARD))
-                .map(definition -> bindings.getBindingDestination(definition.replaceAll("[|,]", "") + "-in-0"))
+        List<String> destinations = GuardedDefinitions.bindingNames(environment).stream()
+                .map(bindings::getBindingDestination)
                 .distinct()
                 .toList();
         if (destinations.size() != 1) {
             throw new IllegalStateException("EventDeliveries delivers to the destination of the bindings whose"
-                    + " definition starts with " + GUARD + ", and they have " + destinations.size() + ": "
+                    + " definition starts with idempotencyGuard, and they have " + destinations.size() + ": "
                     + destinations);
         }
         return destinations.get(0);

@@ -160,6 +160,7 @@ public final class PurgeBenchmark {
         for (int i = 0; i < CLIENTS; i++) {
             clients.add(CompletableFuture.runAsync(() -> claimUntil(dataSource, stop, window)));
         }
+        // The clients run for the span (or a second of warm-up before the removal): this is the measurement.
         Thread.sleep(removal == null ? this.span.toMillis() : 1_000);
         Latencies measured = new Latencies();
         window.set(measured);

@@ -193,6 +193,7 @@ public final class ShopScenario implements AutoCloseable {
                 () -> processed("shipping-service") >= this.orderService.events() / 2,
                 "some of the events to be processed");
         this.brokerLink.cut();
+        // Long enough for the broker to see the connections gone and requeue what they had not acknowledged.
         Thread.sleep(500);
         this.brokerLink.restore();
         say("duplicate source 2, the broker: every service's broker connection dropped; the broker redelivers what"
@@ -361,6 +362,7 @@ public final class ShopScenario implements AutoCloseable {
                 done &= count >= expected;
             }
             if (done) {
+                // A copy may still be on its way from the broker: quiet means drained twice, a second apart.
                 Thread.sleep(1_000);
                 if (queued() == 0) {
                     say("quiet: every queue drained");
