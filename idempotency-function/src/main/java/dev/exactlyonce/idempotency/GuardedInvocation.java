@@ -67,10 +67,6 @@ final class GuardedInvocation {
         return this.claimed;
     }
 
-    boolean duplicate() {
-        return this.duplicate;
-    }
-
     void close() {
         MDC.remove(EventHeaders.EVENT_ID);
         MDC.remove(EventHeaders.EVENT_NAME);

@@ -52,10 +52,6 @@ final class TransactionPerMessage implements ChannelInterceptor {
         this.definition = definition;
     }
 
-    GuardedBinding binding() {
-        return this.binding;
-    }
-
     @Override
     public Message<?> preSend(Message<?> message, MessageChannel channel) {
         GuardedInvocation.open(this.binding, this.transactionManager.getTransaction(this.definition));
