@@ -27,8 +27,10 @@ import org.springframework.messaging.support.InterceptableChannel;
 import org.springframework.transaction.PlatformTransactionManager;
 
 /**
- * Finds the function definitions that contain the guard, checks that the guarantee can hold for each, and installs {@link TransactionPerMessage} on its input channel. Runs once all singletons exist, before the
- * bindings start consuming. Start-up fails, with what to change, when:
+ * Finds the function definitions that contain the guard, checks that the guarantee can hold for each, installs
+ * {@link TransactionPerMessage} on its input channel, and puts the real failure first in what the binder
+ * dead-letters ({@link RealCauseFirst}). Runs once all singletons exist, before the bindings start consuming.
+ * Start-up fails, with what to change, when:
  *
  * <ul>
  *   <li>the guard is not the first function of the definition, or has nothing composed after it, or the definition
