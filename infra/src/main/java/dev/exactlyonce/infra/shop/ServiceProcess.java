@@ -77,10 +77,6 @@ public final class ServiceProcess implements AutoCloseable {
         }
     }
 
-    public String service() {
-        return this.service;
-    }
-
     /** Waits until the log has a line matching the pattern. */
     public void awaitLog(String regex, Duration limit) {
         Pattern pattern = Pattern.compile(regex);

@@ -287,11 +287,6 @@ public final class ShopScenario implements AutoCloseable {
         return new Report(this.orderService.events(), this.relay.published(), services);
     }
 
-    /** The service's database, as the administrator (for the report). */
-    public JdbcTemplate database(String service) {
-        return this.jdbc.get(service);
-    }
-
     public ShopDatabases databases() {
         return this.databases;
     }
