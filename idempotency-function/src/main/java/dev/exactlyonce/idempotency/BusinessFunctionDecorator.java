@@ -38,7 +38,7 @@ final class BusinessFunctionDecorator implements BeanPostProcessor, BeanClassLoa
             return bean;
         }
         ProxyFactory proxyFactory = new ProxyFactory(bean);
-        proxyFactory.addAdvice(new SkipBusinessFunctionOnDuplicate());
+        proxyFactory.addAdvice(new SkipBusinessFunctionOnDuplicate(beanName));
         this.decorated.add(beanName);
         return proxyFactory.getProxy(this.classLoader);
     }

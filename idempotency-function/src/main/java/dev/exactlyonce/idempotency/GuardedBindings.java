@@ -10,6 +10,8 @@ import java.util.List;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.beans.BeanWrapper;
+import org.springframework.beans.BeanWrapperImpl;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
@@ -21,10 +23,11 @@ import org.springframework.cloud.stream.binder.BinderFactory;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
 import org.springframework.core.ResolvableType;
-import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.support.InterceptableChannel;
 import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.support.ResourceTransactionManager;
+import org.springframework.util.ClassUtils;
 
 /**
  * Finds the function definitions that contain the guard, checks that the guarantee can hold for each, installs
@@ -38,7 +41,8 @@ import org.springframework.transaction.PlatformTransactionManager;
  *   <li>a function composed after it is not a plain {@code Consumer} or {@code Function} bean, or takes a reactive
  *       input (its work would outlive the transaction), or takes a list where the binding delivers single messages
  *       (or the other way round);
- *   <li>there is no DataSource, or no transaction manager that manages it;
+ *   <li>a function composed after it takes text or bytes (the guard hands it a payload mapped to a type);
+ *   <li>there is no DataSource, or no transaction manager that binds its connection to the thread;
  *   <li>the binding's input is not a channel the transaction can be held around.
  * </ul>
  */
@@ -199,7 +203,25 @@ final class GuardedBindings implements SmartInitializingSingleton {
                             + " a Flux or Mono")
                     .formatted(definition, businessFunction));
         }
-        return FunctionTypeUtils.isMessage(inputType) ? FunctionTypeUtils.getGenericType(inputType) : inputType;
+        Type payloadType =
+                FunctionTypeUtils.isMessage(inputType) ? FunctionTypeUtils.getGenericType(inputType) : inputType;
+        Class<?> rawType = ResolvableType.forType(payloadType).resolve(Object.class);
+        if (isText(rawType)) {
+            throw new IdempotencyException(("'%s' composes '%s', a function of %s: the guard hands it the event's"
+                            + " payload, a JSON object mapped to a type, so every message would be rejected. Take a"
+                            + " record of the payload's fields (annotated @EventName), or a JsonNode or Map to read"
+                            + " the payload as it is")
+                    .formatted(definition, businessFunction, rawType.getSimpleName()));
+        }
+        return payloadType;
+    }
+
+    /** A type a JSON object never maps to: text, bytes or a single value. */
+    private static boolean isText(Class<?> type) {
+        return CharSequence.class.isAssignableFrom(type)
+                || type == byte[].class
+                || ClassUtils.isPrimitiveOrWrapper(type)
+                || Number.class.isAssignableFrom(type);
     }
 
     private PlatformTransactionManager transactionManager(String definition) {
@@ -211,14 +233,30 @@ final class GuardedBindings implements SmartInitializingSingleton {
                             + " DataSourceTransactionManagerAutoConfiguration, or mark yours @Primary")
                     .formatted(definition));
         }
-        if (transactionManager instanceof DataSourceTransactionManager managed
-                && managed.getDataSource() != dataSource) {
-            throw new IdempotencyException(("'%s': the transaction manager manages another DataSource than the one"
-                            + " the guard writes to, so the claim would not commit with the business effect. Make"
-                            + " the service's DataSource and its transaction manager @Primary")
-                    .formatted(definition));
+        if (!bindsConnectionOf(transactionManager, dataSource)) {
+            throw new IdempotencyException(("'%s': the transaction manager, a %s, does not bind the DataSource's"
+                            + " connection to the thread, so the guard's claim would not commit with the business"
+                            + " effect (every message would fail). Use a DataSourceTransactionManager (or a"
+                            + " JdbcTransactionManager, or a JpaTransactionManager) on the DataSource the guard"
+                            + " writes to, @Primary if there are several")
+                    .formatted(definition, transactionManager.getClass().getName()));
         }
         return transactionManager;
+    }
+
+    /**
+     * Whether the transaction manager binds a connection of the DataSource to the thread: a
+     * {@code DataSourceTransactionManager} (or {@code JdbcTransactionManager}) of that DataSource, or a manager of
+     * another resource that exposes the DataSource's connection as well, such as {@code JpaTransactionManager} (it has
+     * a {@code dataSource} property). A JTA transaction manager does not.
+     */
+    private static boolean bindsConnectionOf(PlatformTransactionManager transactionManager, DataSource dataSource) {
+        if (transactionManager instanceof ResourceTransactionManager resources
+                && resources.getResourceFactory() == dataSource) {
+            return true;
+        }
+        BeanWrapper properties = new BeanWrapperImpl(transactionManager);
+        return properties.isReadableProperty("dataSource") && properties.getPropertyValue("dataSource") == dataSource;
     }
 
     /**

@@ -2,42 +2,77 @@ package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.slf4j.MDC;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.TransactionStatus;
 
 /**
- * The composed invocation of a guarded binding under way on this thread: its binding, its transaction and whether
- * the guard found the event already processed. Opened and closed by {@link TransactionPerMessage}.
+ * The composed invocation of a guarded binding under way on this thread: its binding, its transaction and what the
+ * guard found (how many events it claimed, how many copies it discarded). Opened and closed by
+ * {@link TransactionPerMessage}; at most one per thread.
  */
 final class GuardedInvocation {
+
+    private static final Logger logger = LoggerFactory.getLogger(GuardedInvocation.class);
 
     private static final ThreadLocal<GuardedInvocation> CURRENT = new ThreadLocal<>();
 
     private final GuardedBinding binding;
 
-    private final TransactionStatus transaction;
+    private final PlatformTransactionManager transactionManager;
 
-    private final @Nullable GuardedInvocation outer;
+    private final TransactionStatus transaction;
 
     private boolean duplicate;
 
     private int claimed;
 
+    private int duplicates;
+
     private GuardedInvocation(
-            GuardedBinding binding, TransactionStatus transaction, @Nullable GuardedInvocation outer) {
+            GuardedBinding binding, PlatformTransactionManager transactionManager, TransactionStatus transaction) {
         this.binding = binding;
+        this.transactionManager = transactionManager;
         this.transaction = transaction;
-        this.outer = outer;
     }
 
-    static GuardedInvocation open(GuardedBinding binding, TransactionStatus transaction) {
-        GuardedInvocation invocation = new GuardedInvocation(binding, transaction, CURRENT.get());
+    static GuardedInvocation open(
+            GuardedBinding binding, PlatformTransactionManager transactionManager, TransactionStatus transaction) {
+        GuardedInvocation invocation = new GuardedInvocation(binding, transactionManager, transaction);
         CURRENT.set(invocation);
         return invocation;
     }
 
     static @Nullable GuardedInvocation current() {
         return CURRENT.get();
+    }
+
+    /**
+     * Rolls back and closes an invocation that is still open on this thread although its message was given up: a
+     * {@link Error} thrown where the library could not turn it into an exception skips the channel's completion
+     * callback, which is where an invocation ends. Its transaction must not be joined by the next message.
+     */
+    static void rollBackAbandoned() {
+        GuardedInvocation abandoned = CURRENT.get();
+        if (abandoned == null) {
+            return;
+        }
+        logger.error(
+                "The transaction of an earlier message of {} was still open on this thread (an Error escaped its"
+                        + " invocation); rolling it back before the next message",
+                abandoned.binding.bindingName());
+        try {
+            if (!abandoned.transaction.isCompleted()) {
+                abandoned.transactionManager.rollback(abandoned.transaction);
+            }
+        } catch (TransactionException ex) {
+            logger.warn("Could not roll back the abandoned transaction: {}", ex.getMessage());
+        } finally {
+            abandoned.close();
+        }
     }
 
     /** Whether the invocation under way on this thread is a duplicate, so its business functions must not run. */
@@ -54,6 +89,7 @@ final class GuardedInvocation {
         return this.transaction;
     }
 
+    /** Every event of the message was processed before: its business functions must not run. */
     void markDuplicate() {
         this.duplicate = true;
     }
@@ -62,18 +98,23 @@ final class GuardedInvocation {
         this.claimed = events;
     }
 
+    void markDuplicates(int copies) {
+        this.duplicates = copies;
+    }
+
     /** How many events the guard claimed: once the transaction commits, they are processed. */
     int claimed() {
         return this.claimed;
     }
 
+    /** How many copies of processed events the guard discarded: counted once the transaction commits. */
+    int duplicates() {
+        return this.duplicates;
+    }
+
     void close() {
         MDC.remove(EventHeaders.EVENT_ID);
         MDC.remove(EventHeaders.EVENT_NAME);
-        if (this.outer == null) {
-            CURRENT.remove();
-        } else {
-            CURRENT.set(this.outer);
-        }
+        CURRENT.remove();
     }
 }

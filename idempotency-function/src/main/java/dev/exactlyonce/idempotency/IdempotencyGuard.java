@@ -5,12 +5,15 @@ import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.lang.reflect.Type;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Collection;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 import java.util.function.Function;
+import java.util.stream.Collectors;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -42,7 +45,9 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * <p>On a batch binding ({@code batch-mode}), the business function takes a list: the guard claims the whole batch
  * with one statement and hands on the payloads of first deliveries only, each once, in one transaction.
  *
- * <p>While a message is handled, the logging MDC holds its {@code event_id} and {@code event_name}.
+ * <p>While a message is handled, the logging MDC holds its {@code event_id} and {@code event_name} (for a batch,
+ * the ids of its events and their distinct names, comma-separated). A copy discarded is logged at DEBUG: it is the
+ * normal case under at-least-once delivery, and the duplicates meter counts it once its transaction commits.
  *
  * <p>If the business function throws, the transaction rolls back with the claim, so the retry processes the event
  * again. If two deliveries of one event run at once, the second claim waits for the first transaction: it finds the
@@ -88,6 +93,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         GuardedInvocation invocation = currentInvocation();
         try {
             return invocation.binding().batch() ? guardBatch(message, invocation) : guard(message, invocation);
+        } catch (Error error) {
+            throw SkipBusinessFunctionOnDuplicate.thrown(NAME, error);
         } finally {
             this.metrics.guardTime(invocation.binding(), System.nanoTime() - start);
         }
@@ -108,8 +115,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             logger.debug("Claimed event {} ({})", eventId, event.eventName());
         } else {
             invocation.markDuplicate();
-            this.metrics.duplicates(invocation.binding(), 1);
-            logger.warn("Discarded event {} ({}): already processed by this service", eventId, event.eventName());
+            invocation.markDuplicates(1);
+            logger.debug("Discarded event {} ({}): already processed by this service", eventId, event.eventName());
             return null;
         }
         Object payload = this.codec.readPayload(event.payload(), type, event.eventName(), eventId);
@@ -140,6 +147,12 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             checked(event, invocation.binding());
             events.putIfAbsent(event.eventId(), event);
         }
+        MDC.put(EventHeaders.EVENT_ID, joined(events.keySet()));
+        MDC.put(
+                EventHeaders.EVENT_NAME,
+                joined(events.values().stream()
+                        .map(IncomingEvent::eventName)
+                        .collect(Collectors.toCollection(LinkedHashSet::new))));
         Set<UUID> claimed =
                 this.store.claimAll(events.keySet(), invocation.binding().scope());
         List<Object> payloads = new ArrayList<>(claimed.size());
@@ -153,13 +166,12 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             }
         }
         int duplicates = bodies.size() - payloads.size();
-        if (duplicates > 0) {
-            this.metrics.duplicates(invocation.binding(), duplicates);
-            logger.warn(
-                    "Discarded {} of {} event(s) of a batch: already processed by this service",
-                    duplicates,
-                    bodies.size());
-        }
+        invocation.markDuplicates(duplicates);
+        logger.debug(
+                "Claimed {} of {} event(s) of a batch; {} already processed by this service",
+                payloads.size(),
+                bodies.size(),
+                duplicates);
         if (payloads.isEmpty()) {
             invocation.markDuplicate();
             return null;
@@ -181,6 +193,10 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             this.partitions.check(event.eventId());
         }
         return type;
+    }
+
+    private static String joined(Collection<?> values) {
+        return values.stream().map(String::valueOf).collect(Collectors.joining(","));
     }
 
     private static byte[] body(Object payload) {

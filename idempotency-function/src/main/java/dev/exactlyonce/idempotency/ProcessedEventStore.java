@@ -16,15 +16,18 @@ import org.springframework.jdbc.core.JdbcTemplate;
  * inserted means first delivery; zero rows means the id is already recorded (a duplicate). A concurrent claim of the
  * same id waits for the first transaction to end: it inserts nothing if that one commits, and inserts if it rolls
  * back. No error is raised on a duplicate, so the transaction stays usable (a unique violation would abort it). A batch
- * is claimed the same way, with one statement for all its ids ({@code INSERT ... SELECT unnest(?) ... RETURNING}).
+ * is claimed the same way, with one statement for all its ids ({@code INSERT ... SELECT unnest(?) ... RETURNING}), in
+ * the order of the ids, so that batches sharing ids never deadlock.
  */
 final class ProcessedEventStore {
 
     private static final String CLAIM = """
             INSERT INTO %s (event_id, scope) VALUES (?, ?) ON CONFLICT DO NOTHING""";
 
+    // In the ids' order, whatever the order of the messages: two batches that share ids then wait for each other in
+    // the same order, never in a cycle (a deadlock, 40P01, would fail one of them).
     private static final String CLAIM_ALL = """
-            INSERT INTO %s (event_id, scope) SELECT id, ? FROM unnest(?::uuid[]) AS id
+            INSERT INTO %s (event_id, scope) SELECT id, ? FROM unnest(?::uuid[]) AS id ORDER BY id
             ON CONFLICT DO NOTHING RETURNING event_id""";
 
     private final JdbcTemplate jdbcTemplate;

@@ -10,6 +10,7 @@ import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.support.DefaultTransactionDefinition;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 /**
  * Runs each message of a guarded binding in a database transaction of its own.
@@ -18,7 +19,9 @@ import org.springframework.transaction.support.DefaultTransactionDefinition;
  * (guard and business functions) on the consumer thread, and only returns once it is done. So:
  *
  * <ol>
- *   <li>{@code preSend} begins the transaction and opens the {@link GuardedInvocation};
+ *   <li>{@code preSend} begins the transaction and opens the {@link GuardedInvocation}. It never joins a transaction
+ *       already on the thread: one left open by an earlier message (an {@link Error} escaped it) is rolled back
+ *       first, and one of the caller's own is refused, since the claim must commit with this message's effect only;
  *   <li>the guard and the business functions run, all on the transaction's connection;
  *   <li>{@code postSend}, reached only when they returned normally, commits; a failed commit throws out of
  *       {@code send}, so the binder does not acknowledge the message;
@@ -28,7 +31,11 @@ import org.springframework.transaction.support.DefaultTransactionDefinition;
  * </ol>
  *
  * <p>Commit happens in {@code postSend} because exceptions thrown by {@code afterSendCompletion} are logged and
- * swallowed by the channel.
+ * swallowed by the channel. The channel calls {@code afterSendCompletion} for exceptions only, not for an
+ * {@link Error}: the guard and the business functions turn an {@code Error} they throw into an
+ * {@link IdempotencyException} (see {@link SkipBusinessFunctionOnDuplicate}), so that it ends like any failure.
+ * Meters count what committed: processed events and discarded copies of a transaction that rolls back are not
+ * counted.
  */
 final class TransactionPerMessage implements ChannelInterceptor {
 
@@ -54,7 +61,17 @@ final class TransactionPerMessage implements ChannelInterceptor {
 
     @Override
     public Message<?> preSend(Message<?> message, MessageChannel channel) {
-        GuardedInvocation.open(this.binding, this.transactionManager.getTransaction(this.definition));
+        GuardedInvocation.rollBackAbandoned();
+        if (TransactionSynchronizationManager.isActualTransactionActive()
+                || TransactionSynchronizationManager.isSynchronizationActive()) {
+            throw new IdempotencyException(("The thread delivering a message of %s already runs a transaction: the"
+                            + " message would join it, and its claim would commit or roll back with work that is not"
+                            + " its own. Deliver guarded messages on a thread without a transaction (the binder's"
+                            + " consumer threads have none)")
+                    .formatted(this.binding.bindingName()));
+        }
+        GuardedInvocation.open(
+                this.binding, this.transactionManager, this.transactionManager.getTransaction(this.definition));
         logger.debug("Began the transaction of a message of {}", this.binding.bindingName());
         return message;
     }
@@ -65,6 +82,9 @@ final class TransactionPerMessage implements ChannelInterceptor {
         this.transactionManager.commit(invocation.transaction());
         if (invocation.claimed() > 0) {
             this.metrics.processed(this.binding, invocation.claimed());
+        }
+        if (invocation.duplicates() > 0) {
+            this.metrics.duplicates(this.binding, invocation.duplicates());
         }
     }
 

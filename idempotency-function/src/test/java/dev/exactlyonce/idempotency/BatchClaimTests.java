@@ -4,21 +4,39 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import ch.qos.logback.classic.Logger;
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.read.ListAppender;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
+import dev.exactlyonce.idempotency.test.DeliveryRecorder;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.EventDeliveries;
 import dev.exactlyonce.idempotency.test.Pause;
 import dev.exactlyonce.idempotency.test.ProcessedEvents;
+import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
 import java.time.Duration;
+import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.slf4j.LoggerFactory;
+import org.slf4j.MDC;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.context.TestConfiguration;
+import org.springframework.context.annotation.Bean;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.messaging.support.ErrorMessage;
 import org.springframework.test.context.DynamicPropertyRegistry;
@@ -42,10 +60,29 @@ class BatchClaimTests {
 
     private static final String FUNCTION = "recordThings";
 
+    private static final TestDatabase database = TestPostgres.newDatabase("batch");
+
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
-        TestPostgres.newDatabase("batch").registerDataSource(registry);
+        database.registerDataSource(registry);
     }
+
+    @TestConfiguration
+    static class Meters {
+
+        @Bean
+        MeterRegistry meterRegistry() {
+            return new SimpleMeterRegistry();
+        }
+    }
+
+    @Autowired
+    MeterRegistry meterRegistry;
+
+    @Autowired
+    DeliveryRecorder recorder;
+
+    private final ListAppender<ILoggingEvent> logs = new ListAppender<>();
 
     @Autowired
     EventDeliveries deliveries;
@@ -59,9 +96,17 @@ class BatchClaimTests {
     @Autowired
     JdbcTemplate jdbcTemplate;
 
+    @BeforeEach
+    void captureLogs() {
+        this.logs.start();
+        ((Logger) LoggerFactory.getLogger(IdempotencyGuard.class)).addAppender(this.logs);
+    }
+
     @AfterEach
     void reset() {
+        ((Logger) LoggerFactory.getLogger(IdempotencyGuard.class)).detachAppender(this.logs);
         this.probe.reset();
+        this.recorder.reset();
         this.deliveries.resetLastError();
     }
 
@@ -142,6 +187,74 @@ class BatchClaimTests {
     }
 
     @Test
+    void batchesClaimingTheSameIdsInOppositeOrdersWhileAThirdTransactionHoldsOneDoNotDeadlock() throws Exception {
+        List<EventEnvelope<ThingHappened>> ordered = Stream.generate(Things::thingHappened)
+                .limit(3)
+                .sorted(Comparator.comparing(event -> event.eventId().toString()))
+                .toList();
+        EventEnvelope<ThingHappened> a = ordered.get(0);
+        EventEnvelope<ThingHappened> k = ordered.get(1);
+        EventEnvelope<ThingHappened> b = ordered.get(2);
+        CompletableFuture<Void> first;
+        CompletableFuture<Void> second;
+        try (Connection holder =
+                DriverManager.getConnection(database.jdbcUrl(), database.username(), database.password())) {
+            holder.setAutoCommit(false);
+            try (PreparedStatement claim =
+                    holder.prepareStatement("INSERT INTO processed_event (event_id, scope) VALUES (?, '')")) {
+                claim.setObject(1, k.eventId());
+                claim.executeUpdate();
+            }
+            first = this.deliveries.deliverBatchAsync(List.of(a, k, b));
+            awaitBlockedClaims(1);
+            second = this.deliveries.deliverBatchAsync(List.of(b, a));
+            awaitBlockedClaims(2);
+            holder.rollback();
+        }
+        CompletableFuture.allOf(first, second).join();
+
+        assertThat(this.recorder.attempts())
+                .as("one attempt per batch, none failed (a deadlock would fail one with 40P01)")
+                .hasSize(2)
+                .allSatisfy(attempt -> assertThat(attempt.failure()).isNull());
+        assertThat(List.of(a, k, b))
+                .allSatisfy(event -> assertThat(effects(event)).isEqualTo(1));
+    }
+
+    @Test
+    void theIdsOfABatchAreInTheMdcWhileTheBatchIsHandled() {
+        EventEnvelope<ThingHappened> a = Things.thingHappened();
+        EventEnvelope<ThingHappened> b = Things.thingHappened();
+
+        this.deliveries.deliverBatch(List.of(a, b));
+
+        assertThat(this.logs.list)
+                .filteredOn(log -> log.getFormattedMessage().startsWith("Claimed"))
+                .singleElement()
+                .satisfies(log -> assertThat(log.getMDCPropertyMap())
+                        .containsEntry("event_id", a.eventId() + "," + b.eventId())
+                        .containsEntry("event_name", ThingHappened.NAME));
+        assertThat(MDC.get("event_id")).isNull();
+    }
+
+    @Test
+    void theCopiesOfABatchThatRollsBackAreNotCountedAsDuplicatesUntilItCommits() {
+        EventEnvelope<ThingHappened> processed = Things.thingHappened();
+        this.deliveries.deliverBatch(List.of(processed));
+        double before = duplicates();
+        this.probe.failNext(FUNCTION, 1);
+
+        this.deliveries.deliverBatch(List.of(processed, Things.thingHappened()));
+
+        assertThat(this.probe.invocations(FUNCTION))
+                .as("the first batch, the failed attempt, its retry")
+                .isEqualTo(3);
+        assertThat(duplicates() - before)
+                .as("one copy, counted once: by the attempt that committed")
+                .isEqualTo(1);
+    }
+
+    @Test
     void aPoisonMessageRejectsItsWholeBatchWithoutRetry() {
         EventEnvelope<ThingHappened> valid = Things.thingHappened();
 
@@ -149,11 +262,24 @@ class BatchClaimTests {
 
         assertThat(effects(valid)).isZero();
         assertThat(this.probe.invocations(FUNCTION)).isZero();
+        assertThat(this.recorder.attempts()).as("no retry").hasSize(1);
         assertThat(((ErrorMessage) this.deliveries.lastError())
                         .getPayload()
                         .getCause()
                         .getMessage())
                 .startsWith("NOT_JSON: ");
+    }
+
+    private void awaitBlockedClaims(int claims) {
+        await().atMost(Duration.ofSeconds(10)).until(() -> this.processedEvents.blockedClaims() == claims);
+    }
+
+    private double duplicates() {
+        Counter counter = this.meterRegistry
+                .find(MicrometerIdempotencyMetrics.DUPLICATES)
+                .tag("function", FUNCTION)
+                .counter();
+        return counter != null ? counter.count() : 0;
     }
 
     private int effects(EventEnvelope<ThingHappened> event) {

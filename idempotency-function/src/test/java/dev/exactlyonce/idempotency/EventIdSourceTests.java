@@ -13,6 +13,8 @@ import java.util.UUID;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -86,6 +88,7 @@ class EventIdSourceTests {
             this.deliveries.deliverMessage(message);
             this.deliveries.deliverMessage(message);
 
+            assertThat(this.deliveries.lastError()).as("no copy was rejected").isNull();
             assertThat(effects()).isEqualTo(1);
             assertThat(this.processedEvents.rows(eventId)).isEqualTo(1);
         }
@@ -115,6 +118,7 @@ class EventIdSourceTests {
             this.deliveries.deliverMessage(message);
             this.deliveries.deliverMessage(message);
 
+            assertThat(this.deliveries.lastError()).as("no copy was rejected").isNull();
             assertThat(effects()).isEqualTo(1);
             assertThat(this.processedEvents.rows(eventId)).isEqualTo(1);
         }
@@ -125,17 +129,23 @@ class EventIdSourceTests {
     @EnableIdempotencyTestKit
     class FromCloudEventsBinaryMode extends Deliveries {
 
-        @Test
-        void ceIdAndCeTypeIdentifyTheEventWhicheverTheSpelling() {
+        @ParameterizedTest(name = "{0}id, {0}type, {0}time")
+        @ValueSource(strings = {"ce_", "ce-", "cloudEvents:", "cloudEvents_"})
+        void ceIdCeTypeAndCeTimeIdentifyTheEventInEachSpelling(String prefix) {
             UUID eventId = UUID.randomUUID();
+            Message<byte[]> message = payloadWith(Map.of(
+                    prefix + "id",
+                    eventId.toString().getBytes(UTF_8),
+                    prefix + "type",
+                    ThingHappened.NAME,
+                    prefix + "time",
+                    "2026-11-29T10:15:30Z"));
 
-            this.deliveries.deliverMessage(payloadWith(Map.of(
-                    "ce_id", eventId.toString().getBytes(UTF_8),
-                    "ce_type", ThingHappened.NAME.getBytes(UTF_8),
-                    "ce_time", "2026-11-29T10:15:30Z")));
-            this.deliveries.deliverMessage(
-                    payloadWith(Map.of("ce-id", eventId.toString(), "ce-type", ThingHappened.NAME)));
+            this.deliveries.deliverMessage(message);
+            this.deliveries.deliverMessage(message);
 
+            assertThat(this.deliveries.lastError()).as("no copy was rejected").isNull();
+            assertThat(this.probe.invocations("recordThing")).isEqualTo(1);
             assertThat(effects()).isEqualTo(1);
             assertThat(this.processedEvents.rows(eventId)).isEqualTo(1);
         }

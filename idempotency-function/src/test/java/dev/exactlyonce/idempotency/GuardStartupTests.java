@@ -9,8 +9,11 @@ import java.util.List;
 import java.util.function.BiConsumer;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration;
@@ -19,6 +22,11 @@ import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.core.NestedExceptionUtils;
+import org.springframework.messaging.Message;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.support.AbstractPlatformTransactionManager;
+import org.springframework.transaction.support.DefaultTransactionStatus;
 import reactor.core.publisher.Flux;
 
 /** Start-up fails, saying what to change, wherever the guard's guarantee could not hold. */
@@ -49,6 +57,37 @@ class GuardStartupTests {
         @Bean
         BiConsumer<ThingHappened, Object> recordThingWithHeaders() {
             return (thing, headers) -> {};
+        }
+
+        @Bean
+        Consumer<String> recordThingAsText() {
+            return text -> {};
+        }
+
+        @Bean
+        Consumer<Message<byte[]>> recordThingAsBytes() {
+            return message -> {};
+        }
+
+        /** A transaction manager of another resource than the DataSource, as a JTA one is. */
+        @Bean
+        @ConditionalOnBooleanProperty("test.other-transaction-manager")
+        PlatformTransactionManager otherTransactionManager() {
+            return new AbstractPlatformTransactionManager() {
+                @Override
+                protected Object doGetTransaction() {
+                    return new Object();
+                }
+
+                @Override
+                protected void doBegin(Object transaction, TransactionDefinition definition) {}
+
+                @Override
+                protected void doCommit(DefaultTransactionStatus status) {}
+
+                @Override
+                protected void doRollback(DefaultTransactionStatus status) {}
+            };
         }
     }
 
@@ -121,6 +160,40 @@ class GuardStartupTests {
                                 + DataSourceTransactionManagerAutoConfiguration.class.getName()))
                 .isInstanceOf(IdempotencyException.class)
                 .hasMessageContaining("needs a transaction manager");
+    }
+
+    @Test
+    void aTransactionManagerThatDoesNotManageTheDataSourceIsRefused() {
+        assertThat(startupFailure("idempotencyGuard|recordThing", "test.other-transaction-manager=true"))
+                .isInstanceOf(IdempotencyException.class)
+                .hasMessageContaining("does not bind the DataSource's connection to the thread")
+                .hasMessageContaining("DataSourceTransactionManager");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"idempotencyGuard|recordThingAsText", "idempotencyGuard|recordThingAsBytes"})
+    void aBusinessFunctionOfTextOrBytesIsRefused(String definition) {
+        assertThat(startupFailure(definition))
+                .isInstanceOf(IdempotencyException.class)
+                .hasMessageContaining("the guard hands it the event's payload, a JSON object mapped to a type");
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"user", "order", "table", "select", "authorization", "left"})
+    void aReservedWordIsNotATableName(String tableName) {
+        assertThat(startupFailure("idempotencyGuard|recordThing", "idempotency.table-name=" + tableName))
+                .hasMessageContaining("idempotency.table-name '" + tableName + "' is a reserved word of PostgreSQL");
+    }
+
+    @Test
+    void aTableNameTooLongForTheNamesDerivedFromItIsRefused() {
+        String tableName = "processed_events_of_the_stock_reservation_serv";
+        assertThat(startupFailure("idempotencyGuard|recordThing", "idempotency.table-name=" + tableName + "x"))
+                .hasMessageContaining("at most 46 characters");
+        try (ConfigurableApplicationContext context =
+                start("idempotencyGuard|recordThing", "idempotency.table-name=" + tableName)) {
+            assertThat(context.getBean(IdempotencyProperties.class).tableName()).hasSize(46);
+        }
     }
 
     @Test

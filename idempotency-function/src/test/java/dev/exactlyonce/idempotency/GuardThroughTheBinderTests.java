@@ -9,7 +9,13 @@ import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.EventDeliveries;
 import dev.exactlyonce.idempotency.test.Pause;
 import dev.exactlyonce.idempotency.test.ProcessedEvents;
+import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.PreparedStatement;
+import java.sql.ResultSet;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
@@ -18,8 +24,11 @@ import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.messaging.support.ErrorMessage;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+import org.springframework.transaction.support.TransactionTemplate;
 
 /**
  * The guard on the real path: test binder, transaction per message, guard and business function together, against
@@ -31,9 +40,11 @@ class GuardThroughTheBinderTests {
 
     private static final String FUNCTION = "recordThing";
 
+    private static final TestDatabase database = TestPostgres.newDatabase("guard");
+
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
-        TestPostgres.newDatabase("guard").registerDataSource(registry);
+        database.registerDataSource(registry);
     }
 
     @Autowired
@@ -48,9 +59,13 @@ class GuardThroughTheBinderTests {
     @Autowired
     JdbcTemplate jdbcTemplate;
 
+    @Autowired
+    TransactionTemplate transactionTemplate;
+
     @AfterEach
     void reset() {
         this.probe.reset();
+        this.deliveries.resetLastError();
     }
 
     @Test
@@ -151,6 +166,76 @@ class GuardThroughTheBinderTests {
 
         assertThat(this.probe.invocations(FUNCTION)).isEqualTo(1);
         assertThat(effects(event)).isEqualTo(1);
+    }
+
+    @Test
+    void anErrorThrownByTheBusinessFunctionRollsBackAndTheRetryAppliesTheEventOnce() {
+        EventEnvelope<ThingHappened> first = Things.thingHappened();
+        EventEnvelope<ThingHappened> second = Things.thingHappened();
+        this.probe.failNextWith(FUNCTION, new AssertionError("an assertion in the business function failed"));
+
+        this.deliveries.deliver(first);
+        this.deliveries.deliver(second);
+
+        assertThat(this.probe.invocations(FUNCTION))
+                .as("the attempt that threw, its retry, the second event")
+                .isEqualTo(3);
+        assertThat(this.deliveries.lastError()).isNull();
+        assertThat(committedEffects(first))
+                .as("seen from another connection, after the retry")
+                .isEqualTo(1);
+        assertThat(committedEffects(second))
+                .as("the next message committed in a transaction of its own")
+                .isEqualTo(1);
+    }
+
+    @Test
+    void anErrorOnEveryAttemptDeadLettersTheEventWithTheErrorAndLeavesTheThreadClean() {
+        EventEnvelope<ThingHappened> failing = Things.thingHappened();
+        EventEnvelope<ThingHappened> next = Things.thingHappened();
+        this.probe.failNextWith(FUNCTION, new StackOverflowError());
+        this.probe.failNextWith(FUNCTION, new StackOverflowError());
+
+        this.deliveries.deliver(failing);
+
+        assertThat(this.deliveries.lastError()).isNotNull();
+        assertThat(((ErrorMessage) this.deliveries.lastError()).getPayload().getCause())
+                .hasMessage("recordThing threw java.lang.StackOverflowError");
+        assertThat(TransactionSynchronizationManager.isActualTransactionActive())
+                .isFalse();
+        assertThat(committedEffects(failing)).isZero();
+
+        this.deliveries.deliver(next);
+
+        assertThat(committedEffects(next)).isEqualTo(1);
+    }
+
+    @Test
+    void aMessageDeliveredInsideATransactionOfTheCallerIsRefusedRatherThanJoinIt() {
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+
+        this.transactionTemplate.executeWithoutResult(status -> this.deliveries.deliver(event));
+
+        assertThat(this.probe.invocations(FUNCTION)).isZero();
+        assertThat(((ErrorMessage) this.deliveries.lastError()).getPayload().getCause())
+                .hasMessageContaining("already runs a transaction");
+        assertThat(committedEffects(event)).isZero();
+    }
+
+    /** The effects of the event committed, read on a connection of its own, outside any transaction of the test. */
+    private static int committedEffects(EventEnvelope<ThingHappened> event) {
+        try (Connection connection =
+                        DriverManager.getConnection(database.jdbcUrl(), database.username(), database.password());
+                PreparedStatement statement =
+                        connection.prepareStatement("SELECT count(*) FROM thing_effect WHERE thing_id = ?")) {
+            statement.setObject(1, event.payload().thingId());
+            try (ResultSet result = statement.executeQuery()) {
+                result.next();
+                return result.getInt(1);
+            }
+        } catch (SQLException ex) {
+            throw new IllegalStateException(ex);
+        }
     }
 
     private void awaitBlockedClaim() {

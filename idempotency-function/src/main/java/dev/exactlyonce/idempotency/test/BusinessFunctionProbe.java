@@ -32,6 +32,8 @@ public final class BusinessFunctionProbe implements BeanPostProcessor, Environme
 
     private final Map<String, Queue<Pause>> pauses = new ConcurrentHashMap<>();
 
+    private final Map<String, Queue<Throwable>> thrown = new ConcurrentHashMap<>();
+
     @Override
     public void setEnvironment(Environment environment) {
         this.functionNames = GuardedDefinitions.functionNames(environment);
@@ -52,6 +54,17 @@ public final class BusinessFunctionProbe implements BeanPostProcessor, Environme
         counter(this.failures, functionName).addAndGet(count);
     }
 
+    /**
+     * The next run of the function throws this failure after it ran: any {@link Throwable}, for example an
+     * {@link AssertionError} or a {@link StackOverflowError}, to see what the service does with failures that are not
+     * exceptions.
+     */
+    public void failNextWith(String functionName, Throwable failure) {
+        this.thrown
+                .computeIfAbsent(functionName, name -> new ConcurrentLinkedQueue<>())
+                .add(failure);
+    }
+
     /** The next run of the function is held after it ran, until the returned pause is released. */
     public Pause pauseNext(String functionName) {
         Pause pause = new Pause(functionName);
@@ -66,6 +79,7 @@ public final class BusinessFunctionProbe implements BeanPostProcessor, Environme
         this.invocations.clear();
         this.failures.clear();
         this.pauses.clear();
+        this.thrown.clear();
     }
 
     @Override
@@ -87,6 +101,11 @@ public final class BusinessFunctionProbe implements BeanPostProcessor, Environme
             boolean fail = pause != null && pause.hold();
             if (fail || counter(this.failures, beanName).getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
                 throw new InjectedFailure(beanName);
+            }
+            Queue<Throwable> failures = this.thrown.get(beanName);
+            Throwable failure = failures != null ? failures.poll() : null;
+            if (failure != null) {
+                throw failure;
             }
             return result;
         });
