@@ -1,8 +1,12 @@
 package dev.exactlyonce.idempotency;
 
+import java.util.HashMap;
+import java.util.Map;
 import org.jspecify.annotations.Nullable;
 import org.springframework.cloud.stream.binder.LastSubscriberMessageHandler;
 import org.springframework.integration.channel.PublishSubscribeChannel;
+import org.springframework.integration.handler.BridgeHandler;
+import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageHandler;
 import org.springframework.util.Assert;
 
@@ -10,8 +14,15 @@ import org.springframework.util.Assert;
  * The error channel of a guarded binding, registered by the library under the name the binder looks up, so that the
  * binder subscribes its dead-letter handler to it. Like the binder's own, it is publish-subscribe and keeps a
  * {@link LastSubscriberMessageHandler} (the binder's final rethrowing handler) after every other subscriber.
+ *
+ * <p>The binder also bridges it to the application's global {@code errorChannel}, whose default subscriber logs every
+ * error message at ERROR with its stack trace. A {@link RejectedMessageException} is expected input, already logged
+ * in one WARN line with its reason: the bridge does not forward it, so a poison message is not an error storm. Every
+ * other failure is forwarded, and logged once.
  */
 final class GuardedErrorChannel extends PublishSubscribeChannel {
+
+    private final Map<MessageHandler, MessageHandler> bridges = new HashMap<>();
 
     private @Nullable MessageHandler last;
 
@@ -20,7 +31,16 @@ final class GuardedErrorChannel extends PublishSubscribeChannel {
     }
 
     @Override
-    public synchronized boolean subscribe(MessageHandler handler) {
+    public synchronized boolean subscribe(MessageHandler subscriber) {
+        MessageHandler handler = subscriber;
+        if (subscriber instanceof BridgeHandler bridge) {
+            handler = message -> {
+                if (!isRejection(message)) {
+                    bridge.handleMessage(message);
+                }
+            };
+            this.bridges.put(bridge, handler);
+        }
         if (handler instanceof LastSubscriberMessageHandler) {
             Assert.state(this.last == null, "Only one LastSubscriberMessageHandler is allowed");
             this.last = handler;
@@ -36,10 +56,17 @@ final class GuardedErrorChannel extends PublishSubscribeChannel {
     }
 
     @Override
-    public synchronized boolean unsubscribe(MessageHandler handler) {
+    public synchronized boolean unsubscribe(MessageHandler subscriber) {
+        MessageHandler handler = this.bridges.getOrDefault(subscriber, subscriber);
+        this.bridges.remove(subscriber);
         if (handler == this.last) {
             this.last = null;
         }
         return super.unsubscribe(handler);
+    }
+
+    private static boolean isRejection(Message<?> message) {
+        return message.getPayload() instanceof Throwable failure
+                && Failures.find(failure, RejectedMessageException.class) != null;
     }
 }

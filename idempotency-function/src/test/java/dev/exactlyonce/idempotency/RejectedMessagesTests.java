@@ -3,18 +3,25 @@ package dev.exactlyonce.idempotency;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import ch.qos.logback.classic.Level;
+import ch.qos.logback.classic.Logger;
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.read.ListAppender;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.DeliveryRecorder;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.EventDeliveries;
+import dev.exactlyonce.idempotency.test.InjectedFailure;
 import dev.exactlyonce.idempotency.test.ProcessedEvents;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.util.UUID;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -54,6 +61,23 @@ class RejectedMessagesTests {
 
     @Autowired
     JdbcTemplate jdbcTemplate;
+
+    private final ListAppender<ILoggingEvent> logs = new ListAppender<>();
+
+    @BeforeEach
+    void captureLogs() {
+        this.logs.start();
+        root().addAppender(this.logs);
+    }
+
+    @AfterEach
+    void releaseLogs() {
+        root().detachAppender(this.logs);
+    }
+
+    private static Logger root() {
+        return (Logger) LoggerFactory.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
+    }
 
     @BeforeEach
     void reset() {
@@ -113,6 +137,53 @@ class RejectedMessagesTests {
         assertThat(deadLetteredReason()).isEqualTo("failure injected by the test after recordThing ran");
         assertThat(this.processedEvents.rows(event.eventId())).isZero();
         assertThat(effects(event)).isZero();
+    }
+
+    @Test
+    void aRejectionLogsOneWarningAndNothingAtError() {
+        this.logs.list.clear();
+
+        this.deliveries.deliverBody("hello".getBytes(UTF_8));
+
+        assertThat(this.logs.list)
+                .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.WARN))
+                .singleElement()
+                .satisfies(log -> {
+                    assertThat(log.getLevel()).isEqualTo(Level.WARN);
+                    assertThat(log.getFormattedMessage())
+                            .startsWith("Rejected a message of idempotencyGuardrecordThing-in-0 without retry,"
+                                    + " event id unknown: NOT_JSON: ");
+                    assertThat(log.getThrowableProxy()).as("no stack trace").isNull();
+                });
+    }
+
+    @Test
+    void aFailureThatIsNotARejectionLogsItsStackTraceOnceAtError() {
+        this.logs.list.clear();
+        this.probe.failNext(FUNCTION, 2);
+
+        this.deliveries.deliver(Things.thingHappened());
+
+        assertThat(this.logs.list)
+                .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.ERROR))
+                .singleElement()
+                .satisfies(log -> assertThat(log.getFormattedMessage())
+                        .as("Spring Integration's error logger writes the stack trace into the line")
+                        .contains(InjectedFailure.class.getName())
+                        .contains("\tat "));
+    }
+
+    @Test
+    void aDuplicateLogsNothingAboveDebug() {
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+        this.deliveries.deliver(event);
+        this.logs.list.clear();
+
+        this.deliveries.deliver(event, 3);
+
+        assertThat(this.logs.list)
+                .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.INFO))
+                .isEmpty();
     }
 
     /** What the Rabbit and Kafka binders record as {@code x-exception-message}: the message of the cause. */
