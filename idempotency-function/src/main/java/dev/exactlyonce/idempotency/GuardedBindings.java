@@ -23,6 +23,7 @@ import org.springframework.cloud.stream.binder.BinderFactory;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
 import org.springframework.core.ResolvableType;
+import org.springframework.core.env.Environment;
 import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.support.InterceptableChannel;
 import org.springframework.transaction.PlatformTransactionManager;
@@ -31,8 +32,8 @@ import org.springframework.util.ClassUtils;
 
 /**
  * Finds the function definitions that contain the guard, checks that the guarantee can hold for each, installs
- * {@link TransactionPerMessage} on its input channel, and puts the real failure first in what the binder
- * dead-letters ({@link RealCauseFirst}). Runs once all singletons exist, before the bindings start consuming.
+ * {@link TransactionPerMessage} on its input channel, puts the real failure first in what the binder dead-letters
+ * ({@link RealCauseFirst}) and gives the binding a dead-letter queue unless the service chose ({@link DeadLetterQueues}). Runs once all singletons exist, before the bindings start consuming.
  * Start-up fails, with what to change, when:
  *
  * <ul>
@@ -66,6 +67,8 @@ final class GuardedBindings implements SmartInitializingSingleton {
 
     private final EventIdSource eventIdSource;
 
+    private final DeadLetterQueues deadLetterQueues;
+
     private final List<GuardedBinding> bindings = new ArrayList<>();
 
     GuardedBindings(
@@ -85,6 +88,8 @@ final class GuardedBindings implements SmartInitializingSingleton {
         this.dataSources = dataSources;
         this.transactionManagers = transactionManagers;
         this.metrics = metrics;
+        this.deadLetterQueues = new DeadLetterQueues(
+                beanFactory.getBean(Environment.class), beanFactory.getBean(BindingServiceProperties.class));
     }
 
     /** The guarded bindings found at start-up. */
@@ -119,7 +124,9 @@ final class GuardedBindings implements SmartInitializingSingleton {
                     bindingName, definition, businessFunctions, payloadTypes, scope(businessFunctions), batch);
             inputChannel(binding)
                     .addInterceptor(0, new TransactionPerMessage(binding, transactionManager, this.metrics));
-            errorChannel(bindingName).addInterceptor(new RealCauseFirst());
+            Binder<?, ?, ?> binder = binder(bindingName);
+            errorChannel(binder, bindingName).addInterceptor(new RealCauseFirst());
+            this.deadLetterQueues.giveDefault(binder, bindingName);
             this.bindings.add(binding);
             logger.info(
                     "Guarding binding {} ({}): one transaction per message, events {}",
@@ -264,11 +271,14 @@ final class GuardedBindings implements SmartInitializingSingleton {
      * the name {@code <binder identity>.<binding>.errors} and creates it only when no bean of that name exists, so the
      * library registers it first and keeps the binder's subscribers (its dead-letter handler among them).
      */
-    private InterceptableChannel errorChannel(String bindingName) {
+    private Binder<?, ?, ?> binder(String bindingName) {
         BindingServiceProperties bindingService = this.beanFactory.getBean(BindingServiceProperties.class);
-        Binder<?, ?, ?> binder = this.beanFactory
+        return this.beanFactory
                 .getBean(BinderFactory.class)
                 .getBinder(bindingService.getBinder(bindingName), MessageChannel.class);
+    }
+
+    private InterceptableChannel errorChannel(Binder<?, ?, ?> binder, String bindingName) {
         String name = binder.getBinderIdentity() + "." + bindingName + ".errors";
         if (this.beanFactory.containsBean(name)) {
             return this.beanFactory.getBean(name, InterceptableChannel.class);

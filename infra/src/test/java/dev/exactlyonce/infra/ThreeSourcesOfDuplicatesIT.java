@@ -47,6 +47,7 @@ class ThreeSourcesOfDuplicatesIT {
                                 Path.of("target", "shop" + run)),
                         System.out::println)
                 .start();
+        shop.brokerNames().forEach(rabbit::deleteAtExit);
     }
 
     @AfterAll

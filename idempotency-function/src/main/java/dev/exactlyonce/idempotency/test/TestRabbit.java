@@ -26,7 +26,8 @@ import org.springframework.test.context.DynamicPropertyRegistry;
  * <p>The broker is, in this order: the one the environment names ({@code RABBITMQ_HOST}, {@code RABBITMQ_PORT},
  * {@code RABBITMQ_USERNAME}, {@code RABBITMQ_PASSWORD}); a Testcontainers container when a Docker engine is available;
  * {@code 127.0.0.1:5672} as {@code guest}. Names made by {@link #uniqueName(String)} end with the run's id; the
- * exchanges and queues of those names (and their {@code .dlq} queues) are deleted when the JVM exits.
+ * exchanges and queues of those names (and their {@code .dlq} queues), and of the names given to
+ * {@link #deleteAtExit(String)}, are deleted when the JVM exits, so that runs leave nothing on a shared broker.
  */
 public final class TestRabbit {
 
@@ -75,6 +76,16 @@ public final class TestRabbit {
     /** {@code base} followed by the run's id, for example {@code events.3fa9c1}; deleted when the JVM exits. */
     public String uniqueName(String base) {
         String name = base + "." + this.runId;
+        this.names.add(name);
+        return name;
+    }
+
+    /**
+     * Deletes, when the JVM exits, the queue of that name and its {@code .dlq} queue, or the exchange of that name:
+     * for the names a binder or a scenario makes of the run's unique names (the Rabbit binder's
+     * {@code <destination>.<group>}, for example). Returns the name.
+     */
+    public String deleteAtExit(String name) {
         this.names.add(name);
         return name;
     }

@@ -291,6 +291,13 @@ public final class ShopScenario implements AutoCloseable {
         return this.databases;
     }
 
+    /** The names of the run on the broker: its exchange and the services' queues (each with its {@code .dlq}). */
+    public List<String> brokerNames() {
+        List<String> names = new ArrayList<>(List.of(this.exchange));
+        SERVICES.forEach(service -> names.add(service.queue(this.settings.suffix())));
+        return names;
+    }
+
     @Override
     public synchronized void close() {
         if (this.closed) {
