@@ -10,7 +10,7 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  * @param tableName name of the table that records processed event ids, in the schema the service's connections
  *     use; a lower-case SQL identifier of at most 46 characters that is not a reserved word
  * @param migrateWithFlyway whether the library creates and migrates its table with Flyway when the service uses
- *     Flyway (it keeps its own history table, {@code idempotency_schema_history}, so its versions never clash with
+ *     Flyway (it keeps its own history table, {@code idempotency_schema_history} or {@code <table>_schema_history}, so its versions never clash with
  *     the service's); set to {@code false} to create the table yourself from {@code schema-postgresql.sql}
  * @param eventId where the guard reads each message's event id
  * @param keyScope what an event is recorded as processed for: the whole service ({@code service}: a second function

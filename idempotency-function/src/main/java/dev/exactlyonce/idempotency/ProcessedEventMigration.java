@@ -9,15 +9,20 @@ import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.InitializingBean;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.flyway.autoconfigure.FlywayMigrationInitializer;
+import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * Migrates the library's table with the library's own Flyway migrations, after the service's migrations, with the
  * service's Flyway connection and schemas.
  *
- * <p>The migrations keep their own history table, {@value #HISTORY_TABLE}, so their versions never clash with the
- * service's and a new library version brings its migrations without the service copying anything. The first run
- * baselines at version 0 when the schema already holds the service's tables. The partitioned table has migrations of
- * its own: the mode is chosen before the table is created.
+ * <p>The migrations keep a history table of their own, so their versions never clash with the service's and a new
+ * library version brings its migrations without the service copying anything. Each table name has its own history:
+ * {@value #HISTORY_TABLE} for the default table, {@code <table>_schema_history} for any other, so that a renamed
+ * table, or a second service's table in the same schema, is created too (Flyway computes a migration's checksum
+ * before it substitutes the table name, so one history shared by two names would count the second as migrated). The
+ * first run baselines at version 0 when the schema already holds the service's tables, or at version 1 when it holds
+ * the table itself (created from {@code schema-postgresql.sql}, or by the shared history of an earlier library
+ * version). The partitioned table has migrations of its own: the mode is chosen before the table is created.
  */
 final class ProcessedEventMigration implements InitializingBean {
 
@@ -26,6 +31,11 @@ final class ProcessedEventMigration implements InitializingBean {
     static final String LOCATION = "classpath:db/idempotency/postgresql";
 
     static final String PARTITIONED_LOCATION = "classpath:db/idempotency/postgresql-partitioned";
+
+    private static final String DEFAULT_TABLE = "processed_event";
+
+    private static final String TABLE_EXISTS = """
+            SELECT to_regclass(?) IS NOT NULL""";
 
     private static final Logger logger = LoggerFactory.getLogger(ProcessedEventMigration.class);
 
@@ -57,11 +67,11 @@ final class ProcessedEventMigration implements InitializingBean {
                 .dataSource(service.getDataSource())
                 .schemas(service.getSchemas())
                 .defaultSchema(service.getDefaultSchema())
-                .table(HISTORY_TABLE)
+                .table(historyTable(this.tableName))
                 .locations(this.location)
                 .placeholders(Map.of("table", this.tableName))
                 .baselineOnMigrate(true)
-                .baselineVersion("0")
+                .baselineVersion(tableExists(service) ? "1" : "0")
                 .load()
                 .migrate();
         logger.info(
@@ -69,5 +79,20 @@ final class ProcessedEventMigration implements InitializingBean {
                 this.tableName,
                 result.targetSchemaVersion != null ? result.targetSchemaVersion : result.initialSchemaVersion,
                 result.migrationsExecuted);
+    }
+
+    /** The history of the table's migrations: one per table name. */
+    static String historyTable(String tableName) {
+        return tableName.equals(DEFAULT_TABLE) ? HISTORY_TABLE : tableName + "_schema_history";
+    }
+
+    /** Whether the table exists in the schema the service's Flyway migrates (its connection's, by default). */
+    private boolean tableExists(Configuration service) {
+        String schema = service.getDefaultSchema() != null
+                ? service.getDefaultSchema()
+                : service.getSchemas().length > 0 ? service.getSchemas()[0] : null;
+        String name = schema != null ? "\"" + schema + "\"." + this.tableName : this.tableName;
+        return Boolean.TRUE.equals(
+                new JdbcTemplate(service.getDataSource()).queryForObject(TABLE_EXISTS, Boolean.class, name));
     }
 }

@@ -9,26 +9,38 @@ import java.time.Instant;
 import java.time.LocalDate;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
+import java.time.format.DateTimeParseException;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * The daily partitions of the table in partitioned mode: {@code <table>_pYYYYMMDD} holds the event ids whose UUID v7
  * timestamp falls on that day (UTC), from {@code UuidV7.at(day)} inclusive to {@code UuidV7.at(next day)} exclusive.
  *
- * <p>{@link #maintain()}, at start-up and on a schedule, under a session advisory lock (one instance at a time):
+ * <p>{@link #maintain()}, at start-up and on a schedule, under a session advisory lock (one instance at a time), on a
+ * session whose {@code lock_timeout} is {@value #LOCK_TIMEOUT_MS} ms. Nothing it does makes a claim wait:
  *
  * <ol>
- *   <li>creates the partitions from the oldest day inside the retention to {@code days-ahead} days after today;
- *   <li>detaches (concurrently, so the guard's inserts never wait) and drops the partitions whose last day is older
- *       than the retention: their ids go in one statement, whatever their number, without deleting rows.
+ *   <li>each partition from the oldest day inside the retention to {@code days-ahead} days after today is created as a
+ *       plain table, then attached. {@code CREATE TABLE ... PARTITION OF} would take an ACCESS EXCLUSIVE lock on the
+ *       parent, queued behind any open transaction (billing's holds one for an HTTP call) with every claim queued
+ *       behind it; {@code ATTACH PARTITION} takes SHARE UPDATE EXCLUSIVE, which claims never conflict with. An attach
+ *       that times out waiting for a lock is attached by the next run (partitions are made days ahead);
+ *   <li>the partitions whose day is older than the retention are detached concurrently and dropped: their ids go in
+ *       one statement, whatever their number, without deleting rows;
+ *   <li>what an interrupted run left behind is finished: a table of the window left unattached is attached; a
+ *       partition left "pending detach" by an interrupted {@code DETACH ... CONCURRENTLY} is finalized and dropped; an
+ *       old one detached but not dropped is dropped.
  * </ol>
  *
  * <p>A duplicate is caught whenever it arrives: its id places it in the partition of its first copy. The guard
@@ -41,18 +53,38 @@ public final class ProcessedEventPartitions {
 
     private static final DateTimeFormatter DAY = DateTimeFormatter.BASIC_ISO_DATE;
 
-    private static final String PARTITIONS = """
-            SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
-            WHERE i.inhparent = to_regclass(?) ORDER BY c.relname""";
+    static final long LOCK_TIMEOUT_MS = 5_000;
+
+    /** The tables named {@code <table>_pYYYYMMDD} in the table's schema, attached or not. */
+    private static final String DAILY_TABLES = """
+            SELECT c.relname, i.inhrelid IS NOT NULL AS attached, coalesce(i.inhdetachpending, false) AS pending
+            FROM pg_class c LEFT JOIN pg_inherits i ON i.inhrelid = c.oid AND i.inhparent = to_regclass(?)
+            WHERE c.relkind = 'r' AND c.relname ~ ?
+              AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = to_regclass(?))
+            ORDER BY c.relname""";
+
+    private static final String SET_LOCK_TIMEOUT = """
+            SET lock_timeout = %d""";
+
+    private static final String RESET_LOCK_TIMEOUT = """
+            RESET lock_timeout""";
 
     private static final String CREATE = """
-            CREATE TABLE IF NOT EXISTS %s PARTITION OF %s FOR VALUES FROM ('%s') TO ('%s')""";
+            CREATE TABLE IF NOT EXISTS %s (LIKE %s INCLUDING DEFAULTS INCLUDING INDEXES)""";
+
+    private static final String ATTACH = """
+            ALTER TABLE %s ATTACH PARTITION %s FOR VALUES FROM ('%s') TO ('%s')""";
 
     private static final String DETACH = """
             ALTER TABLE %s DETACH PARTITION %s CONCURRENTLY""";
 
+    private static final String FINALIZE = """
+            ALTER TABLE %s DETACH PARTITION %s FINALIZE""";
+
     private static final String DROP = """
             DROP TABLE %s""";
+
+    private record DailyTable(String name, LocalDate day, boolean attached, boolean pendingDetach) {}
 
     /**
      * What a maintenance run did.
@@ -123,7 +155,13 @@ public final class ProcessedEventPartitions {
     }
 
     private Result maintain(JdbcTemplate jdbc, Instant now, long start) {
-        Result result = new Result(create(jdbc, now), drop(jdbc, now));
+        jdbc.execute(SET_LOCK_TIMEOUT.formatted(LOCK_TIMEOUT_MS));
+        Result result;
+        try {
+            result = new Result(create(jdbc, now), drop(jdbc, now));
+        } finally {
+            jdbc.execute(RESET_LOCK_TIMEOUT);
+        }
         this.metrics.partitionsMaintained(
                 result.created().size(), result.dropped().size(), Duration.ofNanos(System.nanoTime() - start));
         logger.info(
@@ -164,14 +202,25 @@ public final class ProcessedEventPartitions {
     }
 
     private List<String> create(JdbcTemplate jdbc, Instant now) {
-        List<String> existing = jdbc.queryForList(PARTITIONS, String.class, this.tableName);
+        Map<LocalDate, DailyTable> existing = new HashMap<>();
+        dailyTables(jdbc).forEach(table -> existing.put(table.day(), table));
         List<String> created = new ArrayList<>();
         LocalDate last = day(now).plusDays(this.daysAhead);
         for (LocalDate day = oldestDay(now); !day.isAfter(last); day = day.plusDays(1)) {
-            String name = partitionName(day);
-            if (!existing.contains(name)) {
-                jdbc.execute(CREATE.formatted(name, this.tableName, lowerBound(day), lowerBound(day.plusDays(1))));
-                created.add(name);
+            DailyTable table = existing.get(day);
+            if (table == null || !table.attached()) {
+                String name = partitionName(day);
+                try {
+                    jdbc.execute(CREATE.formatted(name, this.tableName));
+                    jdbc.execute(ATTACH.formatted(this.tableName, name, lowerBound(day), lowerBound(day.plusDays(1))));
+                    created.add(name);
+                } catch (DataAccessException ex) {
+                    logger.warn(
+                            "Could not attach partition {} to {} now ({}); the next run attaches it",
+                            name,
+                            this.tableName,
+                            ex.getMostSpecificCause().getMessage());
+                }
             }
         }
         return created;
@@ -180,15 +229,51 @@ public final class ProcessedEventPartitions {
     private List<String> drop(JdbcTemplate jdbc, Instant now) {
         List<String> dropped = new ArrayList<>();
         LocalDate oldest = oldestDay(now);
-        for (String name : jdbc.queryForList(PARTITIONS, String.class, this.tableName)) {
-            Matcher matcher = this.partitionName.matcher(name);
-            if (matcher.matches() && LocalDate.parse(matcher.group(1), DAY).isBefore(oldest)) {
-                jdbc.execute(DETACH.formatted(this.tableName, name));
-                jdbc.execute(DROP.formatted(name));
-                dropped.add(name);
+        for (DailyTable table : dailyTables(jdbc)) {
+            if (!table.day().isBefore(oldest)) {
+                continue;
+            }
+            try {
+                if (table.pendingDetach()) {
+                    jdbc.execute(FINALIZE.formatted(this.tableName, table.name()));
+                } else if (table.attached()) {
+                    jdbc.execute(DETACH.formatted(this.tableName, table.name()));
+                }
+                jdbc.execute(DROP.formatted(table.name()));
+                dropped.add(table.name());
+            } catch (DataAccessException ex) {
+                logger.warn(
+                        "Could not drop partition {} of {} now ({}); the next run drops it",
+                        table.name(),
+                        this.tableName,
+                        ex.getMostSpecificCause().getMessage());
             }
         }
         return dropped;
+    }
+
+    private List<DailyTable> dailyTables(JdbcTemplate jdbc) {
+        List<DailyTable> tables = new ArrayList<>();
+        jdbc.query(
+                DAILY_TABLES,
+                row -> {
+                    Matcher matcher = this.partitionName.matcher(row.getString(1));
+                    try {
+                        if (matcher.matches()) {
+                            tables.add(new DailyTable(
+                                    row.getString(1),
+                                    LocalDate.parse(matcher.group(1), DAY),
+                                    row.getBoolean(2),
+                                    row.getBoolean(3)));
+                        }
+                    } catch (DateTimeParseException ex) {
+                        // Not a day: not one of ours.
+                    }
+                },
+                this.tableName,
+                "^" + this.tableName + "_p[0-9]{8}$",
+                this.tableName);
+        return tables;
     }
 
     /** The oldest day whose ids are kept: the day of {@code now - retention}. */

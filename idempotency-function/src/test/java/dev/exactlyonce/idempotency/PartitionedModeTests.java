@@ -1,21 +1,33 @@
 package dev.exactlyonce.idempotency;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+import static org.awaitility.Awaitility.await;
 
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.EventDeliveries;
+import dev.exactlyonce.idempotency.test.Pause;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.math.BigDecimal;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.time.Clock;
 import java.time.Duration;
 import java.time.Instant;
 import java.time.LocalDate;
 import java.time.ZoneOffset;
 import java.time.format.DateTimeFormatter;
 import java.util.List;
+import java.util.Objects;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -28,6 +40,10 @@ import org.springframework.test.context.DynamicPropertySource;
 /**
  * Partitioned mode: the table is range-partitioned by the UUID v7 event id, one partition a day, created ahead of
  * time, dropped whole once older than the retention (30 days).
+ *
+ * <p>The tests that go through the guard use the service's table, {@code processed_event}; the one that changes its
+ * partitions owns a day of its own (the last day ahead) and puts it back. The maintenance tests work on tables of
+ * their own.
  */
 @SpringBootTest(properties = {"idempotency.partitioning.enabled=true", "idempotency.partitioning.days-ahead=2"})
 @EnableIdempotencyTestKit
@@ -53,6 +69,11 @@ class PartitionedModeTests {
 
     @Autowired
     JdbcTemplate jdbcTemplate;
+
+    @Autowired
+    DataSource dataSource;
+
+    private static final AtomicInteger TABLES = new AtomicInteger();
 
     @AfterEach
     void reset() {
@@ -89,30 +110,6 @@ class PartitionedModeTests {
     }
 
     @Test
-    void droppingPartitionsOlderThanTheRetentionRemovesTheirRows() {
-        Instant now = Instant.now();
-        EventEnvelope<ThingHappened> old = event(UuidV7.at(now.minus(Duration.ofDays(29))));
-        EventEnvelope<ThingHappened> recent = event(UuidV7.at(now.minus(Duration.ofDays(1))));
-        this.deliveries.deliver(old);
-        this.deliveries.deliver(recent);
-
-        ProcessedEventPartitions.Result fiveDaysLater = this.partitions.maintain(now.plus(Duration.ofDays(5)));
-
-        LocalDate today = LocalDate.now(ZoneOffset.UTC);
-        assertThat(fiveDaysLater.dropped())
-                .containsExactlyElementsOf(List.of(
-                        partition(today.minusDays(30)),
-                        partition(today.minusDays(29)),
-                        partition(today.minusDays(28)),
-                        partition(today.minusDays(27)),
-                        partition(today.minusDays(26))));
-        assertThat(fiveDaysLater.created()).hasSize(5);
-        assertThat(rows(old)).isZero();
-        assertThat(rows(recent)).isEqualTo(1);
-        this.partitions.maintain();
-    }
-
-    @Test
     void anEventIdThatIsNotAUuidV7IsRejected() {
         EventEnvelope<ThingHappened> random = event(UUID.randomUUID());
 
@@ -140,6 +137,169 @@ class PartitionedModeTests {
                 .contains("older than the retention (beyond the replay horizon)");
     }
 
+    @Test
+    void maintenanceThatCreatesAPartitionWhileATransactionHoldsAClaimLetsTheNextClaimsThrough() throws Exception {
+        LocalDate lastDay = LocalDate.now(ZoneOffset.UTC).plusDays(2);
+        this.jdbcTemplate.execute("DROP TABLE " + partition(lastDay));
+        Pause held = this.probe.pauseNext("recordThing");
+        CompletableFuture<Void> holding = this.deliveries.deliverAsync(event(UuidV7.generate()));
+        CompletableFuture<ProcessedEventPartitions.Result> maintenance = null;
+        CompletableFuture<Void> next = null;
+        try {
+            held.awaitReached();
+
+            maintenance = CompletableFuture.supplyAsync(this.partitions::maintain);
+            EventEnvelope<ThingHappened> flowing = event(UuidV7.generate());
+            next = this.deliveries.deliverAsync(flowing);
+
+            await().atMost(Duration.ofSeconds(10))
+                    .alias("the claim of the next event, while the maintenance runs and a transaction is open")
+                    .until(next::isDone);
+            assertThat(rows(flowing)).isEqualTo(1);
+            assertThat(maintenance.get(10, TimeUnit.SECONDS).created()).containsExactly(partition(lastDay));
+        } finally {
+            held.release();
+            holding.get(30, TimeUnit.SECONDS);
+            if (maintenance != null) {
+                maintenance.get(30, TimeUnit.SECONDS);
+            }
+            if (next != null) {
+                next.get(30, TimeUnit.SECONDS);
+            }
+            this.partitions.maintain();
+        }
+    }
+
+    @Test
+    void droppingPartitionsOlderThanTheRetentionRemovesTheirRows() {
+        String table = newTable();
+        ProcessedEventPartitions partitions = maintenanceOf(table);
+        Instant now = Instant.now();
+        partitions.maintain(now);
+        UUID old = UuidV7.at(now.minus(Duration.ofDays(29)));
+        UUID recent = UuidV7.at(now.minus(Duration.ofDays(1)));
+        claim(table, old);
+        claim(table, recent);
+
+        ProcessedEventPartitions.Result fiveDaysLater = partitions.maintain(now.plus(Duration.ofDays(5)));
+
+        LocalDate today = LocalDate.now(ZoneOffset.UTC);
+        assertThat(fiveDaysLater.dropped())
+                .containsExactly(
+                        partition(table, today.minusDays(30)),
+                        partition(table, today.minusDays(29)),
+                        partition(table, today.minusDays(28)),
+                        partition(table, today.minusDays(27)),
+                        partition(table, today.minusDays(26)));
+        assertThat(fiveDaysLater.created()).hasSize(5);
+        assertThat(rows(table, old)).isZero();
+        assertThat(rows(table, recent)).isEqualTo(1);
+    }
+
+    @Test
+    void aDetachInterruptedHalfWayIsFinishedAndThePartitionDropped() throws Exception {
+        String table = newTable();
+        ProcessedEventPartitions partitions = maintenanceOf(table);
+        Instant now = Instant.now();
+        partitions.maintain(now);
+        String oldest = partition(table, LocalDate.now(ZoneOffset.UTC).minusDays(30));
+        interruptConcurrentDetach(table, oldest);
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT inhdetachpending FROM pg_inherits WHERE inhrelid = to_regclass(?)",
+                        Boolean.class,
+                        oldest))
+                .as("left pending detach")
+                .isTrue();
+
+        ProcessedEventPartitions.Result nextDay = partitions.maintain(now.plus(Duration.ofDays(1)));
+
+        assertThat(nextDay.dropped()).containsExactly(oldest);
+        assertThat(exists(oldest)).isFalse();
+    }
+
+    @Test
+    void aPartitionLeftDetachedIsDroppedWhenOldAndAttachedWhenInsideTheWindow() {
+        String table = newTable();
+        ProcessedEventPartitions partitions = maintenanceOf(table);
+        Instant now = Instant.now();
+        partitions.maintain(now);
+        LocalDate today = LocalDate.now(ZoneOffset.UTC);
+        String oldest = partition(table, today.minusDays(30));
+        String ahead = partition(table, today.plusDays(2));
+        // As an instance killed between detaching and dropping, or between creating and attaching, leaves them.
+        this.jdbcTemplate.execute("ALTER TABLE %s DETACH PARTITION %s".formatted(table, oldest));
+        this.jdbcTemplate.execute("ALTER TABLE %s DETACH PARTITION %s".formatted(table, ahead));
+
+        ProcessedEventPartitions.Result nextDay = partitions.maintain(now.plus(Duration.ofDays(1)));
+
+        assertThat(nextDay.dropped()).containsExactly(oldest);
+        assertThat(exists(oldest)).isFalse();
+        assertThat(attached(table)).contains(ahead).endsWith(partition(table, today.plusDays(3)));
+        UUID dayAhead = UuidV7.at(now.plus(Duration.ofDays(2)));
+        claim(table, dayAhead);
+        assertThat(rows(table, dayAhead)).isEqualTo(1);
+    }
+
+    /** Starts {@code DETACH PARTITION ... CONCURRENTLY}, holds it in its wait for older transactions, cancels it. */
+    private void interruptConcurrentDetach(String table, String partition) throws Exception {
+        try (Connection holder = this.dataSource.getConnection()) {
+            holder.setAutoCommit(false);
+            try (Statement statement = holder.createStatement()) {
+                statement.executeQuery("SELECT count(*) FROM " + table).close();
+            }
+            CompletableFuture<Void> detach = CompletableFuture.runAsync(() -> this.jdbcTemplate.execute(
+                    "ALTER TABLE %s DETACH PARTITION %s CONCURRENTLY".formatted(table, partition)));
+            String waiting = "SELECT pid FROM pg_stat_activity WHERE datname = current_database()"
+                    + " AND wait_event_type = 'Lock' AND query LIKE 'ALTER TABLE % DETACH PARTITION %'";
+            Integer pid = await().atMost(Duration.ofSeconds(10))
+                    .until(
+                            () -> this.jdbcTemplate.queryForList(waiting, Integer.class).stream()
+                                    .findFirst()
+                                    .orElse(null),
+                            Objects::nonNull);
+            this.jdbcTemplate.queryForObject("SELECT pg_cancel_backend(?)", Boolean.class, pid);
+            assertThatThrownBy(() -> detach.get(10, TimeUnit.SECONDS)).hasRootCauseInstanceOf(SQLException.class);
+            holder.rollback();
+        }
+    }
+
+    private String newTable() {
+        String table = "partitioned_" + TABLES.incrementAndGet();
+        this.jdbcTemplate.execute(("CREATE TABLE %1$s (event_id uuid NOT NULL, scope text NOT NULL DEFAULT '',"
+                        + " processed_at timestamptz NOT NULL DEFAULT now(),"
+                        + " CONSTRAINT %1$s_pkey PRIMARY KEY (event_id, scope)) PARTITION BY RANGE (event_id)")
+                .formatted(table));
+        return table;
+    }
+
+    private ProcessedEventPartitions maintenanceOf(String table) {
+        return new ProcessedEventPartitions(
+                this.dataSource, table, Duration.ofDays(30), 2, Clock.systemUTC(), IdempotencyMetrics.NONE);
+    }
+
+    private void claim(String table, UUID eventId) {
+        this.jdbcTemplate.update("INSERT INTO %s (event_id, scope) VALUES (?, '')".formatted(table), eventId);
+    }
+
+    private int rows(String table, UUID eventId) {
+        Integer count = this.jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM %s WHERE event_id = ?".formatted(table), Integer.class, eventId);
+        return count != null ? count : 0;
+    }
+
+    private boolean exists(String table) {
+        return Boolean.TRUE.equals(
+                this.jdbcTemplate.queryForObject("SELECT to_regclass(?) IS NOT NULL", Boolean.class, table));
+    }
+
+    private List<String> attached(String table) {
+        return this.jdbcTemplate.queryForList(PARTITIONS.replace("'processed_event'", "?"), String.class, table);
+    }
+
+    private static String partition(String table, LocalDate day) {
+        return table + "_p" + DateTimeFormatter.BASIC_ISO_DATE.format(day);
+    }
+
     private static EventEnvelope<ThingHappened> event(UUID eventId) {
         return new EventEnvelope<>(
                 eventId, ThingHappened.NAME, Instant.now(), new ThingHappened(UUID.randomUUID(), BigDecimal.ONE));
@@ -153,12 +313,10 @@ class PartitionedModeTests {
     }
 
     private int rows(EventEnvelope<?> event) {
-        Integer count = this.jdbcTemplate.queryForObject(
-                "SELECT count(*) FROM processed_event WHERE event_id = ?", Integer.class, event.eventId());
-        return count != null ? count : 0;
+        return rows("processed_event", event.eventId());
     }
 
     private static String partition(LocalDate day) {
-        return "processed_event_p" + DateTimeFormatter.BASIC_ISO_DATE.format(day);
+        return partition("processed_event", day);
     }
 }

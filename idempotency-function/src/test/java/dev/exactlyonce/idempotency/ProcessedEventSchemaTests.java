@@ -2,10 +2,12 @@ package dev.exactlyonce.idempotency;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.UUID;
 import javax.sql.DataSource;
 import org.flywaydb.core.Flyway;
 import org.junit.jupiter.api.Test;
@@ -92,6 +94,43 @@ class ProcessedEventSchemaTests {
                         "SELECT version FROM idempotency_schema_history WHERE success ORDER BY installed_rank",
                         String.class))
                 .containsExactly("0", "1");
+    }
+
+    @Test
+    void aSecondTableNameInTheSameSchemaGetsItsOwnTableAndItsClaimsWork() {
+        DataSource dataSource = dataSource(TestPostgres.newDatabase("schema"));
+        migrate(dataSource, "processed_event");
+
+        migrate(dataSource, "billing_processed_event");
+
+        assertThat(describe(dataSource, "billing_processed_event")).hasSize(5);
+        ProcessedEventStore store = new ProcessedEventStore(new JdbcTemplate(dataSource), "billing_processed_event");
+        UUID eventId = UuidV7.generate();
+        assertThat(store.claim(eventId, "")).as("first delivery").isTrue();
+        assertThat(store.claim(eventId, "")).as("a copy").isFalse();
+        assertThat(new JdbcTemplate(dataSource)
+                        .queryForList(
+                                "SELECT version FROM billing_processed_event_schema_history WHERE success"
+                                        + " ORDER BY installed_rank",
+                                String.class))
+                .as("a history of its own, at version 0 since the schema held another table")
+                .containsExactly("0", "1");
+    }
+
+    @Test
+    void aTableCreatedFromThePlainScriptIsAdoptedByTheMigrations() {
+        DataSource dataSource = dataSource(TestPostgres.newDatabase("schema"));
+        new ResourceDatabasePopulator(new ClassPathResource("dev/exactlyonce/idempotency/schema-postgresql.sql"))
+                .execute(dataSource);
+
+        migrate(dataSource, "processed_event");
+
+        assertThat(new JdbcTemplate(dataSource)
+                        .queryForList(
+                                "SELECT version FROM idempotency_schema_history WHERE success ORDER BY installed_rank",
+                                String.class))
+                .as("baselined at the version the table already has")
+                .containsExactly("1");
     }
 
     private static void migrate(DataSource dataSource, String tableName) {
