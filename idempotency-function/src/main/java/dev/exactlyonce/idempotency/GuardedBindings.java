@@ -6,7 +6,9 @@ import java.lang.reflect.Type;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -63,9 +65,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
 
     private final String definitionProperty;
 
-    private final KeyScope keyScope;
-
-    private final EventIdSource eventIdSource;
+    private final IdempotencyProperties properties;
 
     private final DeadLetterQueues deadLetterQueues;
 
@@ -73,16 +73,14 @@ final class GuardedBindings implements SmartInitializingSingleton {
 
     GuardedBindings(
             String definitionProperty,
-            KeyScope keyScope,
-            EventIdSource eventIdSource,
+            IdempotencyProperties properties,
             ConfigurableListableBeanFactory beanFactory,
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
             ObjectProvider<PlatformTransactionManager> transactionManagers,
             IdempotencyMetrics metrics) {
         this.definitionProperty = definitionProperty;
-        this.keyScope = keyScope;
-        this.eventIdSource = eventIdSource;
+        this.properties = properties;
         this.beanFactory = beanFactory;
         this.decorator = decorator;
         this.dataSources = dataSources;
@@ -102,15 +100,51 @@ final class GuardedBindings implements SmartInitializingSingleton {
         Collection<BindableFunctionProxyFactory> bindables = this.beanFactory
                 .getBeansOfType(BindableFunctionProxyFactory.class, false, false)
                 .values();
+        PlatformTransactionManager transactionManager = null;
         for (String definition : this.definitionProperty.split(";")) {
             List<String> parts = FunctionDefinitions.parts(definition);
             if (parts.contains(IdempotencyGuard.NAME)) {
-                install(definition.trim(), parts, bindable(definition, parts, bindables));
+                transactionManager = install(definition.trim(), parts, bindable(definition, parts, bindables));
+            }
+        }
+        checkBindingSettings();
+        if (transactionManager != null) {
+            reconcileScopes(transactionManager);
+        }
+    }
+
+    /** Every binding named under {@code idempotency.bindings} is a guarded binding (a typo, or a rename left behind). */
+    private void checkBindingSettings() {
+        List<String> guarded =
+                this.bindings.stream().map(GuardedBinding::bindingName).toList();
+        for (String bindingName : this.properties.bindings().keySet()) {
+            if (!guarded.contains(bindingName)) {
+                throw new IdempotencyException(("idempotency.bindings.%s names no guarded binding; the guarded bindings"
+                                + " are %s. Rename the entry after its binding (after a function was renamed, its"
+                                + " binding was too)")
+                        .formatted(bindingName, guarded));
             }
         }
     }
 
-    private void install(String definition, List<String> parts, BindableFunctionProxyFactory bindable) {
+    private void reconcileScopes(PlatformTransactionManager transactionManager) {
+        Map<String, String> scopes = new LinkedHashMap<>();
+        Map<String, List<String>> formerScopes = new LinkedHashMap<>();
+        for (GuardedBinding binding : this.bindings) {
+            scopes.put(binding.bindingName(), binding.scope());
+            IdempotencyProperties.Binding settings = this.properties.bindings().get(binding.bindingName());
+            formerScopes.put(binding.bindingName(), settings != null ? settings.formerScopes() : List.of());
+        }
+        new ClaimScopes(
+                        this.dataSources.getObject(),
+                        transactionManager,
+                        this.properties.tableName(),
+                        this.properties.retiredScopes())
+                .reconcile(scopes, formerScopes);
+    }
+
+    private PlatformTransactionManager install(
+            String definition, List<String> parts, BindableFunctionProxyFactory bindable) {
         List<String> businessFunctions = parts.subList(1, parts.size());
         businessFunctions.forEach(name -> checkDecorated(definition, name));
         Type inputType = payloadType(definition, businessFunctions.get(0));
@@ -121,7 +155,12 @@ final class GuardedBindings implements SmartInitializingSingleton {
         for (String bindingName : bindable.getInputs()) {
             checkBatchMode(definition, bindingName, batch);
             GuardedBinding binding = new GuardedBinding(
-                    bindingName, definition, businessFunctions, payloadTypes, scope(businessFunctions), batch);
+                    bindingName,
+                    definition,
+                    businessFunctions,
+                    payloadTypes,
+                    scope(bindingName, businessFunctions),
+                    batch);
             inputChannel(binding)
                     .addInterceptor(0, new TransactionPerMessage(binding, transactionManager, this.metrics));
             Binder<?, ?, ?> binder = binder(bindingName);
@@ -129,11 +168,13 @@ final class GuardedBindings implements SmartInitializingSingleton {
             this.deadLetterQueues.giveDefault(binder, bindingName);
             this.bindings.add(binding);
             logger.info(
-                    "Guarding binding {} ({}): one transaction per message, events {}",
+                    "Guarding binding {} ({}): one transaction per message, claims under scope '{}', events {}",
                     bindingName,
                     definition,
+                    binding.scope(),
                     payloadTypes.eventNames().isEmpty() ? "of any name" : payloadTypes.eventNames());
         }
+        return transactionManager;
     }
 
     private BindableFunctionProxyFactory bindable(
@@ -174,15 +215,20 @@ final class GuardedBindings implements SmartInitializingSingleton {
                                             + " List of payloads")
                                     .formatted(bindingName, definition));
         }
-        if (batch && this.eventIdSource != EventIdSource.ENVELOPE) {
+        if (batch && this.properties.eventId().source() != EventIdSource.ENVELOPE) {
             throw new IdempotencyException(("binding %s delivers batches, whose events the guard reads from their"
                             + " envelopes: idempotency.event-id.source must be envelope with batch-mode")
                     .formatted(bindingName));
         }
     }
 
-    private String scope(List<String> businessFunctions) {
-        return this.keyScope == KeyScope.FUNCTION ? String.join("|", businessFunctions) : "";
+    /** The binding's explicit scope, or the one {@code key-scope} gives it. */
+    private String scope(String bindingName, List<String> businessFunctions) {
+        IdempotencyProperties.Binding settings = this.properties.bindings().get(bindingName);
+        if (settings != null && settings.scope() != null) {
+            return settings.scope();
+        }
+        return this.properties.keyScope() == KeyScope.FUNCTION ? String.join("|", businessFunctions) : "";
     }
 
     private void checkDecorated(String definition, String name) {

@@ -73,8 +73,7 @@ class IdempotencyAutoConfiguration {
             ObjectProvider<IdempotencyMetrics> metrics) {
         return new GuardedBindings(
                 environment.getProperty(FunctionDefinitions.PROPERTY, ""),
-                properties.keyScope(),
-                properties.eventId().source(),
+                properties,
                 beanFactory,
                 decorator,
                 dataSources,

@@ -1,6 +1,9 @@
 package dev.exactlyonce.idempotency;
 
 import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.boot.context.properties.bind.DefaultValue;
 
@@ -10,17 +13,26 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  * @param tableName name of the table that records processed event ids, in the schema the service's connections
  *     use; a lower-case SQL identifier of at most 46 characters that is not a reserved word
  * @param migrateWithFlyway whether the library creates and migrates its table with Flyway when the service uses
- *     Flyway (it keeps its own history table, {@code idempotency_schema_history} or {@code <table>_schema_history}, so its versions never clash with
- *     the service's); set to {@code false} to create the table yourself from {@code schema-postgresql.sql}
+ *     Flyway (it keeps a history table of its own, {@code idempotency_schema_history} for the default table name,
+ *     {@code <table>_schema_history} for another, so its versions never clash with the service's); set to
+ *     {@code false} to create the table yourself from {@code schema-postgresql.sql}
  * @param eventId where the guard reads each message's event id
  * @param keyScope what an event is recorded as processed for: the whole service ({@code service}: a second function
  *     bound to the same event finds it processed and does nothing), or each function ({@code function}: every
- *     function composed after the guard processes each event once)
+ *     function composed after the guard processes each event once). It names each binding's scope by default: the
+ *     empty string for the service, the functions composed after the guard (such as {@code reserveStock}) for a
+ *     function
  * @param retention how long a processed event id is kept: a copy that arrives later is processed again. It must cover
  *     the replay horizon
  * @param replayHorizon how late a copy of an event can still arrive
  * @param purge the scheduled deletion of ids older than the retention
  * @param partitioning the opt-in range-partitioned table, whose old ids go with whole partitions
+ * @param bindings per guarded binding (by its name, such as {@code idempotencyGuardreserveStock-in-0}): a scope name
+ *     that stays the same when functions are renamed or the key scope changes, and the scopes whose claims it takes
+ *     over
+ * @param retiredScopes scopes whose claims are given up on purpose: the events they recorded are processed again if
+ *     a copy arrives. Start-up refuses to run while the table holds claims under a scope that no binding uses, takes
+ *     over or retires
  */
 @ConfigurationProperties("idempotency")
 public record IdempotencyProperties(
@@ -31,10 +43,14 @@ public record IdempotencyProperties(
         @DefaultValue("30d") Duration retention,
         @DefaultValue ReplayHorizon replayHorizon,
         @DefaultValue Purge purge,
-        @DefaultValue Partitioning partitioning) {
+        @DefaultValue Partitioning partitioning,
+        @Nullable Map<String, Binding> bindings,
+        @Nullable List<String> retiredScopes) {
 
     public IdempotencyProperties {
         TableName.check(tableName);
+        bindings = bindings != null ? Map.copyOf(bindings) : Map.of();
+        retiredScopes = retiredScopes != null ? List.copyOf(retiredScopes) : List.of();
         if (retention.compareTo(replayHorizon.total()) < 0) {
             throw new IllegalArgumentException(("idempotency.retention (%s) is shorter than the replay horizon (%s: %s"
                             + " of producer replay + %s of dead-letter retention): a copy of an event replayed or"
@@ -48,6 +64,40 @@ public record IdempotencyProperties(
                             replayHorizon.deadLetterRetention(),
                             retention,
                             replayHorizon.total()));
+        }
+    }
+
+    /** The settings of a guarded binding, by its name. */
+    @Override
+    public Map<String, Binding> bindings() {
+        return this.bindings;
+    }
+
+    /** The scopes whose claims are given up on purpose. */
+    @Override
+    public List<String> retiredScopes() {
+        return this.retiredScopes;
+    }
+
+    /**
+     * A guarded binding's identity in the table, under {@code idempotency.bindings.<binding>}.
+     *
+     * @param scope the scope its claims are recorded under; by default the one {@code key-scope} gives it (the empty
+     *     string, or the functions composed after the guard, which change when a function is renamed). Name it
+     *     explicitly to keep it through renames
+     * @param formerScopes scopes whose claims become this binding's at start-up (they are moved to its scope): the
+     *     scope it had before a rename, or before {@code key-scope} changed ({@code ""} for the service's)
+     */
+    public record Binding(@Nullable String scope, @Nullable List<String> formerScopes) {
+
+        public Binding {
+            formerScopes = formerScopes != null ? List.copyOf(formerScopes) : List.of();
+        }
+
+        /** The scopes whose claims this binding takes over. */
+        @Override
+        public List<String> formerScopes() {
+            return this.formerScopes;
         }
     }
 

@@ -12,3 +12,12 @@ CREATE TABLE processed_event (
 );
 
 CREATE INDEX processed_event_processed_at_idx ON processed_event (processed_at);
+
+-- The scopes processed_event holds claims under, registered by the guard at start-up: a start-up whose bindings no
+-- longer use a scope that still holds claims refuses to run (see idempotency.bindings.<binding>.former-scopes and
+-- idempotency.retired-scopes). Renamed with the table: <table>_scope.
+CREATE TABLE processed_event_scope (
+    scope         text        NOT NULL,
+    registered_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT processed_event_scope_pkey PRIMARY KEY (scope)
+);

@@ -1,0 +1,201 @@
+package dev.exactlyonce.idempotency;
+
+import java.sql.PreparedStatement;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.stream.Collectors;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.support.TransactionTemplate;
+
+/**
+ * Keeps the scopes of the table's claims consistent with the guarded bindings across deployments. A claim is found
+ * only under the scope it was recorded in; a binding whose scope changed (the key scope switched, a function renamed
+ * or composed with another) would not see the claims of its events and would apply their copies again.
+ *
+ * <p>At start-up, in one transaction, under a transaction-scoped advisory lock (instances starting together take
+ * turns), against the registry {@code <table>_scope} of every scope the table holds claims under:
+ *
+ * <ol>
+ *   <li>the claims of a scope that a binding declares as a former scope are moved to that binding's scope (to each,
+ *       when several bindings declare it), in one statement; the scope stays registered while it is declared, so
+ *       that claims an instance of the former version recorded meanwhile are moved by the next start;
+ *   <li>a retired scope is unregistered: the events it recorded are processed again if a copy arrives;
+ *   <li>a scope no binding uses, takes over or retires, that still holds claims, makes start-up fail, saying what to
+ *       declare; one without claims left is unregistered;
+ *   <li>the bindings' scopes are registered.
+ * </ol>
+ */
+final class ClaimScopes {
+
+    private static final Logger logger = LoggerFactory.getLogger(ClaimScopes.class);
+
+    private static final String LOCK = """
+            SELECT pg_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.scopes'), hashtext(?))""";
+
+    private static final String EXISTS = """
+            SELECT to_regclass(?) IS NOT NULL""";
+
+    private static final String REGISTERED = """
+            SELECT scope FROM %s ORDER BY scope""";
+
+    private static final String REGISTER = """
+            INSERT INTO %s (scope) VALUES (?) ON CONFLICT DO NOTHING""";
+
+    private static final String UNREGISTER = """
+            DELETE FROM %s WHERE scope = ?""";
+
+    private static final String HOLDS_CLAIMS = """
+            SELECT EXISTS (SELECT 1 FROM %s WHERE scope = ?)""";
+
+    private static final String MOVE = """
+            WITH moved AS (DELETE FROM %1$s WHERE scope = ? RETURNING event_id, processed_at)
+            INSERT INTO %1$s (event_id, scope, processed_at)
+            SELECT moved.event_id, heir.scope, moved.processed_at FROM moved CROSS JOIN unnest(?::text[]) AS heir(scope)
+            ON CONFLICT DO NOTHING""";
+
+    private final DataSource dataSource;
+
+    private final TransactionTemplate transactions;
+
+    private final String tableName;
+
+    private final String registry;
+
+    private final List<String> retired;
+
+    ClaimScopes(
+            DataSource dataSource,
+            PlatformTransactionManager transactionManager,
+            String tableName,
+            List<String> retiredScopes) {
+        this.dataSource = dataSource;
+        this.transactions = new TransactionTemplate(transactionManager);
+        this.tableName = tableName;
+        this.registry = registryOf(tableName);
+        this.retired = retiredScopes;
+    }
+
+    /** The registry of the table's scopes. */
+    static String registryOf(String tableName) {
+        return tableName + "_scope";
+    }
+
+    /**
+     * Reconciles the registry with the bindings, as described above.
+     *
+     * @param scopes each binding's scope, by binding name
+     * @param formerScopes the scopes each binding takes over, by binding name
+     * @throws IdempotencyException when the table holds claims under a scope that nothing accounts for
+     */
+    void reconcile(Map<String, String> scopes, Map<String, List<String>> formerScopes) {
+        this.transactions.executeWithoutResult(
+                status -> reconcile(new JdbcTemplate(this.dataSource), scopes, formerScopes));
+    }
+
+    private void reconcile(JdbcTemplate jdbc, Map<String, String> scopes, Map<String, List<String>> formerScopes) {
+        if (!Boolean.TRUE.equals(jdbc.queryForObject(EXISTS, Boolean.class, this.registry))) {
+            throw new IdempotencyException(("The table %s, where the library records the scopes of the claims in %s,"
+                            + " does not exist. It is part of the library's schema: let the library migrate it"
+                            + " (idempotency.migrate-with-flyway, with Flyway), or create it as"
+                            + " dev/exactlyonce/idempotency/schema-postgresql.sql does")
+                    .formatted(this.registry, this.tableName));
+        }
+        jdbc.queryForObject(LOCK, Object.class, this.tableName);
+        Set<String> used = new LinkedHashSet<>(scopes.values());
+        Map<String, List<String>> heirs = heirs(scopes, formerScopes);
+        List<String> unaccounted = new ArrayList<>();
+        for (String scope : jdbc.queryForList(REGISTERED.formatted(this.registry), String.class)) {
+            if (used.contains(scope)) {
+                continue;
+            }
+            if (heirs.containsKey(scope)) {
+                move(jdbc, scope, heirs.get(scope));
+            } else if (this.retired.contains(scope)) {
+                jdbc.update(UNREGISTER.formatted(this.registry), scope);
+                logger.warn(
+                        "Claims under scope {} of {} are retired (idempotency.retired-scopes): a copy of an event they"
+                                + " recorded is processed again",
+                        quoted(scope),
+                        this.tableName);
+            } else if (Boolean.TRUE.equals(
+                    jdbc.queryForObject(HOLDS_CLAIMS.formatted(this.tableName), Boolean.class, scope))) {
+                unaccounted.add(scope);
+            } else {
+                jdbc.update(UNREGISTER.formatted(this.registry), scope);
+            }
+        }
+        if (!unaccounted.isEmpty()) {
+            throw new IdempotencyException(unaccountedMessage(unaccounted, scopes));
+        }
+        used.forEach(scope -> jdbc.update(REGISTER.formatted(this.registry), scope));
+    }
+
+    private void move(JdbcTemplate jdbc, String scope, List<String> heirs) {
+        int moved = jdbc.update(connection -> {
+            PreparedStatement statement = connection.prepareStatement(MOVE.formatted(this.tableName));
+            statement.setString(1, scope);
+            statement.setArray(2, connection.createArrayOf("text", heirs.toArray()));
+            return statement;
+        });
+        if (moved > 0) {
+            logger.info(
+                    "Moved the claims of scope {} of {} to {} ({} row(s) written)",
+                    quoted(scope),
+                    this.tableName,
+                    heirs.stream().map(ClaimScopes::quoted).collect(Collectors.joining(", ")),
+                    moved);
+        }
+    }
+
+    /** For each former scope, the scopes of the bindings that take it over. */
+    private static Map<String, List<String>> heirs(Map<String, String> scopes, Map<String, List<String>> formerScopes) {
+        Map<String, List<String>> heirs = new LinkedHashMap<>();
+        formerScopes.forEach((binding, formers) -> formers.forEach(former -> {
+            List<String> of = heirs.computeIfAbsent(former, key -> new ArrayList<>());
+            if (!of.contains(scopes.get(binding))) {
+                of.add(scopes.get(binding));
+            }
+        }));
+        return heirs;
+    }
+
+    private String unaccountedMessage(List<String> unaccounted, Map<String, String> scopes) {
+        String example = scopes.keySet().iterator().next();
+        return ("%s holds claims under scope(s) %s, which no guarded binding uses any more (they use %s): the key scope"
+                        + " changed, or a function was renamed or composed anew. A copy of an event claimed there"
+                        + " (a replay, a relay's republication) would be applied a second time. Declare which binding"
+                        + " takes those claims over, for example %s (in YAML: former-scopes: [%s], where \"\" is the"
+                        + " service scope), or, if re-processing is intended, %s. Name a binding's scope"
+                        + " (idempotency.bindings.<binding>.scope) to keep it through renames")
+                .formatted(
+                        this.tableName,
+                        unaccounted.stream().map(ClaimScopes::quoted).collect(Collectors.joining(", ")),
+                        scopes.entrySet().stream()
+                                .map(entry -> quoted(entry.getValue()) + " for " + entry.getKey())
+                                .collect(Collectors.joining(", ")),
+                        indexed("idempotency.bindings." + example + ".former-scopes", unaccounted),
+                        unaccounted.stream().map(scope -> "\"" + scope + "\"").collect(Collectors.joining(", ")),
+                        indexed("idempotency.retired-scopes", unaccounted));
+    }
+
+    /** The properties that set a list, one per element: {@code name[0]=a, name[1]=b} (an element may be empty). */
+    private static String indexed(String name, List<String> values) {
+        List<String> properties = new ArrayList<>();
+        for (int i = 0; i < values.size(); i++) {
+            properties.add(name + "[" + i + "]=" + values.get(i));
+        }
+        return String.join(", ", properties);
+    }
+
+    private static String quoted(String scope) {
+        return scope.isEmpty() ? "'' (the service scope)" : "'" + scope + "'";
+    }
+}
