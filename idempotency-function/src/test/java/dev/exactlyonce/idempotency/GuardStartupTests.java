@@ -234,7 +234,6 @@ class GuardStartupTests {
                 "spring.datasource.url=" + database.jdbcUrl(),
                 "spring.datasource.username=" + database.username(),
                 "spring.datasource.password=" + database.password(),
-                "spring.flyway.enabled=false",
                 "spring.main.banner-mode=off"));
         all.addAll(List.of(properties));
         return new SpringApplicationBuilder(Service.class)

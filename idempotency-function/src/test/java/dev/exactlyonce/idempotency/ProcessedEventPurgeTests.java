@@ -131,6 +131,9 @@ class ProcessedEventPurgeTests {
 
             assertThat(skipped.ran()).isFalse();
             assertThat(count()).isEqualTo(100);
+            // Released before the connection closes: the server ends a closed session's locks a moment later.
+            statement.execute(
+                    "SELECT pg_advisory_unlock(hashtext('dev.exactlyonce.idempotency'), hashtext('processed_event'))");
         }
 
         assertThat(this.purge.purge().rows())
