@@ -2,8 +2,10 @@ package dev.exactlyonce.billing;
 
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.UUID;
 import java.util.function.Consumer;
+import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.annotation.Value;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
@@ -18,7 +20,9 @@ import org.springframework.web.client.RestClient;
  * The billing service. Its one binding, {@code idempotencyGuard|invoiceOrder}, consumes {@code billing.events}: once
  * per placed order it writes the invoice and charges it at the payment provider. The charge is an effect outside the
  * database, which a rollback cannot undo; it carries its own idempotency key, derived from the event id, so that
- * charging again on a retry charges once.
+ * charging again on a retry charges once. The provider forgets keys after a while
+ * ({@code billing.payment-provider.key-lifetime}): for an event old enough that the key of its first attempt may be
+ * forgotten (a replay, a long stay in the dead-letter queue), the charge is looked up by the order's reference first.
  */
 @SpringBootApplication
 public class BillingServiceApplication {
@@ -39,14 +43,31 @@ public class BillingServiceApplication {
         return "billing-charge-" + eventId;
     }
 
+    /**
+     * Whether the provider may have forgotten the key of the event's first attempt: that attempt came after the event
+     * occurred, so the key is surely remembered while the event is younger than the key lifetime. Half of it leaves
+     * room for the producer's and the provider's clocks to differ.
+     */
+    static boolean keyMayBeForgotten(@Nullable Instant occurredAt, Duration keyLifetime) {
+        return occurredAt == null || !occurredAt.plus(keyLifetime.dividedBy(2)).isAfter(Instant.now());
+    }
+
     /** Invoices a placed order and charges the invoice, in the transaction of the message. */
     @Bean
-    Consumer<Message<OrderPlacedV1>> invoiceOrder(JdbcTemplate jdbcTemplate, PaymentProviderClient paymentProvider) {
+    Consumer<Message<OrderPlacedV1>> invoiceOrder(
+            JdbcTemplate jdbcTemplate,
+            PaymentProviderClient paymentProvider,
+            @Value("${billing.payment-provider.key-lifetime:24h}") Duration keyLifetime) {
         return message -> {
             Invoice invoice = Invoice.of(message.getPayload());
             jdbcTemplate.update(INSERT_INVOICE, invoice.id(), invoice.orderId(), invoice.amount(), invoice.currency());
             String key = idempotencyKey(message.getHeaders().get(EventHeaders.EVENT_ID, UUID.class));
-            PaymentProviderClient.Charge charge = paymentProvider.charge(key, invoice);
+            Instant occurredAt = message.getHeaders().get(EventHeaders.OCCURRED_AT, Instant.class);
+            PaymentProviderClient.Charge charge = keyMayBeForgotten(occurredAt, keyLifetime)
+                    ? paymentProvider
+                            .existingCharge(invoice.orderId())
+                            .orElseGet(() -> paymentProvider.charge(key, invoice))
+                    : paymentProvider.charge(key, invoice);
             jdbcTemplate.update(
                     INSERT_PAYMENT,
                     invoice.id(),
@@ -62,12 +83,15 @@ public class BillingServiceApplication {
     PaymentProviderClient paymentProviderClient(
             RestClient.Builder restClients,
             @Value("${billing.payment-provider.url}") String url,
-            @Value("${billing.payment-provider.timeout:5s}") Duration timeout) {
+            @Value("${billing.payment-provider.timeout:5s}") Duration timeout,
+            @Value("${billing.payment-provider.in-flight-wait:30s}") Duration inFlightWait) {
         HttpClientSettings settings =
                 HttpClientSettings.defaults().withConnectTimeout(timeout).withReadTimeout(timeout);
-        return new PaymentProviderClient(restClients
-                .baseUrl(url)
-                .requestFactory(ClientHttpRequestFactoryBuilder.jdk().build(settings))
-                .build());
+        return new PaymentProviderClient(
+                restClients
+                        .baseUrl(url)
+                        .requestFactory(ClientHttpRequestFactoryBuilder.jdk().build(settings))
+                        .build(),
+                inFlightWait);
     }
 }

@@ -12,6 +12,7 @@ import dev.exactlyonce.idempotency.test.TcpProxy;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.paymentprovider.PaymentProvider;
 import java.math.BigDecimal;
+import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.Map;
@@ -35,7 +36,8 @@ import org.springframework.test.context.DynamicPropertySource;
             "spring.cloud.stream.default-binder=test",
             "spring.cloud.stream.bindings.idempotencyGuardinvoiceOrder-in-0.consumer.back-off-initial-interval=1",
             "spring.cloud.stream.bindings.idempotencyGuardinvoiceOrder-in-0.consumer.back-off-max-interval=1",
-            "billing.payment-provider.timeout=2s"
+            "billing.payment-provider.timeout=1s",
+            "billing.payment-provider.key-lifetime=1h"
         })
 @EnableIdempotencyTestKit
 class InvoiceOrderTests {
@@ -69,6 +71,8 @@ class InvoiceOrderTests {
     void reset() {
         this.probe.reset();
         this.deliveries.resetLastError();
+        provider.keyLifetime(PaymentProvider.DEFAULT_KEY_LIFETIME);
+        provider.processingTime(Duration.ZERO);
     }
 
     @AfterAll
@@ -154,6 +158,48 @@ class InvoiceOrderTests {
                         .getMessage())
                 .contains("I/O error on POST request");
         assertThat(provider.chargeCount()).isEqualTo(chargesBefore);
+    }
+
+    @Test
+    void aRetryAfterTheProvidersKeyExpiredFindsTheChargeInsteadOfChargingAgain() {
+        EventEnvelope<Map<String, Object>> order =
+                occurredAgo(Duration.ofHours(2), order("EUR", line("1.000", "3.00")));
+        provider.keyLifetime(Duration.ZERO);
+        int chargesBefore = provider.chargeCount();
+        this.probe.failNext(FUNCTION, 1);
+
+        this.deliveries.deliver(order);
+
+        assertThat(this.probe.invocations(FUNCTION))
+                .as("the attempt whose commit failed, and its retry")
+                .isEqualTo(2);
+        assertThat(provider.chargeCount())
+                .as("the provider no longer knew the key: the retry found the charge by the order's reference")
+                .isEqualTo(chargesBefore + 1);
+        assertThat(invoices(order)).isEqualTo(1);
+        assertThat(this.deliveries.lastError()).isNull();
+    }
+
+    @Test
+    void aRetryThatFindsItsKeyStillInFlightWaitsForTheFirstRequestInsteadOfFailing() {
+        EventEnvelope<Map<String, Object>> order = order("EUR", line("2.000", "1.50"));
+        provider.processingTime(Duration.ofSeconds(3));
+        int chargesBefore = provider.chargeCount();
+
+        this.deliveries.deliver(order);
+
+        assertThat(this.deliveries.lastError()).as("not dead-lettered").isNull();
+        assertThat(this.probe.invocations(FUNCTION))
+                .as("the attempt that timed out, and the one that waited out the conflict")
+                .isEqualTo(2);
+        assertThat(provider.chargeCount()).isEqualTo(chargesBefore + 1);
+        assertThat(invoices(order)).isEqualTo(1);
+    }
+
+    private static EventEnvelope<Map<String, Object>> occurredAgo(
+            Duration age, EventEnvelope<Map<String, Object>> event) {
+        return new EventEnvelope<>(
+                event.eventId(), event.eventName(), Instant.now().minus(age), event.payload());
     }
 
     @SafeVarargs

@@ -8,10 +8,14 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.math.BigDecimal;
 import java.net.InetSocketAddress;
+import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -21,18 +25,25 @@ import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
 /**
- * A payment provider over HTTP that charges once per {@code Idempotency-Key}, as real providers do.
+ * A payment provider over HTTP that charges once per {@code Idempotency-Key}, as real providers do, with their
+ * limits: a key is remembered for a while only (Stripe keeps keys 24 hours), and a request whose key is still being
+ * processed is refused rather than waited for.
  *
  * <ul>
  *   <li>{@code POST /v1/charges} with an {@code Idempotency-Key} header and {@code {"amount": "24.63", "currency":
  *       "EUR", "reference": "..."}}: the first request with a key charges and answers {@code 201} with the charge;
  *       a repeated key with the same body answers the first answer again, with {@code Idempotent-Replayed: true};
- *       a repeated key with another body answers {@code 422}; no key answers {@code 400};
- *   <li>{@code GET /v1/charges}: every charge made, and how many charge requests were received.
+ *       a repeated key while the first request is still being processed answers {@code 409}; a repeated key with
+ *       another body answers {@code 422}; no key answers {@code 400}. Once a key is older than the key lifetime, it
+ *       is forgotten: a request with it charges again;
+ *   <li>{@code GET /v1/charges}: every charge made, and how many charge requests were received;
+ *       {@code GET /v1/charges?reference=...}: the charges of that reference (a search, as providers offer on their
+ *       charges' metadata).
  * </ul>
  *
  * <p>Charges live in memory for the life of the process. Run it with
- * {@code java -jar infra/payment-provider/target/payment-provider-*-exec.jar [port]} (default 8090).
+ * {@code java -jar infra/payment-provider/target/payment-provider-*-exec.jar [port] [key lifetime]} (default 8090 and
+ * {@code PT24H}, an ISO-8601 duration).
  */
 public final class PaymentProvider implements AutoCloseable {
 
@@ -40,11 +51,20 @@ public final class PaymentProvider implements AutoCloseable {
 
     private static final JsonMapper json = JsonMapper.builder().build();
 
-    private record Answer(int status, String body, JsonNode request) {}
+    /** How long a key is remembered unless told otherwise: Stripe's 24 hours. */
+    public static final Duration DEFAULT_KEY_LIFETIME = Duration.ofHours(24);
+
+    private record Answer(int status, String body, JsonNode request, Instant at) {}
 
     private final HttpServer server;
 
     private final Map<String, Answer> answers = new LinkedHashMap<>();
+
+    private final Set<String> inFlight = new HashSet<>();
+
+    private volatile Duration keyLifetime = DEFAULT_KEY_LIFETIME;
+
+    private volatile Duration processingTime = Duration.ZERO;
 
     private final List<Map<String, Object>> charges = new ArrayList<>();
 
@@ -69,7 +89,23 @@ public final class PaymentProvider implements AutoCloseable {
     public static void main(String[] args) {
         int port = args.length > 0 ? Integer.parseInt(args[0]) : 8090;
         PaymentProvider provider = start(port);
-        logger.info("Payment provider listening on http://127.0.0.1:{}/v1/charges", provider.port());
+        if (args.length > 1) {
+            provider.keyLifetime(Duration.parse(args[1]));
+        }
+        logger.info(
+                "Payment provider listening on http://127.0.0.1:{}/v1/charges; idempotency keys kept {}",
+                provider.port(),
+                provider.keyLifetime);
+    }
+
+    /** How long a key is remembered after its first request: a request with an older key charges again. */
+    public void keyLifetime(Duration keyLifetime) {
+        this.keyLifetime = keyLifetime;
+    }
+
+    /** How long a new charge takes to process, during which its key is in flight. */
+    public void processingTime(Duration processingTime) {
+        this.processingTime = processingTime;
     }
 
     /** The port it listens on. */
@@ -125,22 +161,52 @@ public final class PaymentProvider implements AutoCloseable {
             return;
         }
         Answer answer;
-        boolean replayed;
+        boolean replayed = false;
         synchronized (this) {
             Answer first = this.answers.get(key);
-            replayed = first != null;
-            if (first == null) {
-                answer = newCharge(key, request);
-                this.answers.put(key, answer);
-            } else if (!first.request().equals(request)) {
+            if (first != null && first.at().plus(this.keyLifetime).isBefore(Instant.now())) {
+                this.answers.remove(key);
+                first = null;
+            }
+            if (first != null) {
+                replayed = first.request().equals(request);
+                answer = replayed
+                        ? first
+                        : new Answer(
+                                422,
+                                "{\"error\": \"this Idempotency-Key was used with other parameters\"}",
+                                request,
+                                Instant.now());
+            } else if (!this.inFlight.add(key)) {
                 answer = new Answer(
-                        422, "{\"error\": \"this Idempotency-Key was used with other parameters\"}", request);
+                        409,
+                        "{\"error\": \"a request with this Idempotency-Key is being processed; retry later\"}",
+                        request,
+                        Instant.now());
             } else {
-                answer = first;
+                answer = null;
             }
         }
-        logger.info("Charge request with key {}: {}{}", key, answer.status(), replayed ? " (replayed)" : "");
+        if (answer == null) {
+            answer = process(key, request);
+        }
+        logger.debug("Charge request with key {}: {}{}", key, answer.status(), replayed ? " (replayed)" : "");
         respond(exchange, answer.status(), answer.body(), replayed);
+    }
+
+    /** Makes the charge, taking the processing time, while the key is in flight. */
+    private Answer process(String key, JsonNode request) {
+        try {
+            Thread.sleep(this.processingTime.toMillis());
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+        }
+        synchronized (this) {
+            Answer answer = newCharge(key, request);
+            this.answers.put(key, answer);
+            this.inFlight.remove(key);
+            return answer;
+        }
     }
 
     private Answer newCharge(String key, JsonNode request) {
@@ -152,13 +218,18 @@ public final class PaymentProvider implements AutoCloseable {
         charge.put("idempotencyKey", key);
         charge.put("status", "succeeded");
         this.charges.add(charge);
-        return new Answer(201, json.writeValueAsString(charge), request);
+        return new Answer(201, json.writeValueAsString(charge), request, Instant.now());
     }
 
     private void list(HttpExchange exchange) throws IOException {
+        String query = exchange.getRequestURI().getQuery();
+        String reference = query != null && query.startsWith("reference=") ? query.substring(10) : null;
         String body;
         synchronized (this) {
-            body = json.writeValueAsString(Map.of("charges", this.charges, "requests", this.requests.get()));
+            List<Map<String, Object>> charges = this.charges.stream()
+                    .filter(charge -> reference == null || reference.equals(charge.get("reference")))
+                    .toList();
+            body = json.writeValueAsString(Map.of("charges", charges, "requests", this.requests.get()));
         }
         respond(exchange, 200, body, false);
     }

@@ -1,12 +1,15 @@
 package dev.exactlyonce.paymentprovider;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -53,6 +56,54 @@ class PaymentProviderTests {
                 .join();
 
         assertThat(this.provider.chargeCount()).isEqualTo(1);
+    }
+
+    @Test
+    void aRequestWhoseKeyIsStillBeingProcessedIsRefusedWithAConflict() throws Exception {
+        this.provider.processingTime(Duration.ofSeconds(2));
+        CompletableFuture<HttpResponse<String>> first = CompletableFuture.supplyAsync(() -> {
+            try {
+                return charge("key-5", ORDER);
+            } catch (Exception ex) {
+                throw new IllegalStateException(ex);
+            }
+        });
+        await().atMost(Duration.ofSeconds(5)).until(() -> this.provider.requestCount() == 1);
+
+        HttpResponse<String> meanwhile = charge("key-5", ORDER);
+
+        assertThat(meanwhile.statusCode()).isEqualTo(409);
+        assertThat(first.get(10, TimeUnit.SECONDS).statusCode()).isEqualTo(201);
+        assertThat(charge("key-5", ORDER).headers().firstValue("Idempotent-Replayed"))
+                .hasValue("true");
+        assertThat(this.provider.chargeCount()).isEqualTo(1);
+    }
+
+    @Test
+    void aKeyOlderThanItsLifetimeIsForgottenAndChargesAgain() throws Exception {
+        this.provider.keyLifetime(Duration.ZERO);
+
+        charge("key-6", ORDER);
+        HttpResponse<String> later = charge("key-6", ORDER);
+
+        assertThat(later.statusCode()).isEqualTo(201);
+        assertThat(later.headers().firstValue("Idempotent-Replayed")).isEmpty();
+        assertThat(this.provider.chargeCount())
+                .as("as real providers do once a key expired")
+                .isEqualTo(2);
+    }
+
+    @Test
+    void findsTheChargesOfAReference() throws Exception {
+        charge("key-7", ORDER);
+        charge("key-8", ORDER.replace("order-1", "order-2"));
+
+        HttpResponse<String> found = this.http.send(
+                HttpRequest.newBuilder(URI.create(this.provider.url() + "/v1/charges?reference=order-2"))
+                        .build(),
+                HttpResponse.BodyHandlers.ofString());
+
+        assertThat(found.body()).contains("\"idempotencyKey\":\"key-8\"").doesNotContain("key-7");
     }
 
     @Test
