@@ -187,7 +187,8 @@ public record IdempotencyProperties(
         ENVELOPE,
         /**
          * The header named by {@code idempotency.event-id.header}; the name from the {@code event_name} header, or else
-         * the AMQP routing key; the time from the {@code occurred_at} header, if any.
+         * the AMQP routing key it was published with (for a dead letter moved back to its queue, the routing key it
+         * had when it was dead-lettered); the time from the {@code occurred_at} header, if any.
          */
         HEADER,
         /** The AMQP {@code message_id} property; the name and time as for {@link #HEADER}. */

@@ -8,6 +8,7 @@ import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.EventDeliveries;
 import dev.exactlyonce.idempotency.test.ProcessedEvents;
 import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import org.junit.jupiter.api.AfterEach;
@@ -121,6 +122,41 @@ class EventIdSourceTests {
             assertThat(this.deliveries.lastError()).as("no copy was rejected").isNull();
             assertThat(effects()).isEqualTo(1);
             assertThat(this.processedEvents.rows(eventId)).isEqualTo(1);
+        }
+
+        @Test
+        void aDeadLetterMovedBackToItsQueueKeepsTheRoutingKeyItWasPublishedWith() {
+            UUID eventId = UUID.randomUUID();
+
+            this.deliveries.deliverMessage(payloadWith(Map.of(
+                    "amqp_messageId", eventId.toString(),
+                    "amqp_receivedExchange", "",
+                    "amqp_receivedRoutingKey", "things.queue",
+                    "x-original-exchange", "events",
+                    "x-original-routingKey", ThingHappened.NAME)));
+
+            assertThat(this.deliveries.lastError()).isNull();
+            assertThat(effects()).isEqualTo(1);
+        }
+
+        @Test
+        void aMessageTheBrokerDeadLetteredKeepsTheRoutingKeyOfItsFirstDeath() {
+            UUID eventId = UUID.randomUUID();
+
+            this.deliveries.deliverMessage(payloadWith(Map.of(
+                    "amqp_messageId",
+                    eventId.toString(),
+                    "amqp_receivedExchange",
+                    "",
+                    "amqp_receivedRoutingKey",
+                    "things.queue",
+                    "x-death",
+                    List.of(
+                            Map.of("exchange", "", "routing-keys", List.of("things.queue")),
+                            Map.of("exchange", "events", "routing-keys", List.of(ThingHappened.NAME))))));
+
+            assertThat(this.deliveries.lastError()).isNull();
+            assertThat(effects()).isEqualTo(1);
         }
     }
 

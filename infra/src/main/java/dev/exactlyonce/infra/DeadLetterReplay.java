@@ -10,6 +10,7 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.time.Instant;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
@@ -29,14 +30,24 @@ import org.jspecify.annotations.Nullable;
  *       in between leaves a copy in both queues, which the service's guard discards;
  *   <li>a message that is not selected is published back to the tail of the dead-letter queue, then acknowledged
  *       (rather than rejected with requeue, which on a quorum queue counts against its delivery limit);
+ *   <li>a replayed message keeps the name of its event: it goes to its queue through the default exchange, whose
+ *       routing key is the queue's name, so it carries an {@code event_name} header with the routing key it was
+ *       published with (recorded when it was dead-lettered), for services that read the name from headers and for
+ *       the next time it is dead-lettered;
  *   <li>replaying an event the service already applied has no effect: the guard finds its id.
  * </ol>
+ *
+ * <p>A dry run takes every dead letter without acknowledging it, lists each once in queue order, then returns them
+ * all with one {@code basic.nack} (requeue), which does not count as a failed delivery against a quorum queue's
+ * delivery limit (RabbitMQ 4.3 and later count {@code basic.reject} only).
  */
 final class DeadLetterReplay {
 
     static final String REPLAY_COUNT = "x-replay-count";
 
     static final String REPLAYED_AT = "x-replayed-at";
+
+    static final String EVENT_NAME = "event_name";
 
     private static final long CONFIRM_TIMEOUT_MS = 10_000;
 
@@ -69,6 +80,9 @@ final class DeadLetterReplay {
                     waiting,
                     dryRun ? "would replay " : "replaying ",
                     eventIds.isEmpty() ? "all" : "event(s) " + eventIds);
+            if (dryRun) {
+                return list(channel, deadLetters, waiting, eventIds);
+            }
             channel.confirmSelect();
             int replayed = 0;
             int kept = 0;
@@ -77,28 +91,51 @@ final class DeadLetterReplay {
                 if (message == null) {
                     break;
                 }
-                UUID eventId = eventId(message);
-                boolean selected = eventIds.isEmpty() || (eventId != null && eventIds.contains(eventId));
-                if (dryRun) {
-                    this.out.printf("  %s %s%n", selected ? "replay" : "keep  ", describe(message, eventId));
-                    channel.basicNack(message.getEnvelope().getDeliveryTag(), false, true);
-                } else {
-                    move(channel, message, selected ? queue : deadLetters, selected);
-                }
+                boolean selected = isSelected(message, eventIds);
+                move(channel, message, selected ? queue : deadLetters, selected);
                 if (selected) {
                     replayed++;
                 } else {
                     kept++;
                 }
-                if (!dryRun && (taken + 1) % 100 == 0) {
+                if ((taken + 1) % 100 == 0) {
                     this.out.printf("  %d of %d: %d replayed, %d kept%n", taken + 1, waiting, replayed, kept);
                 }
             }
-            this.out.printf(
-                    "%s %d message(s) to %s; %d kept in %s%n",
-                    dryRun ? "Would replay" : "Replayed", replayed, queue, kept, deadLetters);
+            this.out.printf("Replayed %d message(s) to %s; %d kept in %s%n", replayed, queue, kept, deadLetters);
             return new Result(replayed, kept);
         }
+    }
+
+    /** Lists the dead letters once each, in order, holding them unacknowledged, then returns them all at once. */
+    private Result list(Channel channel, String deadLetters, int waiting, Set<UUID> eventIds) throws IOException {
+        int replayed = 0;
+        int kept = 0;
+        long lastTag = -1;
+        for (int taken = 0; taken < waiting; taken++) {
+            GetResponse message = channel.basicGet(deadLetters, false);
+            if (message == null) {
+                break;
+            }
+            lastTag = message.getEnvelope().getDeliveryTag();
+            boolean selected = isSelected(message, eventIds);
+            this.out.printf("  %s %s%n", selected ? "replay" : "keep  ", describe(message, eventId(message)));
+            if (selected) {
+                replayed++;
+            } else {
+                kept++;
+            }
+        }
+        if (lastTag >= 0) {
+            channel.basicNack(lastTag, true, true);
+        }
+        this.out.printf("Would replay %d message(s); %d kept in %s%n", replayed, kept, deadLetters);
+        return new Result(replayed, kept);
+    }
+
+    private boolean isSelected(GetResponse message, Set<UUID> eventIds) {
+        UUID eventId = eventId(message);
+        return eventIds.isEmpty() || (eventId != null && eventIds.contains(eventId));
     }
 
     private static void requireQueue(Connection connection, String queue) throws IOException, TimeoutException {
@@ -120,11 +157,39 @@ final class DeadLetterReplay {
                     new HashMap<>(properties.getHeaders() != null ? properties.getHeaders() : Map.of());
             headers.merge(REPLAY_COUNT, 1, (count, one) -> ((Number) count).intValue() + 1);
             headers.put(REPLAYED_AT, Instant.now().toString());
+            String eventName = publishedRoutingKey(headers);
+            if (!headers.containsKey(EVENT_NAME) && eventName != null) {
+                headers.put(EVENT_NAME, eventName);
+            }
             properties = properties.builder().headers(headers).build();
         }
         channel.basicPublish("", target, true, properties, message.getBody());
         channel.waitForConfirmsOrDie(CONFIRM_TIMEOUT_MS);
         channel.basicAck(message.getEnvelope().getDeliveryTag(), false);
+    }
+
+    /**
+     * The routing key the dead letter was first published with: recorded by the Rabbit binder's republisher
+     * ({@code x-original-routingKey}, unless the message had itself come through the default exchange) or by the
+     * broker ({@code x-death}, whose oldest death from a named exchange is the first).
+     */
+    private static @Nullable String publishedRoutingKey(Map<String, Object> headers) {
+        Object exchange = headers.get("x-original-exchange");
+        if (exchange != null && !exchange.toString().isEmpty() && headers.get("x-original-routingKey") != null) {
+            return headers.get("x-original-routingKey").toString();
+        }
+        if (headers.get("x-death") instanceof List<?> deaths) {
+            for (int i = deaths.size() - 1; i >= 0; i--) {
+                if (deaths.get(i) instanceof Map<?, ?> death
+                        && death.get("exchange") != null
+                        && !death.get("exchange").toString().isEmpty()
+                        && death.get("routing-keys") instanceof List<?> keys
+                        && !keys.isEmpty()) {
+                    return keys.get(0).toString();
+                }
+            }
+        }
+        return null;
     }
 
     private @Nullable UUID eventId(GetResponse message) {

@@ -11,6 +11,7 @@ import dev.exactlyonce.idempotency.test.TestRabbit;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -18,6 +19,8 @@ import java.util.UUID;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 
 /** The replay command on a real RabbitMQ: a queue and its dead-letter queue, as the Rabbit binder declares them. */
 class DeadLetterReplayIT {
@@ -39,6 +42,16 @@ class DeadLetterReplayIT {
             Map<String, Object> quorum = Map.of("x-queue-type", "quorum");
             channel.queueDeclare(this.queue, true, false, false, quorum);
             channel.queueDeclare(this.queue + ".dlq", true, false, false, quorum);
+        }
+    }
+
+    private void redeclareQueues(String type) throws Exception {
+        try (Channel channel = connection.createChannel()) {
+            Map<String, Object> arguments = Map.of("x-queue-type", type);
+            channel.queueDelete(this.queue);
+            channel.queueDelete(this.queue + ".dlq");
+            channel.queueDeclare(this.queue, true, false, false, arguments);
+            channel.queueDeclare(this.queue + ".dlq", true, false, false, arguments);
         }
     }
 
@@ -103,6 +116,57 @@ class DeadLetterReplayIT {
         assertThat(drain(this.queue + ".dlq")).hasSize(1);
     }
 
+    @ParameterizedTest(name = "{0} queues")
+    @ValueSource(strings = {"quorum", "classic"})
+    void aDryRunListsEachDeadLetterOnceInOrderAndLeavesThemInOrder(String queueType) throws Exception {
+        redeclareQueues(queueType);
+        List<UUID> events = List.of(UUID.randomUUID(), UUID.randomUUID(), UUID.randomUUID(), UUID.randomUUID());
+        for (UUID event : events) {
+            deadLetter(event);
+        }
+
+        DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(events.get(1)), true);
+
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 3));
+        assertThat(this.output.toString(UTF_8).lines().filter(line -> line.startsWith("  ")))
+                .containsExactly(
+                        "  keep   " + events.get(0) + ": INVALID_PAYLOAD: test",
+                        "  replay " + events.get(1) + ": INVALID_PAYLOAD: test",
+                        "  keep   " + events.get(2) + ": INVALID_PAYLOAD: test",
+                        "  keep   " + events.get(3) + ": INVALID_PAYLOAD: test");
+        assertThat(drain(this.queue)).isEmpty();
+        assertThat(drain(this.queue + ".dlq"))
+                .extracting(response -> envelopeId(response))
+                .containsExactlyElementsOf(events);
+    }
+
+    @Test
+    void aReplayedMessageCarriesTheNameOfItsEventFromTheRoutingKeyItWasPublishedWith() throws Exception {
+        deadLetterBody(
+                "{}".getBytes(UTF_8),
+                Map.of("x-original-exchange", "events", "x-original-routingKey", "order.order.placed.v1"));
+        deadLetterBody(
+                "{}".getBytes(UTF_8),
+                Map.of(
+                        "x-death",
+                        List.of(
+                                Map.of("exchange", "", "routing-keys", List.of(this.queue)),
+                                Map.of(
+                                        "exchange",
+                                        "events",
+                                        "routing-keys",
+                                        List.of("order.order.status-changed.v1")))));
+
+        this.replay.replay(connection, this.queue, Set.of(), false);
+
+        assertThat(drain(this.queue))
+                .extracting(response -> response.getProps()
+                        .getHeaders()
+                        .get(DeadLetterReplay.EVENT_NAME)
+                        .toString())
+                .containsExactly("order.order.placed.v1", "order.order.status-changed.v1");
+    }
+
     @Test
     void aReplayedMessageCountsItsReplays() throws Exception {
         deadLetter(UUID.randomUUID());
@@ -136,10 +200,16 @@ class DeadLetterReplayIT {
     }
 
     private void deadLetterBody(byte[] body) throws Exception {
+        deadLetterBody(body, Map.of());
+    }
+
+    private void deadLetterBody(byte[] body, Map<String, Object> headers) throws Exception {
+        Map<String, Object> all = new HashMap<>(headers);
+        all.put("x-exception-message", "INVALID_PAYLOAD: test");
         AMQP.BasicProperties properties = new AMQP.BasicProperties.Builder()
                 .contentType("application/json")
                 .deliveryMode(2)
-                .headers(Map.of("x-exception-message", "INVALID_PAYLOAD: test"))
+                .headers(all)
                 .build();
         try (Channel channel = connection.createChannel()) {
             channel.confirmSelect();

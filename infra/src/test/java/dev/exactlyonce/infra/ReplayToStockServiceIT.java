@@ -18,6 +18,7 @@ import java.io.PrintStream;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -28,10 +29,12 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import tools.jackson.databind.json.JsonMapper;
 
 /**
  * The replay command against the stock service run from its jar: replaying an event the service already applied
- * has no effect, and replaying one that was dead-lettered while PostgreSQL was away applies it once.
+ * has no effect, and replaying one that was dead-lettered while PostgreSQL was away applies it once, whether the
+ * service reads the event from the envelope or from the message's properties and routing key.
  */
 class ReplayToStockServiceIT {
 
@@ -43,17 +46,29 @@ class ReplayToStockServiceIT {
 
     private static final String QUEUE = rabbit.uniqueName("stock.events");
 
+    /** The exchange and queue of a second stock service, which reads event ids from the AMQP message id. */
+    private static final String BARE_EXCHANGE = rabbit.uniqueName("bare-events");
+
+    private static final String BARE_QUEUE = rabbit.uniqueName("stock.bare");
+
     private static final TestDatabase database = TestPostgres.newDatabase("replay");
 
     private static final TcpProxy postgres =
             TcpProxy.to(TestPostgres.server().host(), TestPostgres.server().port());
 
-    private static final JdbcTemplate jdbc =
-            new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
+    private static final JdbcTemplate jdbc = jdbc(database);
+
+    private static final TestDatabase bareDatabase = TestPostgres.newDatabase("replaybare");
+
+    private static final JdbcTemplate bareJdbc = jdbc(bareDatabase);
+
+    private static final JsonMapper JSON = JsonMapper.builder().build();
 
     private static Connection connection;
 
     private static ServiceProcess stock;
+
+    private static ServiceProcess bareStock;
 
     private final EnvelopeCodec codec = new EnvelopeCodec();
 
@@ -61,30 +76,44 @@ class ReplayToStockServiceIT {
             new DeadLetterReplay(new PrintStream(new ByteArrayOutputStream(), true, UTF_8));
 
     @BeforeAll
-    static void startStockService() {
+    static void startStockServices() {
         connection = rabbit.newConnection();
-        stock = ServiceProcess.start(
+        stock = startStockService(EXCHANGE, QUEUE, database, "replay-stock-service.log");
+        bareStock = startStockService(
+                BARE_EXCHANGE,
+                BARE_QUEUE,
+                bareDatabase,
+                "replay-bare-stock-service.log",
+                "idempotency.event-id.source=message-id");
+    }
+
+    private static ServiceProcess startStockService(
+            String exchange, String queue, TestDatabase database, String log, String... properties) {
+        List<String> all = new ArrayList<>(List.of(
+                "spring.datasource.url=jdbc:postgresql://127.0.0.1:%d/%s".formatted(postgres.port(), database.name()),
+                "spring.datasource.username=" + database.username(),
+                "spring.datasource.password=" + database.password(),
+                "spring.datasource.hikari.connection-timeout=1000",
+                "spring.rabbitmq.host=" + rabbit.host(),
+                "spring.rabbitmq.port=" + rabbit.port(),
+                BINDING + "destination=" + exchange,
+                BINDING + "group=" + queue,
+                BINDING + "consumer.back-off-initial-interval=100",
+                BINDING + "consumer.back-off-max-interval=200",
+                "logging.level.dev.exactlyonce.idempotency.IdempotencyGuard=debug",
+                "server.port=0"));
+        all.addAll(List.of(properties));
+        return ServiceProcess.start(
                 ServiceProcess.jar(Path.of(System.getProperty("services.dir", "..")), "stock-service"),
                 "stock-service",
-                List.of(
-                        "spring.datasource.url=jdbc:postgresql://127.0.0.1:%d/%s"
-                                .formatted(postgres.port(), database.name()),
-                        "spring.datasource.username=" + database.username(),
-                        "spring.datasource.password=" + database.password(),
-                        "spring.datasource.hikari.connection-timeout=1000",
-                        "spring.rabbitmq.host=" + rabbit.host(),
-                        "spring.rabbitmq.port=" + rabbit.port(),
-                        BINDING + "destination=" + EXCHANGE,
-                        BINDING + "group=" + QUEUE,
-                        BINDING + "consumer.back-off-initial-interval=100",
-                        BINDING + "consumer.back-off-max-interval=200",
-                        "server.port=0"),
-                Path.of("target", "replay-stock-service.log"));
+                all,
+                Path.of("target", log));
     }
 
     @AfterAll
     static void stop() throws Exception {
         stock.close();
+        bareStock.close();
         connection.close();
         postgres.close();
     }
@@ -123,6 +152,29 @@ class ReplayToStockServiceIT {
         assertThat(deadLetters()).isZero();
     }
 
+    @Test
+    void aDeadLetterOfAServiceThatReadsTheEventFromTheMessageIdAndRoutingKeyIsAppliedOnceWhenReplayed()
+            throws Exception {
+        EventEnvelope<Map<String, Object>> order = order(2);
+        postgres.cut();
+        try {
+            rabbit.publish(
+                    BARE_EXCHANGE,
+                    order.eventName(),
+                    JSON.writeValueAsBytes(order.payload()),
+                    order.eventId().toString());
+            await().atMost(Duration.ofSeconds(30)).until(() -> rabbit.messageCount(BARE_QUEUE + ".dlq") == 1);
+        } finally {
+            postgres.restore();
+        }
+
+        DeadLetterReplay.Result result = this.replay.replay(connection, BARE_QUEUE, Set.of(order.eventId()), false);
+
+        assertThat(result.replayed()).isEqualTo(1);
+        await().atMost(Duration.ofSeconds(30)).until(() -> reservations(bareJdbc, order) == 2);
+        assertThat(rabbit.messageCount(BARE_QUEUE + ".dlq")).isZero();
+    }
+
     private static EventEnvelope<Map<String, Object>> order(int lines) {
         Map<String, Object> payload = Map.of(
                 "orderId", UuidV7.generate().toString(),
@@ -153,11 +205,20 @@ class ReplayToStockServiceIT {
     }
 
     private static int reservations(EventEnvelope<Map<String, Object>> order) {
+        return reservations(jdbc, order);
+    }
+
+    private static int reservations(JdbcTemplate jdbc, EventEnvelope<Map<String, Object>> order) {
         Integer count = jdbc.queryForObject(
                 "SELECT count(*) FROM reservation WHERE order_id = ?::uuid",
                 Integer.class,
                 order.payload().get("orderId"));
         return count != null ? count : 0;
+    }
+
+    private static JdbcTemplate jdbc(TestDatabase database) {
+        return new JdbcTemplate(
+                new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
     }
 
     private static int processed(EventEnvelope<?> event) {
