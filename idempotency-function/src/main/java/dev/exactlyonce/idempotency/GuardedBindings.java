@@ -162,7 +162,10 @@ final class GuardedBindings implements SmartInitializingSingleton {
                     scope(bindingName, businessFunctions),
                     batch);
             inputChannel(binding)
-                    .addInterceptor(0, new TransactionPerMessage(binding, transactionManager, this.metrics));
+                    .addInterceptor(
+                            0,
+                            new TransactionPerMessage(
+                                    binding, transactionManager, this.dataSources.getObject(), this.metrics));
             Binder<?, ?, ?> binder = binder(bindingName);
             errorChannel(binder, bindingName).addInterceptor(new RealCauseFirst());
             this.deadLetterQueues.giveDefault(binder, bindingName);

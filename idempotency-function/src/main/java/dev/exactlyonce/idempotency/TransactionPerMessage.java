@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -21,7 +22,9 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * <ol>
  *   <li>{@code preSend} begins the transaction and opens the {@link GuardedInvocation}. It never joins a transaction
  *       already on the thread: one left open by an earlier message (an {@link Error} escaped it) is rolled back
- *       first, and one of the caller's own is refused, since the claim must commit with this message's effect only;
+ *       first, and a database transaction of the caller's own is refused, since the claim must commit with this
+ *       message's effect only (a transaction of another resource, such as a Kafka transaction the binder runs, is
+ *       not joined and does not matter);
  *   <li>the guard and the business functions run, all on the transaction's connection;
  *   <li>{@code postSend}, reached only when they returned normally, commits; a failed commit throws out of
  *       {@code send}, so the binder does not acknowledge the message;
@@ -45,14 +48,20 @@ final class TransactionPerMessage implements ChannelInterceptor {
 
     private final PlatformTransactionManager transactionManager;
 
+    private final DataSource dataSource;
+
     private final TransactionDefinition definition;
 
     private final IdempotencyMetrics metrics;
 
     TransactionPerMessage(
-            GuardedBinding binding, PlatformTransactionManager transactionManager, IdempotencyMetrics metrics) {
+            GuardedBinding binding,
+            PlatformTransactionManager transactionManager,
+            DataSource dataSource,
+            IdempotencyMetrics metrics) {
         this.binding = binding;
         this.transactionManager = transactionManager;
+        this.dataSource = dataSource;
         this.metrics = metrics;
         DefaultTransactionDefinition definition = new DefaultTransactionDefinition();
         definition.setName(binding.definition());
@@ -62,12 +71,11 @@ final class TransactionPerMessage implements ChannelInterceptor {
     @Override
     public Message<?> preSend(Message<?> message, MessageChannel channel) {
         GuardedInvocation.rollBackAbandoned();
-        if (TransactionSynchronizationManager.isActualTransactionActive()
-                || TransactionSynchronizationManager.isSynchronizationActive()) {
-            throw new IdempotencyException(("The thread delivering a message of %s already runs a transaction: the"
-                            + " message would join it, and its claim would commit or roll back with work that is not"
-                            + " its own. Deliver guarded messages on a thread without a transaction (the binder's"
-                            + " consumer threads have none)")
+        if (TransactionSynchronizationManager.hasResource(this.dataSource)) {
+            throw new IdempotencyException(("The thread delivering a message of %s already runs a transaction on the"
+                            + " service's DataSource: the message would join it, and its claim would commit or roll"
+                            + " back with work that is not its own. Deliver guarded messages on a thread without a"
+                            + " database transaction (the binder's consumer threads have none)")
                     .formatted(this.binding.bindingName()));
         }
         GuardedInvocation.open(
