@@ -12,7 +12,8 @@ import org.springframework.cloud.stream.config.BindingServiceProperties;
  *   <li>{@code use-native-decoding}: the guard reads the message body as the binder delivered it and maps the payload
  *       itself. Left to Spring Cloud Function, a JSON body would be converted for the guard's {@code byte[]} input by
  *       the JSON converter, which turns a JSON array into bytes and a JSON string into base64-decoded bytes;
- *   <li>{@code retryable-exceptions}: a {@link RejectedMessageException} is never retried.
+ *   <li>{@code retryable-exceptions}: a {@link RejectedMessageException} is never retried, nor is an
+ *       {@link OutageException} (a message given back while a dependency is unavailable).
  * </ul>
  */
 final class GuardedBindingConsumers implements BeanPostProcessor {
@@ -30,6 +31,7 @@ final class GuardedBindingConsumers implements BeanPostProcessor {
                 ConsumerProperties consumer = bindings.getConsumerProperties(bindingName);
                 consumer.setUseNativeDecoding(true);
                 consumer.getRetryableExceptions().put(RejectedMessageException.class, false);
+                consumer.getRetryableExceptions().put(OutageException.class, false);
             }
         }
         return bean;

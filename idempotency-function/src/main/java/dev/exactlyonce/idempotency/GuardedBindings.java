@@ -35,7 +35,7 @@ import org.springframework.util.ClassUtils;
 /**
  * Finds the function definitions that contain the guard, checks that the guarantee can hold for each, installs
  * {@link TransactionPerMessage} on its input channel, puts the real failure first in what the binder dead-letters
- * ({@link RealCauseFirst}) and gives the binding a dead-letter queue unless the service chose ({@link DeadLetterQueues}). Runs once all singletons exist, before the bindings start consuming.
+ * ({@link RealCauseFirst}) and gives the binding a dead-letter queue unless the service chose ({@link BinderConsumerDefaults}). Runs once all singletons exist, before the bindings start consuming.
  * Start-up fails, with what to change, when:
  *
  * <ul>
@@ -63,11 +63,13 @@ final class GuardedBindings implements SmartInitializingSingleton {
 
     private final IdempotencyMetrics metrics;
 
+    private final ObjectProvider<Outage> outages;
+
     private final String definitionProperty;
 
     private final IdempotencyProperties properties;
 
-    private final DeadLetterQueues deadLetterQueues;
+    private final BinderConsumerDefaults binderConsumerDefaults;
 
     private final List<GuardedBinding> bindings = new ArrayList<>();
 
@@ -78,6 +80,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
             ObjectProvider<PlatformTransactionManager> transactionManagers,
+            ObjectProvider<Outage> outages,
             IdempotencyMetrics metrics) {
         this.definitionProperty = definitionProperty;
         this.properties = properties;
@@ -86,7 +89,8 @@ final class GuardedBindings implements SmartInitializingSingleton {
         this.dataSources = dataSources;
         this.transactionManagers = transactionManagers;
         this.metrics = metrics;
-        this.deadLetterQueues = new DeadLetterQueues(
+        this.outages = outages;
+        this.binderConsumerDefaults = new BinderConsumerDefaults(
                 beanFactory.getBean(Environment.class), beanFactory.getBean(BindingServiceProperties.class));
     }
 
@@ -152,6 +156,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
         PayloadTypes payloadTypes = PayloadTypes.of(
                 batch ? ResolvableType.forType(inputType).getGeneric(0).getType() : inputType);
         PlatformTransactionManager transactionManager = transactionManager(definition);
+        Outage outage = this.outages.getObject();
         for (String bindingName : bindable.getInputs()) {
             checkBatchMode(definition, bindingName, batch);
             GuardedBinding binding = new GuardedBinding(
@@ -165,10 +170,13 @@ final class GuardedBindings implements SmartInitializingSingleton {
                     .addInterceptor(
                             0,
                             new TransactionPerMessage(
-                                    binding, transactionManager, this.dataSources.getObject(), this.metrics));
+                                    binding, transactionManager, this.dataSources.getObject(), outage, this.metrics));
+            outage.guard(bindingName);
             Binder<?, ?, ?> binder = binder(bindingName);
-            errorChannel(binder, bindingName).addInterceptor(new RealCauseFirst());
-            this.deadLetterQueues.giveDefault(binder, bindingName);
+            InterceptableChannel errorChannel = errorChannel(binder, bindingName);
+            errorChannel.addInterceptor(0, new OutageGiveBack(outage));
+            errorChannel.addInterceptor(new RealCauseFirst());
+            this.binderConsumerDefaults.apply(binder, bindingName);
             this.bindings.add(binding);
             logger.info(
                     "Guarding binding {} ({}): one transaction per message, claims under scope '{}', events {}",

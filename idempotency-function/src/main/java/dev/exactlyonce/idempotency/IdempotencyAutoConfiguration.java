@@ -9,14 +9,18 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration;
 import org.springframework.cloud.function.context.FunctionCatalog;
 import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
 import org.springframework.core.env.Environment;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.kafka.listener.DefaultErrorHandler;
 import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.util.backoff.FixedBackOff;
 
 /**
  * Provides the {@code idempotencyGuard} function, decorates the business functions composed after it, and holds a
@@ -36,6 +40,15 @@ class IdempotencyAutoConfiguration {
     @Bean
     static GuardedBindingConsumers idempotencyGuardedBindingConsumers(Environment environment) {
         return new GuardedBindingConsumers(FunctionDefinitions.guardedBindingNames(environment));
+    }
+
+    /** Waits for the database at start-up, when a definition composes the guard. */
+    @Bean
+    @ConditionalOnGuardedDefinition
+    static DatabaseAtStartup idempotencyDatabaseAtStartup(Environment environment) {
+        return new DatabaseAtStartup(Binder.get(environment)
+                .bindOrCreate("idempotency", IdempotencyProperties.class)
+                .outage());
     }
 
     @Bean
@@ -70,6 +83,7 @@ class IdempotencyAutoConfiguration {
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
             ObjectProvider<PlatformTransactionManager> transactionManagers,
+            ObjectProvider<Outage> outages,
             ObjectProvider<IdempotencyMetrics> metrics) {
         return new GuardedBindings(
                 environment.getProperty(FunctionDefinitions.PROPERTY, ""),
@@ -78,6 +92,36 @@ class IdempotencyAutoConfiguration {
                 decorator,
                 dataSources,
                 transactionManagers,
+                outages,
                 metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
+    }
+
+    /** The outage state every guarded binding shares: halts consumption while the database is unavailable. */
+    @Bean
+    @ConditionalOnSingleCandidate(DataSource.class)
+    Outage idempotencyOutage(
+            DataSource dataSource,
+            IdempotencyProperties properties,
+            ObjectProvider<OutageClassifier> classifiers,
+            ObjectProvider<IdempotencyMetrics> metrics) {
+        return new Outage(
+                dataSource,
+                new DatabaseOutages(
+                        properties.outage().exceptions(),
+                        classifiers.orderedStream().toList()),
+                properties.outage(),
+                metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
+    }
+
+    /** On Kafka: redelivers a record given back during an outage, instead of skipping it after ten failures. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(name = "org.springframework.kafka.listener.DefaultErrorHandler")
+    static class Kafka {
+
+        @Bean(BinderConsumerDefaults.KAFKA_ERROR_HANDLER)
+        @ConditionalOnMissingBean(name = BinderConsumerDefaults.KAFKA_ERROR_HANDLER)
+        DefaultErrorHandler idempotencyKafkaErrorHandler() {
+            return new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS));
+        }
     }
 }

@@ -8,9 +8,14 @@ import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator;
+import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
 
-/** The {@code idempotency} Actuator endpoint, when the service has Actuator and uses the guard. */
+/**
+ * The {@code idempotency} Actuator endpoint and health contributor, when the service has Actuator and uses the guard.
+ */
 @AutoConfiguration(after = IdempotencyAutoConfiguration.class)
 @ConditionalOnClass(Endpoint.class)
 @ConditionalOnGuardedDefinition
@@ -23,5 +28,17 @@ class IdempotencyEndpointAutoConfiguration {
     IdempotencyEndpoint idempotencyEndpoint(
             DataSource dataSource, IdempotencyProperties properties, ObjectProvider<ProcessedEventPurge> purge) {
         return new IdempotencyEndpoint(dataSource, properties, purge.getIfAvailable());
+    }
+
+    /** {@code OUT_OF_SERVICE} while an outage halts the guarded bindings. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(HealthIndicator.class)
+    static class Health {
+
+        @Bean
+        @ConditionalOnEnabledHealthIndicator("idempotency")
+        HealthIndicator idempotencyHealthIndicator(Outage outage) {
+            return new OutageHealthIndicator(outage);
+        }
     }
 }

@@ -28,4 +28,10 @@ interface IdempotencyMetrics {
 
     /** Partition maintenance created or dropped partitions. */
     default void partitionsMaintained(int created, int dropped, Duration took) {}
+
+    /** An outage halted the consumption of the guarded bindings. */
+    default void halted() {}
+
+    /** Consumption resumed after it was halted this long. */
+    default void resumed(Duration halted) {}
 }

@@ -27,6 +27,7 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  * @param replayHorizon how late a copy of an event can still arrive
  * @param purge the scheduled deletion of ids older than the retention
  * @param partitioning the opt-in range-partitioned table, whose old ids go with whole partitions
+ * @param outage what the guarded bindings do while the database (or another dependency) is unavailable
  * @param bindings per guarded binding (by its name, such as {@code idempotencyGuardreserveStock-in-0}): a scope name
  *     that stays the same when functions are renamed or the key scope changes, and the scopes whose claims it takes
  *     over
@@ -44,6 +45,7 @@ public record IdempotencyProperties(
         @DefaultValue ReplayHorizon replayHorizon,
         @DefaultValue Purge purge,
         @DefaultValue Partitioning partitioning,
+        @DefaultValue Outage outage,
         @Nullable Map<String, Binding> bindings,
         @Nullable List<String> retiredScopes) {
 
@@ -154,6 +156,48 @@ public record IdempotencyProperties(
             if (daysAhead < 1) {
                 throw new IllegalArgumentException("idempotency.partitioning.days-ahead must be at least 1");
             }
+        }
+    }
+
+    /**
+     * What the guarded bindings do while the database, or another dependency declared as such, is unavailable, under
+     * {@code idempotency.outage}: consumption of every guarded binding halts, each message in hand is held on its
+     * consumer thread (never dead-lettered, its attempts untouched), a probe waits for the database with exponential
+     * back-off, and consumption resumes where it stopped.
+     *
+     * @param probeInitialInterval the first wait before probing the database
+     * @param probeMaxInterval the longest wait between two probes; processing resumes within about this long after
+     *     the database answers again
+     * @param maxHold how long a consumer thread holds a message before it gives the message back to the broker to be
+     *     delivered again (still never dead-lettered), to respect the broker's own clocks: RabbitMQ closes a channel
+     *     whose delivery stays unacknowledged past its consumer timeout (30 minutes by default), Kafka evicts a
+     *     consumer that does not poll within {@code max.poll.interval.ms} (5 minutes by default)
+     * @param startupWait how long start-up waits for the database before it fails ({@code 0s}: fail at once)
+     * @param exceptions further failures that mean a dependency is down, not that the message is wrong (a payment
+     *     provider answering 503, for example): a failure whose chain of causes holds one of them halts consumption
+     *     as a database outage does
+     */
+    public record Outage(
+            @DefaultValue("1s") Duration probeInitialInterval,
+            @DefaultValue("5s") Duration probeMaxInterval,
+            @DefaultValue("4m") Duration maxHold,
+            @DefaultValue("5m") Duration startupWait,
+            @Nullable List<Class<? extends Throwable>> exceptions) {
+
+        public Outage {
+            exceptions = exceptions != null ? List.copyOf(exceptions) : List.of();
+            if (probeInitialInterval.isNegative()
+                    || probeInitialInterval.isZero()
+                    || probeMaxInterval.compareTo(probeInitialInterval) < 0) {
+                throw new IllegalArgumentException("idempotency.outage.probe-initial-interval must be positive and no"
+                        + " longer than idempotency.outage.probe-max-interval");
+            }
+        }
+
+        /** The failures, besides the database's, that mean a dependency is down. */
+        @Override
+        public List<Class<? extends Throwable>> exceptions() {
+            return this.exceptions;
         }
     }
 

@@ -22,7 +22,9 @@ import java.util.concurrent.TimeUnit;
  *   <li>{@value #PURGE_RUNS} (timer, tagged {@code table} and {@code outcome}, {@code purged} or {@code skipped}):
  *       purge runs;
  *   <li>{@value #PARTITIONS} (counter, tagged {@code table} and {@code action}, {@code created} or
- *       {@code dropped}): partitions the maintenance created or dropped.
+ *       {@code dropped}): partitions the maintenance created or dropped;
+ *   <li>{@value #HALTS} (counter): halts of the guarded bindings' consumption for an outage;
+ *   <li>{@value #HALTED} (timer): how long each halt lasted, recorded when consumption resumes.
  * </ul>
  */
 final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
@@ -40,6 +42,10 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
     static final String PURGE_RUNS = "idempotency.purge.runs";
 
     static final String PARTITIONS = "idempotency.partitions";
+
+    static final String HALTS = "idempotency.outage.halts";
+
+    static final String HALTED = "idempotency.outage.halted";
 
     private record BindingMeters(Counter processed, Counter duplicates, Timer guard) {}
 
@@ -98,6 +104,22 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
     public void partitionsMaintained(int created, int dropped, Duration took) {
         partitions("created").increment(created);
         partitions("dropped").increment(dropped);
+    }
+
+    @Override
+    public void halted() {
+        Counter.builder(HALTS)
+                .description("Halts of the guarded bindings' consumption while a dependency was unavailable")
+                .register(this.registry)
+                .increment();
+    }
+
+    @Override
+    public void resumed(Duration halted) {
+        Timer.builder(HALTED)
+                .description("How long the guarded bindings' consumption was halted, per outage")
+                .register(this.registry)
+                .record(halted);
     }
 
     private Counter partitions(String action) {

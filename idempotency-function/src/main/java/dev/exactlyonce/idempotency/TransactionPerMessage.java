@@ -10,6 +10,7 @@ import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionException;
+import org.springframework.transaction.TransactionStatus;
 import org.springframework.transaction.support.DefaultTransactionDefinition;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
@@ -20,7 +21,9 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * (guard and business functions) on the consumer thread, and only returns once it is done. So:
  *
  * <ol>
- *   <li>{@code preSend} begins the transaction and opens the {@link GuardedInvocation}. It never joins a transaction
+ *   <li>{@code preSend} holds the message while an {@link Outage} halts consumption (up to {@code max-hold}, then
+ *       gives it back with an {@link OutageException}), then begins the transaction and opens the
+ *       {@link GuardedInvocation}. It never joins a transaction
  *       already on the thread: one left open by an earlier message (an {@link Error} escaped it) is rolled back
  *       first, and a database transaction of the caller's own is refused, since the claim must commit with this
  *       message's effect only (a transaction of another resource, such as a Kafka transaction the binder runs, is
@@ -29,8 +32,9 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *   <li>{@code postSend}, reached only when they returned normally, commits; a failed commit throws out of
  *       {@code send}, so the binder does not acknowledge the message;
  *   <li>{@code afterSendCompletion} rolls back whatever did not commit (the claim included) and closes the
- *       invocation. The binder then retries or dead-letters the message; each attempt is a new {@code send}, so a
- *       new transaction.
+ *       invocation; a failure that is an outage halts consumption. The binder then retries or dead-letters the
+ *       message (an outage is never dead-lettered, see {@link OutageGiveBack}); each attempt is a new {@code send},
+ *       so a new transaction.
  * </ol>
  *
  * <p>Commit happens in {@code postSend} because exceptions thrown by {@code afterSendCompletion} are logged and
@@ -50,6 +54,8 @@ final class TransactionPerMessage implements ChannelInterceptor {
 
     private final DataSource dataSource;
 
+    private final Outage outage;
+
     private final TransactionDefinition definition;
 
     private final IdempotencyMetrics metrics;
@@ -58,10 +64,12 @@ final class TransactionPerMessage implements ChannelInterceptor {
             GuardedBinding binding,
             PlatformTransactionManager transactionManager,
             DataSource dataSource,
+            Outage outage,
             IdempotencyMetrics metrics) {
         this.binding = binding;
         this.transactionManager = transactionManager;
         this.dataSource = dataSource;
+        this.outage = outage;
         this.metrics = metrics;
         DefaultTransactionDefinition definition = new DefaultTransactionDefinition();
         definition.setName(binding.definition());
@@ -78,8 +86,22 @@ final class TransactionPerMessage implements ChannelInterceptor {
                             + " database transaction (the binder's consumer threads have none)")
                     .formatted(this.binding.bindingName()));
         }
-        GuardedInvocation.open(
-                this.binding, this.transactionManager, this.transactionManager.getTransaction(this.definition));
+        if (!this.outage.awaitEnd(this.outage.maxHold())) {
+            throw new OutageException(
+                    "A message of %s was held %s while a dependency is unavailable: given back to the broker, to be delivered again"
+                            .formatted(this.binding.bindingName(), this.outage.maxHold()),
+                    null);
+        }
+        TransactionStatus transaction;
+        try {
+            transaction = this.transactionManager.getTransaction(this.definition);
+        } catch (RuntimeException ex) {
+            if (this.outage.isOutage(ex)) {
+                this.outage.detected(ex);
+            }
+            throw ex;
+        }
+        GuardedInvocation.open(this.binding, this.transactionManager, transaction);
         logger.debug("Began the transaction of a message of {}", this.binding.bindingName());
         return message;
     }
@@ -100,6 +122,10 @@ final class TransactionPerMessage implements ChannelInterceptor {
     public void afterSendCompletion(
             Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
         GuardedInvocation invocation = current();
+        boolean outage = failure != null && this.outage.isOutage(failure);
+        if (outage) {
+            this.outage.detected(failure);
+        }
         RejectedMessageException rejected =
                 failure != null ? Failures.find(failure, RejectedMessageException.class) : null;
         if (rejected != null) {
@@ -117,10 +143,17 @@ final class TransactionPerMessage implements ChannelInterceptor {
             }
         } catch (TransactionException ex) {
             // The connection is gone (the usual cause): the database has already discarded the transaction.
-            logger.warn(
-                    "Could not roll back the transaction of a message of {}: {}",
-                    this.binding.bindingName(),
-                    ex.getMessage());
+            if (outage) {
+                logger.debug(
+                        "Could not roll back the transaction of a message of {}: {}",
+                        this.binding.bindingName(),
+                        ex.getMessage());
+            } else {
+                logger.warn(
+                        "Could not roll back the transaction of a message of {}: {}",
+                        this.binding.bindingName(),
+                        ex.getMessage());
+            }
         } finally {
             invocation.close();
         }

@@ -12,22 +12,27 @@ import org.springframework.core.env.Environment;
 import org.springframework.util.StringUtils;
 
 /**
- * Gives a guarded binding that has a group a dead-letter queue, unless the service set the binder's switch either way,
- * for the binding or as the binder's default. The guard rejects malformed messages without retry; without a
- * dead-letter queue the broker would drop them (RabbitMQ discards a rejected message that has nowhere to go, and
- * nothing says it was lost).
+ * Sets the binder's own consumer properties of a guarded binding that has a group, before it is bound, unless the
+ * service set them either way, for the binding or as the binder's default:
  *
  * <ul>
- *   <li>RabbitMQ: {@code auto-bind-dlq} (the queue {@code <queue>.dlq}; the binder's {@code republish-to-dlq}, on by
- *       default, records the reason in the dead letter's headers);
- *   <li>Kafka: {@code enable-dlq} (the topic {@code error.<destination>.<group>}).
+ *   <li>a dead-letter queue. The guard rejects malformed messages without retry; without a dead-letter queue the
+ *       broker would drop them (RabbitMQ discards a rejected message that has nowhere to go, and nothing says it was
+ *       lost). RabbitMQ: {@code auto-bind-dlq} (the queue {@code <queue>.dlq}; the binder's {@code republish-to-dlq},
+ *       on by default, records the reason in the dead letter's headers); Kafka: {@code enable-dlq} (the topic
+ *       {@code error.<destination>.<group>});
+ *   <li>on Kafka, with a dead-letter topic, the container's error handler ({@value #KAFKA_ERROR_HANDLER}): it sees
+ *       only what the binder's dead-lettering did not take, a record given back during an outage above all, and seeks
+ *       back to it every second, without limit. The container's default one would skip the record after ten
+ *       failures, losing it.
  * </ul>
- *
- * <p>It sets the binder's own consumer properties of the binding, before the binding is bound.
  */
-final class DeadLetterQueues {
+final class BinderConsumerDefaults {
 
-    private static final Logger logger = LoggerFactory.getLogger(DeadLetterQueues.class);
+    /** The bean name of the error handler of guarded Kafka bindings. */
+    static final String KAFKA_ERROR_HANDLER = "idempotencyKafkaErrorHandler";
+
+    private static final Logger logger = LoggerFactory.getLogger(BinderConsumerDefaults.class);
 
     /** The binders' switches: the property of their consumer properties, and its name in configuration. */
     private static final Map<String, String> SWITCHES =
@@ -39,13 +44,13 @@ final class DeadLetterQueues {
 
     private final BindingServiceProperties bindings;
 
-    DeadLetterQueues(Environment environment, BindingServiceProperties bindings) {
+    BinderConsumerDefaults(Environment environment, BindingServiceProperties bindings) {
         this.environment = environment;
         this.configuration = Binder.get(environment);
         this.bindings = bindings;
     }
 
-    void giveDefault(Object binder, String bindingName) {
+    void apply(Object binder, String bindingName) {
         if (!(binder instanceof ExtendedPropertiesBinder<?, ?, ?> extended)
                 || !StringUtils.hasText(
                         this.bindings.getBindingProperties(bindingName).getGroup())) {
@@ -68,6 +73,12 @@ final class DeadLetterQueues {
                         name);
             }
         });
+        if (consumer.isWritableProperty("enableDlq")
+                && Boolean.TRUE.equals(consumer.getPropertyValue("enableDlq"))
+                && consumer.isWritableProperty("commonErrorHandlerBeanName")
+                && consumer.getPropertyValue("commonErrorHandlerBeanName") == null) {
+            consumer.setPropertyValue("commonErrorHandlerBeanName", KAFKA_ERROR_HANDLER);
+        }
     }
 
     /**

@@ -1,0 +1,75 @@
+package dev.exactlyonce.idempotency;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.time.Duration;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.beans.factory.config.BeanPostProcessor;
+
+/**
+ * Waits for the database at start-up, before anything uses it (the service's migrations, the library's, the scope
+ * check), rather than failing at the first refused connection and leaving a crash loop to retry: it takes a connection
+ * of each DataSource as soon as the DataSource exists, and while the database does not answer, logs one line per try
+ * and tries again with the outage probe's back-off, for at most {@code idempotency.outage.startup-wait}. Past that,
+ * start-up fails with one exception that says how long it waited and why. With a wait of {@code 0s} it fails at the
+ * first try.
+ */
+final class DatabaseAtStartup implements BeanPostProcessor {
+
+    private static final Logger logger = LoggerFactory.getLogger(DatabaseAtStartup.class);
+
+    private final IdempotencyProperties.Outage settings;
+
+    DatabaseAtStartup(IdempotencyProperties.Outage settings) {
+        this.settings = settings;
+    }
+
+    @Override
+    public Object postProcessAfterInitialization(Object bean, String beanName) {
+        if (bean instanceof DataSource dataSource) {
+            awaitAnswer(dataSource, beanName);
+        }
+        return bean;
+    }
+
+    private void awaitAnswer(DataSource dataSource, String beanName) {
+        long start = System.nanoTime();
+        Duration interval = this.settings.probeInitialInterval();
+        while (true) {
+            SQLException failure;
+            try (Connection connection = dataSource.getConnection()) {
+                return;
+            } catch (SQLException ex) {
+                failure = ex;
+            }
+            Duration waited = Duration.ofNanos(System.nanoTime() - start);
+            if (waited.plus(interval).compareTo(this.settings.startupWait()) > 0) {
+                throw new IdempotencyException(
+                        ("The database of DataSource '%s' did not answer within %s (%s): start-up"
+                                        + " stops. Start the database, or let the service wait longer"
+                                        + " (idempotency.outage.startup-wait)")
+                                .formatted(beanName, this.settings.startupWait(), failure.getMessage()),
+                        failure);
+            }
+            logger.warn(
+                    "Waiting for the database of DataSource '{}' before starting ({}); next try in {}, waited {} of {}",
+                    beanName,
+                    failure.getMessage(),
+                    interval,
+                    waited.withNanos(0),
+                    this.settings.startupWait());
+            try {
+                Thread.sleep(interval.toMillis());
+            } catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+                throw new IdempotencyException("Interrupted while waiting for the database at start-up", ex);
+            }
+            Duration doubled = interval.multipliedBy(2);
+            interval = doubled.compareTo(this.settings.probeMaxInterval()) > 0
+                    ? this.settings.probeMaxInterval()
+                    : doubled;
+        }
+    }
+}

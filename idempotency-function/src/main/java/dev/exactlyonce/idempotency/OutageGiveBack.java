@@ -1,0 +1,48 @@
+package dev.exactlyonce.idempotency;
+
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.support.ChannelInterceptor;
+import org.springframework.messaging.support.ErrorMessage;
+import org.springframework.util.ClassUtils;
+
+/**
+ * First on a guarded binding's error channel, where the binder sends a message it gives up on: a message whose
+ * failure is an outage is neither dead-lettered nor logged as an error. It is held while consumption is halted (up to
+ * {@code max-hold}), then given back to the binder with an exception that makes the broker deliver it again:
+ * RabbitMQ's {@code ImmediateRequeueAmqpException} (the container requeues it with {@code basic.nack}, which RabbitMQ
+ * 4.3 and later do not count against a quorum queue's delivery limit); on Kafka, any exception makes the container
+ * seek back to the record.
+ */
+final class OutageGiveBack implements ChannelInterceptor {
+
+    private static final boolean AMQP =
+            ClassUtils.isPresent("org.springframework.amqp.ImmediateRequeueAmqpException", null);
+
+    private final Outage outage;
+
+    OutageGiveBack(Outage outage) {
+        this.outage = outage;
+    }
+
+    @Override
+    public Message<?> preSend(Message<?> message, MessageChannel channel) {
+        if (!(message instanceof ErrorMessage error) || !this.outage.isOutage(error.getPayload())) {
+            return message;
+        }
+        Throwable failure = error.getPayload();
+        this.outage.detected(failure);
+        this.outage.awaitEnd(this.outage.maxHold());
+        String reason =
+                "A dependency is unavailable: the message is given back to be delivered again, not" + " dead-lettered";
+        throw AMQP ? Requeue.exception(reason, failure) : new OutageException(reason, failure);
+    }
+
+    /** Loaded only when Spring AMQP is there. */
+    private static final class Requeue {
+
+        static RuntimeException exception(String reason, Throwable failure) {
+            return new org.springframework.amqp.ImmediateRequeueAmqpException(reason, failure);
+        }
+    }
+}
