@@ -33,8 +33,9 @@ import tools.jackson.databind.json.JsonMapper;
 
 /**
  * The replay command against the stock service run from its jar: replaying an event the service already applied
- * has no effect, and replaying one that was dead-lettered while PostgreSQL was away applies it once, whether the
- * service reads the event from the envelope or from the message's properties and routing key.
+ * has no effect, and replaying one that was dead-lettered for a failure fixed since (here, a check constraint that
+ * refused its reservations, then dropped) applies it once, whether the service reads the event from the envelope or
+ * from the message's properties and routing key.
  */
 class ReplayToStockServiceIT {
 
@@ -133,14 +134,14 @@ class ReplayToStockServiceIT {
     }
 
     @Test
-    void replayingAnEventDeadLetteredWhilePostgresWasAwayAppliesItOnce() throws Exception {
+    void replayingAnEventDeadLetteredForAFailureFixedSinceAppliesItOnce() throws Exception {
         EventEnvelope<Map<String, Object>> order = order(3);
-        postgres.cut();
+        refuseReservations(jdbc);
         try {
             publish(order);
             await().atMost(Duration.ofSeconds(30)).until(() -> deadLetters() == 1);
         } finally {
-            postgres.restore();
+            allowReservations(jdbc);
         }
         assertThat(reservations(order)).isZero();
 
@@ -156,7 +157,7 @@ class ReplayToStockServiceIT {
     void aDeadLetterOfAServiceThatReadsTheEventFromTheMessageIdAndRoutingKeyIsAppliedOnceWhenReplayed()
             throws Exception {
         EventEnvelope<Map<String, Object>> order = order(2);
-        postgres.cut();
+        refuseReservations(bareJdbc);
         try {
             rabbit.publish(
                     BARE_EXCHANGE,
@@ -165,7 +166,7 @@ class ReplayToStockServiceIT {
                     order.eventId().toString());
             await().atMost(Duration.ofSeconds(30)).until(() -> rabbit.messageCount(BARE_QUEUE + ".dlq") == 1);
         } finally {
-            postgres.restore();
+            allowReservations(bareJdbc);
         }
 
         DeadLetterReplay.Result result = this.replay.replay(connection, BARE_QUEUE, Set.of(order.eventId()), false);
@@ -173,6 +174,15 @@ class ReplayToStockServiceIT {
         assertThat(result.replayed()).isEqualTo(1);
         await().atMost(Duration.ofSeconds(30)).until(() -> reservations(bareJdbc, order) == 2);
         assertThat(rabbit.messageCount(BARE_QUEUE + ".dlq")).isZero();
+    }
+
+    /** A failure of every attempt that is not an outage: reservations violate a check constraint. */
+    private static void refuseReservations(JdbcTemplate jdbc) {
+        jdbc.execute("ALTER TABLE reservation ADD CONSTRAINT replay_test_refused CHECK (quantity < 0) NOT VALID");
+    }
+
+    private static void allowReservations(JdbcTemplate jdbc) {
+        jdbc.execute("ALTER TABLE reservation DROP CONSTRAINT replay_test_refused");
     }
 
     private static EventEnvelope<Map<String, Object>> order(int lines) {

@@ -1,0 +1,157 @@
+package dev.exactlyonce.stock;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.test.DeliveryRecorder;
+import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.TcpProxy;
+import dev.exactlyonce.idempotency.test.TestDatabase;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.UUID;
+import java.util.stream.IntStream;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.kafka.test.EmbeddedKafkaBroker;
+import org.springframework.kafka.test.context.EmbeddedKafka;
+import org.springframework.test.context.ActiveProfiles;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * The same outage on the Kafka binder: PostgreSQL away for longer than all the attempts of a record would last, while
+ * records with copies arrive on four partitions for four consumers; nothing reaches the dead-letter topic, and every
+ * event is applied once when PostgreSQL answers again. A short {@code max-hold} makes the consumers give their records
+ * back (the container seeks back to them) during the outage, as they would before Kafka's poll interval runs out.
+ */
+@SpringBootTest(
+        properties = {
+            "spring.cloud.stream.kafka.binder.brokers=${spring.embedded.kafka.brokers}",
+            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.concurrency=4",
+            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.back-off-initial-interval=200",
+            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.back-off-max-interval=400",
+            "spring.cloud.stream.kafka.bindings.idempotencyGuardreserveStock-in-0.consumer.start-offset=earliest",
+            "spring.datasource.hikari.connection-timeout=1000",
+            "spring.datasource.hikari.validation-timeout=500",
+            "idempotency.outage.max-hold=3s"
+        })
+@ActiveProfiles("kafka")
+@EmbeddedKafka(
+        partitions = 4,
+        topics = {DatabaseOutageOnKafkaIT.TOPIC, DatabaseOutageOnKafkaIT.DEAD_LETTERS})
+@EnableIdempotencyTestKit(testBinder = false)
+class DatabaseOutageOnKafkaIT {
+
+    static final String TOPIC = "order.order.placed.v1";
+
+    static final String DEAD_LETTERS = "stock.events.dlq";
+
+    private static final TestDatabase database = TestPostgres.newDatabase("kafkaoutage");
+
+    private static final TcpProxy postgres =
+            TcpProxy.to(TestPostgres.server().host(), TestPostgres.server().port());
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        database.registerDataSource(registry, postgres);
+    }
+
+    @Autowired
+    EmbeddedKafkaBroker kafka;
+
+    @Autowired
+    DeliveryRecorder recorder;
+
+    /** Straight to the database, not through the proxy the service uses. */
+    private final JdbcTemplate jdbcTemplate =
+            new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
+
+    private final EnvelopeCodec codec = new EnvelopeCodec();
+
+    @AfterAll
+    static void close() {
+        postgres.close();
+    }
+
+    @Test
+    void anOutageLongerThanEveryAttemptDeadLettersNoRecordAndEachEventIsAppliedOnce() {
+        EventEnvelope<Map<String, Object>> before = Orders.placed(1);
+        send(before, 0);
+        await().atMost(Duration.ofSeconds(60)).until(() -> reservations(before) == 1);
+
+        postgres.cut();
+        List<EventEnvelope<Map<String, Object>>> during =
+                IntStream.range(0, 12).mapToObj(i -> Orders.placed(2)).toList();
+        for (int i = 0; i < during.size(); i++) {
+            send(during.get(i), i % 4);
+            send(during.get(i), (i + 1) % 4);
+        }
+        // Longer than all the attempts of a record, and than two holds of 3 s.
+        await().pollDelay(Duration.ofSeconds(10)).atMost(Duration.ofSeconds(11)).until(() -> true);
+        postgres.restore();
+
+        await().atMost(Duration.ofSeconds(60)).until(() -> applied(during) == during.size());
+        assertThat(during).allSatisfy(event -> assertThat(reservations(event)).isEqualTo(2));
+        assertThat(this.jdbcTemplate.queryForObject("SELECT count(*) FROM processed_event", Integer.class))
+                .isEqualTo(1 + during.size());
+        assertThat(deadLetters()).as("nothing dead-lettered").isZero();
+        assertThat(this.recorder.attempts())
+                .as("records held past max-hold were given back, and delivered again")
+                .anySatisfy(attempt -> assertThat(attempt.failure())
+                        .hasStackTraceContaining("given back to the broker, to be delivered again"));
+    }
+
+    private void send(EventEnvelope<?> event, int partition) {
+        Properties properties = new Properties();
+        properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
+        try (KafkaProducer<String, byte[]> producer =
+                new KafkaProducer<>(properties, new StringSerializer(), new ByteArraySerializer())) {
+            producer.send(new ProducerRecord<>(TOPIC, partition, "copy", this.codec.encode(event)));
+        }
+    }
+
+    private int deadLetters() {
+        Properties properties = new Properties();
+        properties.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
+        properties.put(ConsumerConfig.GROUP_ID_CONFIG, "test-" + UUID.randomUUID());
+        properties.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        try (KafkaConsumer<String, byte[]> consumer =
+                new KafkaConsumer<>(properties, new StringDeserializer(), new ByteArrayDeserializer())) {
+            consumer.subscribe(List.of(DEAD_LETTERS));
+            int count = 0;
+            for (int poll = 0; poll < 6; poll++) {
+                count += consumer.poll(Duration.ofMillis(500)).count();
+            }
+            return count;
+        }
+    }
+
+    private long applied(List<EventEnvelope<Map<String, Object>>> events) {
+        return events.stream().filter(event -> reservations(event) > 0).count();
+    }
+
+    private int reservations(EventEnvelope<Map<String, Object>> order) {
+        Integer count = this.jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM reservation WHERE order_id = ?", Integer.class, Orders.orderId(order));
+        return count != null ? count : 0;
+    }
+}
