@@ -30,11 +30,13 @@ public final class Infra {
             Usage: java -jar infra/target/infra-*.jar <command> [arguments]
 
             Commands:
-              demo [--orders <n>]
+              demo [--orders <n>] [--database-outage <s>]
                   The main job: runs the three services, the payment provider and the order service on
                   PostgreSQL and RabbitMQ (localhost, or infra/compose.yaml when Docker is there), fires all
                   three sources of duplicates (relay republish, broker redelivery, replay) over <n> orders
                   (default 200), and reports what each service made of them. Exit status 0: exactly once.
+                  --database-outage takes PostgreSQL away from the services for <s> seconds in the middle of
+                  the stream (the replay is published meanwhile) and says how soon they resumed.
 
               replay-dead-letters <queue> [--event-id <uuid>]... [--dry-run]
                   Move the dead letters of <queue>.dlq back to <queue>: all of them, or those of the given
@@ -76,9 +78,7 @@ public final class Infra {
         }
         try {
             return switch (args[0]) {
-                case "demo" ->
-                    new Demo(out, System.getenv())
-                            .run(Integer.parseInt(options(args, "--orders").getOrDefault("--orders", "200")));
+                case "demo" -> demo(args, out);
                 case "replay-dead-letters" -> replayDeadLetters(args, out);
                 case "bench-purge" -> benchPurge(args, out);
                 case "bench-pipeline" -> benchPipeline(args, out);
@@ -157,6 +157,14 @@ public final class Infra {
     }
 
     /** Reads {@code --name value} options, each of the known names at most once. */
+    private static int demo(String[] args, PrintStream out) throws Exception {
+        Map<String, String> options = options(args, "--orders", "--database-outage");
+        return new Demo(out, System.getenv())
+                .run(
+                        Integer.parseInt(options.getOrDefault("--orders", "200")),
+                        Duration.ofSeconds(Long.parseLong(options.getOrDefault("--database-outage", "0"))));
+    }
+
     static Map<String, String> options(String[] args, String... known) {
         Map<String, String> options = new LinkedHashMap<>();
         for (int i = 1; i < args.length; i++) {

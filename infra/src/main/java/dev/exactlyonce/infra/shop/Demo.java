@@ -7,6 +7,7 @@ import java.net.InetSocketAddress;
 import java.net.Socket;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
@@ -28,6 +29,14 @@ public final class Demo {
 
     /** Runs the demo; returns the exit status: 0 when every service applied every event exactly once. */
     public int run(int orders) throws Exception {
+        return run(orders, Duration.ZERO);
+    }
+
+    /**
+     * Runs the demo with, in the middle of the stream of events, PostgreSQL taken away from the services for
+     * {@code databaseOutage} (none when zero).
+     */
+    public int run(int orders, Duration databaseOutage) throws Exception {
         this.out.println("Exactly-once effects on at-least-once delivery: the shop, with every ordinary source of"
                 + " duplicates firing");
         String pgHost = this.env.getOrDefault("PGHOST", "127.0.0.1");
@@ -70,7 +79,11 @@ public final class Demo {
         try (ShopScenario shop = new ShopScenario(settings, this.out::println)) {
             Runtime.getRuntime().addShutdownHook(new Thread(shop::close, "demo-stop"));
             shop.start();
-            shop.run(orders, () -> {});
+            shop.run(orders, () -> {
+                if (!databaseOutage.isZero()) {
+                    shop.cutDatabaseFor(databaseOutage);
+                }
+            });
             Report report = shop.report();
             report.print(this.out);
             return report.exactlyOnce() ? 0 : 1;

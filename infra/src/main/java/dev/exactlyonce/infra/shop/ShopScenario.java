@@ -22,6 +22,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.UUID;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeoutException;
 import java.util.function.BooleanSupplier;
@@ -99,6 +100,9 @@ public final class ShopScenario implements AutoCloseable {
 
     private TcpProxy brokerLink;
 
+    /** Between the services and PostgreSQL, to take the database away from them. */
+    private TcpProxy databaseLink;
+
     private Connection broker;
 
     private OrderService orderService;
@@ -133,6 +137,7 @@ public final class ShopScenario implements AutoCloseable {
         resetQueues();
         this.provider = PaymentProvider.start(0);
         this.brokerLink = TcpProxy.to(this.settings.rabbitHost(), this.settings.rabbitPort());
+        this.databaseLink = TcpProxy.to(this.settings.postgresHost(), this.settings.postgresPort());
         say(
                 "payment provider on %s; the services reach RabbitMQ through a proxy on port %d",
                 this.provider.url(), this.brokerLink.port());
@@ -287,6 +292,37 @@ public final class ShopScenario implements AutoCloseable {
         return new Report(this.orderService.events(), this.relay.published(), services);
     }
 
+    /**
+     * Takes PostgreSQL away from the services for {@code outage} (the proxy between them is cut; the server, and the
+     * order service, go on), on a thread of its own, then gives it back and says how soon the services' queues moved
+     * again.
+     */
+    public void cutDatabaseFor(Duration outage) {
+        this.databaseLink.cut();
+        say(
+                "the services' PostgreSQL is away for %d s (the connections between them are cut), while events keep coming",
+                outage.toSeconds());
+        Thread restorer = new Thread(
+                () -> {
+                    try {
+                        Thread.sleep(outage.toMillis());
+                        int queued = queued();
+                        this.databaseLink.restore();
+                        long restored = System.nanoTime();
+                        say("PostgreSQL is back for the services, %d message(s) queued", queued);
+                        waitFor(() -> quietly(this::queued) < queued, "the queues to move again");
+                        say(
+                                "the services resumed %.1f s after PostgreSQL answered again",
+                                (System.nanoTime() - restored) / 1e9);
+                    } catch (Exception ex) {
+                        say("the database outage did not end as planned: %s", ex);
+                    }
+                },
+                "database-outage");
+        restorer.setDaemon(true);
+        restorer.start();
+    }
+
     public ShopDatabases databases() {
         return this.databases;
     }
@@ -307,6 +343,9 @@ public final class ShopScenario implements AutoCloseable {
         this.processes.values().forEach(ServiceProcess::close);
         if (this.provider != null) {
             this.provider.close();
+        }
+        if (this.databaseLink != null) {
+            this.databaseLink.close();
         }
         if (this.brokerLink != null) {
             this.brokerLink.close();
@@ -329,7 +368,10 @@ public final class ShopScenario implements AutoCloseable {
                 ServiceProcess.jar(this.settings.servicesDir(), service.name()),
                 service.name(),
                 List.of(
-                        "spring.datasource.url=" + this.databases.url(role),
+                        "spring.datasource.url="
+                                + this.databases
+                                        .url(role)
+                                        .replaceFirst("//[^/]+/", "//127.0.0.1:" + this.databaseLink.port() + "/"),
                         "spring.datasource.username=" + role,
                         "spring.datasource.password=" + role,
                         "spring.rabbitmq.host=127.0.0.1",
@@ -379,6 +421,14 @@ public final class ShopScenario implements AutoCloseable {
                 throw new TimeoutException("The services did not drain their queues within 5 minutes");
             }
             Thread.sleep(200);
+        }
+    }
+
+    private static int quietly(Callable<Integer> count) {
+        try {
+            return count.call();
+        } catch (Exception ex) {
+            return Integer.MAX_VALUE;
         }
     }
 
