@@ -3,12 +3,17 @@ package dev.exactlyonce.idempotency;
 import java.util.Map;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.amqp.AmqpException;
+import org.springframework.amqp.rabbit.connection.ConnectionFactory;
+import org.springframework.amqp.rabbit.core.RabbitAdmin;
 import org.springframework.beans.BeanWrapper;
 import org.springframework.beans.BeanWrapperImpl;
+import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.core.env.Environment;
+import org.springframework.util.ClassUtils;
 import org.springframework.util.StringUtils;
 
 /**
@@ -20,17 +25,23 @@ import org.springframework.util.StringUtils;
  *       broker would drop them (RabbitMQ discards a rejected message that has nowhere to go, and nothing says it was
  *       lost). RabbitMQ: {@code auto-bind-dlq} (the queue {@code <queue>.dlq}; the binder's {@code republish-to-dlq},
  *       on by default, records the reason in the dead letter's headers); Kafka: {@code enable-dlq} (the topic
- *       {@code error.<destination>.<group>});
- *   <li>on Kafka, with a dead-letter topic, the container's error handler ({@value #KAFKA_ERROR_HANDLER}): it sees
- *       only what the binder's dead-lettering did not take, a record given back during an outage above all, and seeks
- *       back to it every second, without limit. The container's default one would skip the record after ten
- *       failures, losing it.
+ *       {@code error.<destination>.<group>}). A RabbitMQ queue declared earlier without a dead-letter queue (by a
+ *       service that ran without this default) is left as it is, with a WARN line saying what to do: the binder
+ *       would declare it again with a dead-letter exchange, which the broker refuses (406) for an existing queue;
+ *   <li>on Kafka, the container's error handler: a record given back during an outage is sought back to every second,
+ *       without limit, where the container's error handler would skip it (after ten failures with a dead-letter
+ *       topic, at once without), losing it. Any other failure that reaches the container is handled as the binder's
+ *       own handler does: {@value #KAFKA_ERROR_HANDLER} with a dead-letter topic, {@value
+ *       #KAFKA_ERROR_HANDLER_WITHOUT_DLQ} without.
  * </ul>
  */
 final class BinderConsumerDefaults {
 
     /** The bean name of the error handler of guarded Kafka bindings. */
     static final String KAFKA_ERROR_HANDLER = "idempotencyKafkaErrorHandler";
+
+    /** The bean name of the error handler of guarded Kafka bindings without a dead-letter topic. */
+    static final String KAFKA_ERROR_HANDLER_WITHOUT_DLQ = "idempotencyKafkaErrorHandlerWithoutDlq";
 
     private static final Logger logger = LoggerFactory.getLogger(BinderConsumerDefaults.class);
 
@@ -44,10 +55,14 @@ final class BinderConsumerDefaults {
 
     private final BindingServiceProperties bindings;
 
-    BinderConsumerDefaults(Environment environment, BindingServiceProperties bindings) {
+    private final ListableBeanFactory beanFactory;
+
+    BinderConsumerDefaults(
+            Environment environment, BindingServiceProperties bindings, ListableBeanFactory beanFactory) {
         this.environment = environment;
         this.configuration = Binder.get(environment);
         this.bindings = bindings;
+        this.beanFactory = beanFactory;
     }
 
     void apply(Object binder, String bindingName) {
@@ -63,7 +78,8 @@ final class BinderConsumerDefaults {
         SWITCHES.forEach((property, name) -> {
             if (consumer.isWritableProperty(property)
                     && !isSet(bindings + "." + bindingName, bindings + "[" + bindingName + "]", name)
-                    && !isSet(defaults, defaults, name)) {
+                    && !isSet(defaults, defaults, name)
+                    && !queueDeclaredWithoutDeadLetters(consumer, bindingName)) {
                 consumer.setPropertyValue(property, true);
                 logger.info(
                         "Binding {} gets a dead-letter queue ({}{}=true), where the messages the guard"
@@ -74,10 +90,65 @@ final class BinderConsumerDefaults {
             }
         });
         if (consumer.isWritableProperty("enableDlq")
-                && Boolean.TRUE.equals(consumer.getPropertyValue("enableDlq"))
                 && consumer.isWritableProperty("commonErrorHandlerBeanName")
                 && consumer.getPropertyValue("commonErrorHandlerBeanName") == null) {
-            consumer.setPropertyValue("commonErrorHandlerBeanName", KAFKA_ERROR_HANDLER);
+            consumer.setPropertyValue(
+                    "commonErrorHandlerBeanName",
+                    Boolean.TRUE.equals(consumer.getPropertyValue("enableDlq"))
+                            ? KAFKA_ERROR_HANDLER
+                            : KAFKA_ERROR_HANDLER_WITHOUT_DLQ);
+        }
+    }
+
+    /**
+     * Whether the binding's RabbitMQ queue exists already without its dead-letter queue: declared by a service that ran
+     * without a dead-letter queue. Unknown (no RabbitMQ, the broker unreachable, a partitioned binding) counts as no.
+     */
+    private boolean queueDeclaredWithoutDeadLetters(BeanWrapper consumer, String bindingName) {
+        if (!consumer.isReadableProperty("queueNameGroupOnly")
+                || !ClassUtils.isPresent("org.springframework.amqp.rabbit.core.RabbitAdmin", null)
+                || this.bindings.getConsumerProperties(bindingName).isPartitioned()) {
+            return false;
+        }
+        String prefix = String.valueOf(consumer.getPropertyValue("prefix"));
+        String group = this.bindings.getBindingProperties(bindingName).getGroup();
+        boolean groupOnly = Boolean.TRUE.equals(consumer.getPropertyValue("queueNameGroupOnly"));
+        Object deadLetterQueue = consumer.getPropertyValue("deadLetterQueueName");
+        for (String destination :
+                this.bindings.getBindingDestination(bindingName).split(",")) {
+            String queue = prefix + (groupOnly ? group : destination.trim() + "." + group);
+            String dlq = deadLetterQueue != null ? deadLetterQueue.toString() : queue + ".dlq";
+            if (RabbitQueues.existsWithout(this.beanFactory, queue, dlq)) {
+                logger.warn(
+                        "Binding {} gets no dead-letter queue: its queue {} exists without one, and RabbitMQ refuses"
+                                + " to declare an existing queue again with a dead-letter exchange. Messages the guard"
+                                + " rejects are dropped by the broker until you delete the queue (after draining it)"
+                                + " and let the binder declare it with its dead-letter queue, or set the binding's"
+                                + " auto-bind-dlq yourself",
+                        bindingName,
+                        queue);
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /** Loaded only when Spring AMQP is there. */
+    private static final class RabbitQueues {
+
+        static boolean existsWithout(ListableBeanFactory beanFactory, String queue, String deadLetterQueue) {
+            ConnectionFactory connectionFactory =
+                    beanFactory.getBeanProvider(ConnectionFactory.class).getIfUnique();
+            if (connectionFactory == null) {
+                return false;
+            }
+            try {
+                RabbitAdmin admin = new RabbitAdmin(connectionFactory);
+                return admin.getQueueInfo(queue) != null && admin.getQueueInfo(deadLetterQueue) == null;
+            } catch (AmqpException ex) {
+                logger.debug("Could not tell whether queue {} exists: {}", queue, ex.getMessage());
+                return false;
+            }
         }
     }
 

@@ -24,10 +24,12 @@ import org.springframework.transaction.support.TransactionTemplate;
  * turns), against the registry {@code <table>_scope} of every scope the table holds claims under:
  *
  * <ol>
- *   <li>the claims of a scope that a binding declares as a former scope are moved to that binding's scope (to each,
- *       when several bindings declare it), in one statement; the scope stays registered while it is declared, so
- *       that claims an instance of the former version recorded meanwhile are moved by the next start;
+ *   <li>the claims of a scope that a binding declares as a former scope are copied to that binding's scope (to each,
+ *       when several bindings declare it), in one statement, and the registry notes where they went. They are copied,
+ *       not moved: an instance of the former version still running during a rolling deployment keeps seeing them.
+ *       While the scope is declared, each start copies again what such an instance claimed since;
  *   <li>a retired scope is unregistered: the events it recorded are processed again if a copy arrives;
+ *   <li>a scope no longer declared whose claims were copied is unregistered (its rows go with the retention);
  *   <li>a scope no binding uses, takes over or retires, that still holds claims, makes start-up fail, saying what to
  *       declare; one without claims left is unregistered;
  *   <li>the bindings' scopes are registered.
@@ -44,7 +46,10 @@ final class ClaimScopes {
             SELECT to_regclass(?) IS NOT NULL""";
 
     private static final String REGISTERED = """
-            SELECT scope FROM %s ORDER BY scope""";
+            SELECT scope, copied_to FROM %s ORDER BY scope""";
+
+    private static final String NOTE_COPIED = """
+            UPDATE %s SET copied_to = ? WHERE scope = ?""";
 
     private static final String REGISTER = """
             INSERT INTO %s (scope) VALUES (?) ON CONFLICT DO NOTHING""";
@@ -55,10 +60,11 @@ final class ClaimScopes {
     private static final String HOLDS_CLAIMS = """
             SELECT EXISTS (SELECT 1 FROM %s WHERE scope = ?)""";
 
-    private static final String MOVE = """
-            WITH moved AS (DELETE FROM %1$s WHERE scope = ? RETURNING event_id, processed_at)
+    private static final String COPY = """
             INSERT INTO %1$s (event_id, scope, processed_at)
-            SELECT moved.event_id, heir.scope, moved.processed_at FROM moved CROSS JOIN unnest(?::text[]) AS heir(scope)
+            SELECT former.event_id, heir.scope, former.processed_at
+            FROM %1$s AS former CROSS JOIN unnest(?::text[]) AS heir(scope)
+            WHERE former.scope = ?
             ON CONFLICT DO NOTHING""";
 
     private final DataSource dataSource;
@@ -112,12 +118,17 @@ final class ClaimScopes {
         Set<String> used = new LinkedHashSet<>(scopes.values());
         Map<String, List<String>> heirs = heirs(scopes, formerScopes);
         List<String> unaccounted = new ArrayList<>();
-        for (String scope : jdbc.queryForList(REGISTERED.formatted(this.registry), String.class)) {
+        Map<String, String> registered = new LinkedHashMap<>();
+        jdbc.query(REGISTERED.formatted(this.registry), row -> {
+            registered.put(row.getString(1), row.getString(2));
+        });
+        for (Map.Entry<String, String> entry : registered.entrySet()) {
+            String scope = entry.getKey();
             if (used.contains(scope)) {
                 continue;
             }
             if (heirs.containsKey(scope)) {
-                move(jdbc, scope, heirs.get(scope));
+                copy(jdbc, scope, heirs.get(scope));
             } else if (this.retired.contains(scope)) {
                 jdbc.update(UNREGISTER.formatted(this.registry), scope);
                 logger.warn(
@@ -125,6 +136,13 @@ final class ClaimScopes {
                                 + " recorded is processed again",
                         quoted(scope),
                         this.tableName);
+            } else if (entry.getValue() != null) {
+                jdbc.update(UNREGISTER.formatted(this.registry), scope);
+                logger.info(
+                        "Scope {} of {} is no longer declared; its claims were copied to {} and go with the retention",
+                        quoted(scope),
+                        this.tableName,
+                        entry.getValue());
             } else if (Boolean.TRUE.equals(
                     jdbc.queryForObject(HOLDS_CLAIMS.formatted(this.tableName), Boolean.class, scope))) {
                 unaccounted.add(scope);
@@ -138,20 +156,22 @@ final class ClaimScopes {
         used.forEach(scope -> jdbc.update(REGISTER.formatted(this.registry), scope));
     }
 
-    private void move(JdbcTemplate jdbc, String scope, List<String> heirs) {
-        int moved = jdbc.update(connection -> {
-            PreparedStatement statement = connection.prepareStatement(MOVE.formatted(this.tableName));
-            statement.setString(1, scope);
-            statement.setArray(2, connection.createArrayOf("text", heirs.toArray()));
+    private void copy(JdbcTemplate jdbc, String scope, List<String> heirs) {
+        int copied = jdbc.update(connection -> {
+            PreparedStatement statement = connection.prepareStatement(COPY.formatted(this.tableName));
+            statement.setArray(1, connection.createArrayOf("text", heirs.toArray()));
+            statement.setString(2, scope);
             return statement;
         });
-        if (moved > 0) {
+        String targets = heirs.stream().map(ClaimScopes::quoted).collect(Collectors.joining(", "));
+        jdbc.update(NOTE_COPIED.formatted(this.registry), targets, scope);
+        if (copied > 0) {
             logger.info(
-                    "Moved the claims of scope {} of {} to {} ({} row(s) written)",
+                    "Copied the claims of scope {} of {} to {} ({} row(s) written)",
                     quoted(scope),
                     this.tableName,
-                    heirs.stream().map(ClaimScopes::quoted).collect(Collectors.joining(", ")),
-                    moved);
+                    targets,
+                    copied);
         }
     }
 

@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency;
 
 import java.sql.SQLException;
 import java.sql.SQLTransientConnectionException;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import org.jspecify.annotations.Nullable;
@@ -17,9 +18,11 @@ import org.springframework.transaction.CannotCreateTransactionException;
  *       server shuts down or cannot connect now), 53300 (too many connections) or 25006 (read-only transaction: a
  *       replica promoted, or a primary demoted, after a failover); the SQLSTATE is read, whatever exception Spring
  *       translated it into;
- *   <li>an {@link SQLTransientConnectionException} (the pool's timeout waiting for a connection);
- *   <li>Spring's {@link CannotGetJdbcConnectionException}, {@link CannotCreateTransactionException} and
- *       {@link DataAccessResourceFailureException};
+ *   <li>where no SQLSTATE is known: an {@link SQLTransientConnectionException} (the pool's timeout waiting for a
+ *       connection), Spring's {@link CannotGetJdbcConnectionException}, {@link CannotCreateTransactionException} and
+ *       {@link DataAccessResourceFailureException}. A SQLSTATE in the chain decides alone: Spring translates classes
+ *       53, 54, 57 and 58 into {@code DataAccessResourceFailureException}, and some of them are the message's own
+ *       (54000, an index row too big), which would otherwise halt consumption on every delivery of it;
  *   <li>the types listed in {@code idempotency.outage.exceptions}, and what the service's {@link OutageClassifier}
  *       beans recognize.
  * </ul>
@@ -49,13 +52,28 @@ final class DatabaseOutages implements OutageClassifier {
     }
 
     private boolean matches(Throwable failure, int depth) {
+        List<String> states = new ArrayList<>();
+        if (found(failure, depth, states)) {
+            return true;
+        }
+        return states.isEmpty() ? typed(failure, 0) : states.stream().anyMatch(DatabaseOutages::isOutageState);
+    }
+
+    /**
+     * Whether the chain holds an {@link OutageException} or a type declared by the service; collects the SQLSTATEs it
+     * holds.
+     */
+    private boolean found(Throwable failure, int depth, List<String> states) {
         int level = depth;
         for (Throwable cause = failure; cause != null && level < 32; cause = next(cause), level++) {
-            if (isOutageItself(cause)) {
+            if (cause instanceof OutageException || isDeclared(cause)) {
                 return true;
             }
+            if (cause instanceof SQLException sql && sql.getSQLState() != null) {
+                states.add(sql.getSQLState());
+            }
             for (Throwable suppressed : cause.getSuppressed()) {
-                if (matches(suppressed, level + 1)) {
+                if (found(suppressed, level + 1, states)) {
                     return true;
                 }
             }
@@ -63,11 +81,19 @@ final class DatabaseOutages implements OutageClassifier {
         return false;
     }
 
-    private boolean isOutageItself(Throwable failure) {
-        return failure instanceof OutageException
-                || (failure instanceof SQLException sql && isOutageState(sql.getSQLState()))
-                || TYPES.stream().anyMatch(type -> type.isInstance(failure))
-                || this.declared.stream().anyMatch(type -> type.isInstance(failure));
+    private boolean isDeclared(Throwable failure) {
+        return this.declared.stream().anyMatch(type -> type.isInstance(failure));
+    }
+
+    private static boolean typed(Throwable failure, int depth) {
+        int level = depth;
+        for (Throwable cause = failure; cause != null && level < 32; cause = next(cause), level++) {
+            Throwable current = cause;
+            if (TYPES.stream().anyMatch(type -> type.isInstance(current))) {
+                return true;
+            }
+        }
+        return false;
     }
 
     private static @Nullable Throwable next(Throwable cause) {

@@ -91,7 +91,9 @@ final class GuardedBindings implements SmartInitializingSingleton {
         this.metrics = metrics;
         this.outages = outages;
         this.binderConsumerDefaults = new BinderConsumerDefaults(
-                beanFactory.getBean(Environment.class), beanFactory.getBean(BindingServiceProperties.class));
+                beanFactory.getBean(Environment.class),
+                beanFactory.getBean(BindingServiceProperties.class),
+                beanFactory);
     }
 
     /** The guarded bindings found at start-up. */

@@ -113,15 +113,33 @@ class IdempotencyAutoConfiguration {
                 metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
     }
 
-    /** On Kafka: redelivers a record given back during an outage, instead of skipping it after ten failures. */
+    /**
+     * On Kafka: the error handlers of guarded bindings, which seek back to a record given back during an outage every
+     * second, without limit, and handle any other failure as the binder's own handler would: ten deliveries with a
+     * dead-letter topic (Spring Kafka's default), one without (the binder's).
+     */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(name = "org.springframework.kafka.listener.DefaultErrorHandler")
+    @ConditionalOnSingleCandidate(DataSource.class)
     static class Kafka {
 
         @Bean(BinderConsumerDefaults.KAFKA_ERROR_HANDLER)
         @ConditionalOnMissingBean(name = BinderConsumerDefaults.KAFKA_ERROR_HANDLER)
-        DefaultErrorHandler idempotencyKafkaErrorHandler() {
-            return new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS));
+        DefaultErrorHandler idempotencyKafkaErrorHandler(Outage outage) {
+            return kafkaErrorHandler(outage, new FixedBackOff(0, 9));
+        }
+
+        @Bean(BinderConsumerDefaults.KAFKA_ERROR_HANDLER_WITHOUT_DLQ)
+        @ConditionalOnMissingBean(name = BinderConsumerDefaults.KAFKA_ERROR_HANDLER_WITHOUT_DLQ)
+        DefaultErrorHandler idempotencyKafkaErrorHandlerWithoutDlq(Outage outage) {
+            return kafkaErrorHandler(outage, new FixedBackOff(0, 0));
+        }
+
+        private static DefaultErrorHandler kafkaErrorHandler(Outage outage, FixedBackOff otherwise) {
+            DefaultErrorHandler handler = new DefaultErrorHandler(otherwise);
+            FixedBackOff untilOver = new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS);
+            handler.setBackOffFunction((record, failure) -> outage.isOutage(failure) ? untilOver : null);
+            return handler;
         }
     }
 }

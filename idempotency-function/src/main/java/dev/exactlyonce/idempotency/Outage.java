@@ -10,6 +10,7 @@ import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.context.SmartLifecycle;
 
 /**
  * An outage of what the guarded bindings depend on, shared by every guarded binding of the service:
@@ -27,7 +28,7 @@ import org.slf4j.LoggerFactory;
  *       than the database, still down) starts probing at the interval the previous one reached.
  * </ol>
  */
-final class Outage {
+final class Outage implements SmartLifecycle {
 
     /** A halt in progress: since when, and why. */
     record Halt(Instant since, String cause) {}
@@ -47,6 +48,13 @@ final class Outage {
     private final Object lock = new Object();
 
     private volatile @Nullable Halt halt;
+
+    private volatile @Nullable Thread probe;
+
+    private volatile boolean running;
+
+    /** Set when the application stops: holds end, no new halt begins. */
+    private volatile boolean stopped;
 
     private Duration lastInterval;
 
@@ -88,11 +96,44 @@ final class Outage {
         return this.halt;
     }
 
+    @Override
+    public void start() {
+        this.stopped = false;
+        this.running = true;
+    }
+
+    /**
+     * Stops before the bindings do (the highest phase): the threads holding messages give them back at once, and the
+     * probe ends, so that the containers stop without waiting out a hold.
+     */
+    @Override
+    public void stop() {
+        this.stopped = true;
+        this.running = false;
+        Thread probe = this.probe;
+        if (probe != null) {
+            probe.interrupt();
+        }
+        synchronized (this.lock) {
+            this.lock.notifyAll();
+        }
+    }
+
+    @Override
+    public boolean isRunning() {
+        return this.running;
+    }
+
+    @Override
+    public int getPhase() {
+        return Integer.MAX_VALUE;
+    }
+
     /** Halts consumption, unless it is halted already. */
     void detected(Throwable failure) {
         Duration firstInterval;
         synchronized (this.lock) {
-            if (this.halt != null) {
+            if (this.halt != null || this.stopped) {
                 return;
             }
             Instant now = Instant.now();
@@ -110,13 +151,23 @@ final class Outage {
         this.metrics.halted();
         Thread probe = new Thread(() -> probe(firstInterval), "idempotency-outage-probe");
         probe.setDaemon(true);
-        probe.start();
+        this.probe = probe;
+        try {
+            probe.start();
+        } catch (RuntimeException | Error ex) {
+            synchronized (this.lock) {
+                this.halt = null;
+                this.lock.notifyAll();
+            }
+            throw ex;
+        }
     }
 
     /**
      * Waits while consumption is halted, at most {@code max}.
      *
-     * @return whether consumption may go on: {@code false} when still halted after {@code max}
+     * @return whether consumption may go on: {@code false} when still halted after {@code max}, or when the
+     *     application stops meanwhile
      */
     boolean awaitEnd(Duration max) {
         if (this.halt == null) {
@@ -125,6 +176,9 @@ final class Outage {
         long deadline = System.nanoTime() + max.toNanos();
         synchronized (this.lock) {
             while (this.halt != null) {
+                if (this.stopped) {
+                    return false;
+                }
                 long left = deadline - System.nanoTime();
                 if (left <= 0) {
                     return false;
@@ -142,7 +196,7 @@ final class Outage {
 
     private void probe(Duration firstInterval) {
         Duration interval = firstInterval;
-        while (sleep(interval)) {
+        while (!this.stopped && sleep(interval)) {
             String failure = check();
             if (failure == null) {
                 resume(interval);

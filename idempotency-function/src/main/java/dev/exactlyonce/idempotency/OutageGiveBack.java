@@ -8,8 +8,9 @@ import org.springframework.util.ClassUtils;
 
 /**
  * First on a guarded binding's error channel, where the binder sends a message it gives up on: a message whose
- * failure is an outage is neither dead-lettered nor logged as an error. It is held while consumption is halted (up to
- * {@code max-hold}), then given back to the binder with an exception that makes the broker deliver it again:
+ * failure is an outage is neither dead-lettered nor logged as an error. Unless its attempt was held already, it is held
+ * while consumption is halted (up to {@code max-hold}); then it is given back to the binder with an exception that
+ * makes the broker deliver it again:
  * RabbitMQ's {@code ImmediateRequeueAmqpException} (the container requeues it with {@code basic.nack}, which RabbitMQ
  * 4.3 and later do not count against a quorum queue's delivery limit); on Kafka, any exception makes the container
  * seek back to the record.
@@ -32,7 +33,11 @@ final class OutageGiveBack implements ChannelInterceptor {
         }
         Throwable failure = error.getPayload();
         this.outage.detected(failure);
-        this.outage.awaitEnd(this.outage.maxHold());
+        if (Failures.find(failure, OutageException.class) == null) {
+            // Not held yet: the attempt found the outage on its own (its last one). One hold per delivery, so that a
+            // delivery is never held longer than max-hold in all.
+            this.outage.awaitEnd(this.outage.maxHold());
+        }
         String reason =
                 "A dependency is unavailable: the message is given back to be delivered again, not" + " dead-lettered";
         throw AMQP ? Requeue.exception(reason, failure) : new OutageException(reason, failure);

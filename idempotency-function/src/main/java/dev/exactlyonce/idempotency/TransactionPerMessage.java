@@ -88,7 +88,8 @@ final class TransactionPerMessage implements ChannelInterceptor {
         }
         if (!this.outage.awaitEnd(this.outage.maxHold())) {
             throw new OutageException(
-                    "A message of %s was held %s while a dependency is unavailable: given back to the broker, to be delivered again"
+                    ("A message of %s was held %s while a dependency is unavailable: given back to the broker, to be"
+                                    + " delivered again")
                             .formatted(this.binding.bindingName(), this.outage.maxHold()),
                     null);
         }

@@ -15,9 +15,12 @@ CREATE INDEX processed_event_processed_at_idx ON processed_event (processed_at);
 
 -- The scopes processed_event holds claims under, registered by the guard at start-up: a start-up whose bindings no
 -- longer use a scope that still holds claims refuses to run (see idempotency.bindings.<binding>.former-scopes and
--- idempotency.retired-scopes). Renamed with the table: <table>_scope.
+-- idempotency.retired-scopes). copied_to names the scopes a former scope's claims were copied to. Renamed with the
+-- table: <table>_scope. Added to an existing table, register the scopes it already holds with:
+--   INSERT INTO processed_event_scope (scope) SELECT DISTINCT scope FROM processed_event ON CONFLICT DO NOTHING;
 CREATE TABLE processed_event_scope (
     scope         text        NOT NULL,
     registered_at timestamptz NOT NULL DEFAULT now(),
+    copied_to     text,
     CONSTRAINT processed_event_scope_pkey PRIMARY KEY (scope)
 );

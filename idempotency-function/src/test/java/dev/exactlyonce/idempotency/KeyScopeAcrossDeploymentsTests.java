@@ -81,7 +81,15 @@ class KeyScopeAcrossDeploymentsTests {
         assertThat(effects())
                 .as("the copy delivered after the switch found its claim")
                 .isEqualTo(1);
-        assertThat(scopes()).containsExactly("recordThing");
+        assertThat(scopes())
+                .as("copied, not moved: an instance of the former version still running sees its claims")
+                .containsExactly("", "recordThing");
+
+        deployAndDeliver(RECORD, FUNCTION_SCOPE);
+
+        assertThat(effects())
+                .as("once the claims were copied, the former scope no longer needs declaring")
+                .isEqualTo(1);
     }
 
     @Test
@@ -99,7 +107,7 @@ class KeyScopeAcrossDeploymentsTests {
                 "idempotency.bindings.idempotencyGuardstoreThing-in-0.former-scopes[0]=recordThing");
 
         assertThat(effects()).isEqualTo(1);
-        assertThat(scopes()).containsExactly("storeThing");
+        assertThat(scopes()).containsExactly("recordThing", "storeThing");
     }
 
     @Test
