@@ -51,8 +51,9 @@ final class ClaimScopes {
     private static final String NOTE_COPIED = """
             UPDATE %s SET copied_to = ? WHERE scope = ?""";
 
+    // A scope in use again records claims of its own since: whatever was copied from it before no longer covers it.
     private static final String REGISTER = """
-            INSERT INTO %s (scope) VALUES (?) ON CONFLICT DO NOTHING""";
+            INSERT INTO %s (scope) VALUES (?) ON CONFLICT (scope) DO UPDATE SET copied_to = NULL""";
 
     private static final String UNREGISTER = """
             DELETE FROM %s WHERE scope = ?""";

@@ -12,7 +12,6 @@ import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.time.Instant;
 import java.time.format.DateTimeParseException;
 import java.util.List;
-import java.util.Map;
 import java.util.UUID;
 import org.jspecify.annotations.Nullable;
 import org.springframework.messaging.MessageHeaders;
@@ -29,14 +28,6 @@ final class EventReader {
     static final String AMQP_ROUTING_KEY = "amqp_receivedRoutingKey";
 
     static final String AMQP_EXCHANGE = "amqp_receivedExchange";
-
-    /** Where the Rabbit binder's dead-letter republisher records the routing key and exchange of a dead letter. */
-    static final String ORIGINAL_ROUTING_KEY = "x-original-routingKey";
-
-    static final String ORIGINAL_EXCHANGE = "x-original-exchange";
-
-    /** Where RabbitMQ records each dead-lettering of a message, the most recent first. */
-    static final String DEATHS = "x-death";
 
     private static final List<String> CLOUDEVENTS_PREFIXES = List.of("ce_", "ce-", "cloudEvents:", "cloudEvents_");
 
@@ -109,36 +100,15 @@ final class EventReader {
     /**
      * The routing key the event was published with. A message that arrives through the default exchange was sent to
      * its queue directly (a dead letter moved back to its queue), with the queue's name as routing key: the event's
-     * routing key is then the one recorded when it was dead-lettered, by the binder's republisher
-     * ({@code x-original-routingKey}) or by the broker ({@code x-death}, the oldest death from a named exchange).
+     * routing key is then the one recorded when it was dead-lettered ({@link EventHeaders#deadLetteredRoutingKey}).
      */
     private static @Nullable String publishedRoutingKey(MessageHeaders headers) {
         String routingKey = text(headers, AMQP_ROUTING_KEY);
         if (!"".equals(text(headers, AMQP_EXCHANGE))) {
             return routingKey;
         }
-        String originalExchange = text(headers, ORIGINAL_EXCHANGE);
-        if (originalExchange != null && !originalExchange.isEmpty()) {
-            return text(headers, ORIGINAL_ROUTING_KEY);
-        }
-        String died = deathRoutingKey(headers.get(DEATHS));
-        return died != null ? died : routingKey;
-    }
-
-    private static @Nullable String deathRoutingKey(@Nullable Object deaths) {
-        if (!(deaths instanceof List<?> entries)) {
-            return null;
-        }
-        for (int i = entries.size() - 1; i >= 0; i--) {
-            if (entries.get(i) instanceof Map<?, ?> death
-                    && death.get("exchange") != null
-                    && !death.get("exchange").toString().isEmpty()
-                    && death.get("routing-keys") instanceof List<?> keys
-                    && !keys.isEmpty()) {
-                return keys.get(0).toString();
-            }
-        }
-        return null;
+        String recorded = EventHeaders.deadLetteredRoutingKey(headers);
+        return recorded != null ? recorded : routingKey;
     }
 
     private static @Nullable String cloudEventHeader(MessageHeaders headers, String attribute) {

@@ -130,6 +130,19 @@ class KeyScopeAcrossDeploymentsTests {
     }
 
     @Test
+    void aScopeInUseAgainAfterItsClaimsWereCopiedMustBeAccountedForAgainWhenItChanges() {
+        deployAndDeliver(RECORD);
+        deployAndDeliver(
+                RECORD, FUNCTION_SCOPE, "idempotency.bindings.idempotencyGuardrecordThing-in-0.former-scopes[0]=");
+        deployAndDeliver(RECORD, "idempotency.bindings.idempotencyGuardrecordThing-in-0.former-scopes[0]=recordThing");
+
+        assertThat(startupFailure(RECORD, FUNCTION_SCOPE))
+                .as("the service scope recorded claims of its own since its earlier ones were copied")
+                .hasMessageContaining("holds claims under scope(s) '' (the service scope)");
+        assertThat(effects()).isEqualTo(1);
+    }
+
+    @Test
     void settingsForABindingThatIsNotGuardedAreRefused() {
         assertThat(startupFailure(RECORD, "idempotency.bindings.idempotencyGuardstoreThing-in-0.scope=things"))
                 .hasMessageContaining("idempotency.bindings.idempotencyGuardstoreThing-in-0 names no guarded binding;"

@@ -6,11 +6,11 @@ import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.time.Instant;
 import java.util.HashMap;
-import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
@@ -46,8 +46,6 @@ final class DeadLetterReplay {
     static final String REPLAY_COUNT = "x-replay-count";
 
     static final String REPLAYED_AT = "x-replayed-at";
-
-    static final String EVENT_NAME = "event_name";
 
     private static final long CONFIRM_TIMEOUT_MS = 10_000;
 
@@ -157,39 +155,15 @@ final class DeadLetterReplay {
                     new HashMap<>(properties.getHeaders() != null ? properties.getHeaders() : Map.of());
             headers.merge(REPLAY_COUNT, 1, (count, one) -> ((Number) count).intValue() + 1);
             headers.put(REPLAYED_AT, Instant.now().toString());
-            String eventName = publishedRoutingKey(headers);
-            if (!headers.containsKey(EVENT_NAME) && eventName != null) {
-                headers.put(EVENT_NAME, eventName);
+            String eventName = EventHeaders.deadLetteredRoutingKey(headers);
+            if (!headers.containsKey(EventHeaders.EVENT_NAME) && eventName != null) {
+                headers.put(EventHeaders.EVENT_NAME, eventName);
             }
             properties = properties.builder().headers(headers).build();
         }
         channel.basicPublish("", target, true, properties, message.getBody());
         channel.waitForConfirmsOrDie(CONFIRM_TIMEOUT_MS);
         channel.basicAck(message.getEnvelope().getDeliveryTag(), false);
-    }
-
-    /**
-     * The routing key the dead letter was first published with: recorded by the Rabbit binder's republisher
-     * ({@code x-original-routingKey}, unless the message had itself come through the default exchange) or by the
-     * broker ({@code x-death}, whose oldest death from a named exchange is the first).
-     */
-    private static @Nullable String publishedRoutingKey(Map<String, Object> headers) {
-        Object exchange = headers.get("x-original-exchange");
-        if (exchange != null && !exchange.toString().isEmpty() && headers.get("x-original-routingKey") != null) {
-            return headers.get("x-original-routingKey").toString();
-        }
-        if (headers.get("x-death") instanceof List<?> deaths) {
-            for (int i = deaths.size() - 1; i >= 0; i--) {
-                if (deaths.get(i) instanceof Map<?, ?> death
-                        && death.get("exchange") != null
-                        && !death.get("exchange").toString().isEmpty()
-                        && death.get("routing-keys") instanceof List<?> keys
-                        && !keys.isEmpty()) {
-                    return keys.get(0).toString();
-                }
-            }
-        }
-        return null;
     }
 
     private @Nullable UUID eventId(GetResponse message) {

@@ -7,6 +7,7 @@ import com.rabbitmq.client.AMQP;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
+import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import dev.exactlyonce.idempotency.test.TestRabbit;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
@@ -162,7 +163,7 @@ class DeadLetterReplayIT {
         assertThat(drain(this.queue))
                 .extracting(response -> response.getProps()
                         .getHeaders()
-                        .get(DeadLetterReplay.EVENT_NAME)
+                        .get(EventHeaders.EVENT_NAME)
                         .toString())
                 .containsExactly("order.order.placed.v1", "order.order.status-changed.v1");
     }
