@@ -35,7 +35,7 @@ import org.springframework.util.ClassUtils;
 /**
  * Finds the function definitions that contain the guard, checks that the guarantee can hold for each, installs
  * {@link TransactionPerMessage} on its input channel, puts the real failure first in what the binder dead-letters
- * ({@link RealCauseFirst}) and gives the binding a dead-letter queue unless the service chose ({@link BinderConsumerDefaults}). Runs once all singletons exist, before the bindings start consuming.
+ * ({@link RealCauseFirst}) and gives the binding a dead-letter queue unless the service chose ({@link BinderConsumers}). Runs once all singletons exist, before the bindings start consuming.
  * Start-up fails, with what to change, when:
  *
  * <ul>
@@ -69,7 +69,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
 
     private final IdempotencyProperties properties;
 
-    private final BinderConsumerDefaults binderConsumerDefaults;
+    private final BinderConsumers binderConsumers;
 
     private final List<GuardedBinding> bindings = new ArrayList<>();
 
@@ -90,7 +90,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
         this.transactionManagers = transactionManagers;
         this.metrics = metrics;
         this.outages = outages;
-        this.binderConsumerDefaults = new BinderConsumerDefaults(
+        this.binderConsumers = new BinderConsumers(
                 beanFactory.getBean(Environment.class),
                 beanFactory.getBean(BindingServiceProperties.class),
                 beanFactory);
@@ -178,7 +178,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
             InterceptableChannel errorChannel = errorChannel(binder, bindingName);
             errorChannel.addInterceptor(0, new OutageGiveBack(outage));
             errorChannel.addInterceptor(new RealCauseFirst());
-            this.binderConsumerDefaults.apply(binder, bindingName);
+            this.binderConsumers.apply(binder, bindingName);
             this.bindings.add(binding);
             logger.info(
                     "Guarding binding {} ({}): one transaction per message, claims under scope '{}', events {}",

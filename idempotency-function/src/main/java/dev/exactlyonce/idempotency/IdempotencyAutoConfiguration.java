@@ -123,14 +123,14 @@ class IdempotencyAutoConfiguration {
     @ConditionalOnSingleCandidate(DataSource.class)
     static class Kafka {
 
-        @Bean(BinderConsumerDefaults.KAFKA_ERROR_HANDLER)
-        @ConditionalOnMissingBean(name = BinderConsumerDefaults.KAFKA_ERROR_HANDLER)
+        @Bean(BinderConsumers.KAFKA_ERROR_HANDLER)
+        @ConditionalOnMissingBean(name = BinderConsumers.KAFKA_ERROR_HANDLER)
         DefaultErrorHandler idempotencyKafkaErrorHandler(Outage outage) {
             return kafkaErrorHandler(outage, new FixedBackOff(0, 9));
         }
 
-        @Bean(BinderConsumerDefaults.KAFKA_ERROR_HANDLER_WITHOUT_DLQ)
-        @ConditionalOnMissingBean(name = BinderConsumerDefaults.KAFKA_ERROR_HANDLER_WITHOUT_DLQ)
+        @Bean(BinderConsumers.KAFKA_ERROR_HANDLER_WITHOUT_DLQ)
+        @ConditionalOnMissingBean(name = BinderConsumers.KAFKA_ERROR_HANDLER_WITHOUT_DLQ)
         DefaultErrorHandler idempotencyKafkaErrorHandlerWithoutDlq(Outage outage) {
             return kafkaErrorHandler(outage, new FixedBackOff(0, 0));
         }

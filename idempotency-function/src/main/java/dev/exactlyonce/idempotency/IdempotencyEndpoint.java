@@ -8,13 +8,13 @@ import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
 import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
-import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * The {@code idempotency} Actuator endpoint: how big the table of processed event ids is (the planner's estimate, and
- * its size on disk), how old its oldest row is, and the retention that bounds it. A write operation runs the purge
- * now.
+ * its size on disk), how old its oldest row is, and the retention that bounds it. It only reads: the purge, which
+ * deletes rows, is an operation of {@link PurgingIdempotencyEndpoint}, registered in its place when
+ * {@code idempotency.endpoint.purge-enabled} is true.
  */
 @Endpoint(id = "idempotency")
 public class IdempotencyEndpoint {
@@ -55,12 +55,9 @@ public class IdempotencyEndpoint {
 
     private final IdempotencyProperties properties;
 
-    private final @Nullable ProcessedEventPurge purge;
-
-    IdempotencyEndpoint(DataSource dataSource, IdempotencyProperties properties, @Nullable ProcessedEventPurge purge) {
+    IdempotencyEndpoint(DataSource dataSource, IdempotencyProperties properties) {
         this.jdbcTemplate = new JdbcTemplate(dataSource);
         this.properties = properties;
-        this.purge = purge;
     }
 
     @ReadOperation
@@ -78,11 +75,5 @@ public class IdempotencyEndpoint {
                 this.properties.retention(),
                 this.properties.replayHorizon().total(),
                 this.properties.partitioning().enabled());
-    }
-
-    /** Runs the purge now (in partitioned mode, there is none: old partitions are dropped). */
-    @WriteOperation
-    public ProcessedEventPurge.@Nullable Result purge() {
-        return this.purge != null ? this.purge.purge() : null;
     }
 }

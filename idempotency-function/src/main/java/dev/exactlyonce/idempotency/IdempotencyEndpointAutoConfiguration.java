@@ -5,6 +5,7 @@ import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
@@ -25,9 +26,21 @@ class IdempotencyEndpointAutoConfiguration {
 
     @Bean
     @ConditionalOnAvailableEndpoint
-    IdempotencyEndpoint idempotencyEndpoint(
+    @ConditionalOnBooleanProperty(
+            name = "idempotency.endpoint.purge-enabled",
+            havingValue = false,
+            matchIfMissing = true)
+    IdempotencyEndpoint idempotencyEndpoint(DataSource dataSource, IdempotencyProperties properties) {
+        return new IdempotencyEndpoint(dataSource, properties);
+    }
+
+    /** With its write operation, the purge, which deletes rows: only when enabled. */
+    @Bean
+    @ConditionalOnAvailableEndpoint
+    @ConditionalOnBooleanProperty("idempotency.endpoint.purge-enabled")
+    PurgingIdempotencyEndpoint purgingIdempotencyEndpoint(
             DataSource dataSource, IdempotencyProperties properties, ObjectProvider<ProcessedEventPurge> purge) {
-        return new IdempotencyEndpoint(dataSource, properties, purge.getIfAvailable());
+        return new PurgingIdempotencyEndpoint(dataSource, properties, purge.getIfAvailable());
     }
 
     /** {@code OUT_OF_SERVICE} while an outage halts the guarded bindings. */

@@ -28,6 +28,7 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  * @param purge the scheduled deletion of ids older than the retention
  * @param partitioning the opt-in range-partitioned table, whose old ids go with whole partitions
  * @param outage what the guarded bindings do while the database (or another dependency) is unavailable
+ * @param endpoint the {@code idempotency} Actuator endpoint
  * @param bindings per guarded binding (by its name, such as {@code idempotencyGuardreserveStock-in-0}): a scope name
  *     that stays the same when functions are renamed or the key scope changes, and the scopes whose claims it takes
  *     over
@@ -46,6 +47,7 @@ public record IdempotencyProperties(
         @DefaultValue Purge purge,
         @DefaultValue Partitioning partitioning,
         @DefaultValue Outage outage,
+        @DefaultValue Endpoint endpoint,
         @Nullable Map<String, Binding> bindings,
         @Nullable List<String> retiredScopes) {
 
@@ -158,6 +160,14 @@ public record IdempotencyProperties(
             }
         }
     }
+
+    /**
+     * The {@code idempotency} Actuator endpoint, under {@code idempotency.endpoint}.
+     *
+     * @param purgeEnabled whether the endpoint has its write operation, which runs the purge now and so deletes rows
+     *     ({@code POST /actuator/idempotency}); off unless the management port is protected
+     */
+    public record Endpoint(@DefaultValue("false") boolean purgeEnabled) {}
 
     /**
      * What the guarded bindings do while the database, or another dependency declared as such, is unavailable, under

@@ -43,12 +43,12 @@ class ReplayToStockServiceIT {
 
     private static final TestRabbit rabbit = TestRabbit.broker();
 
-    private static final String EXCHANGE = rabbit.uniqueName("events");
+    private static final String EXCHANGE = rabbit.topicExchange("events");
 
     private static final String QUEUE = rabbit.uniqueName("stock.events");
 
     /** The exchange and queue of a second stock service, which reads event ids from the AMQP message id. */
-    private static final String BARE_EXCHANGE = rabbit.uniqueName("bare-events");
+    private static final String BARE_EXCHANGE = rabbit.topicExchange("bare-events");
 
     private static final String BARE_QUEUE = rabbit.uniqueName("stock.bare");
 
@@ -102,7 +102,8 @@ class ReplayToStockServiceIT {
                 BINDING + "consumer.back-off-initial-interval=100",
                 BINDING + "consumer.back-off-max-interval=200",
                 "logging.level.dev.exactlyonce.idempotency.IdempotencyGuard=debug",
-                "server.port=0"));
+                "server.port=0",
+                "management.server.port=0"));
         all.addAll(List.of(properties));
         return ServiceProcess.start(
                 ServiceProcess.jar(Path.of(System.getProperty("services.dir", "..")), "stock-service"),

@@ -54,6 +54,7 @@ class ThreeSourcesOfDuplicatesIT {
     static void stop() throws Exception {
         shop.close();
         shop.databases().drop();
+        shop.dropBrokerUsers();
     }
 
     @Test

@@ -47,7 +47,7 @@ class DatabaseOutageOnRabbitIT {
 
     private static final TestRabbit rabbit = TestRabbit.broker();
 
-    private static final String EXCHANGE = rabbit.uniqueName("events");
+    private static final String EXCHANGE = rabbit.topicExchange("events");
 
     private static final String QUEUE = rabbit.uniqueName("stock.outage");
 

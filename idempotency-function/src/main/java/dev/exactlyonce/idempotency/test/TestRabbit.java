@@ -73,10 +73,34 @@ public final class TestRabbit {
         return this.port;
     }
 
+    /** The user the tests connect as: the broker's administrator. */
+    public String username() {
+        return this.username;
+    }
+
+    public String password() {
+        return this.password;
+    }
+
     /** {@code base} followed by the run's id, for example {@code events.3fa9c1}; deleted when the JVM exits. */
     public String uniqueName(String base) {
         String name = base + "." + this.runId;
         this.names.add(name);
+        return name;
+    }
+
+    /**
+     * A topic exchange named {@code base} followed by the run's id, declared now, with the dead-letter exchange
+     * {@code DLX}: for services that declare no exchange ({@code declare-exchange: false}, {@code declare-dlx: false}),
+     * as the broker's definitions would. Deleted when the JVM exits ({@code DLX}, shared, stays).
+     */
+    public String topicExchange(String base) {
+        String name = uniqueName(base);
+        withChannel(channel -> {
+            channel.exchangeDeclare(name, "topic", true);
+            channel.exchangeDeclare("DLX", "direct", true);
+            return null;
+        });
         return name;
     }
 

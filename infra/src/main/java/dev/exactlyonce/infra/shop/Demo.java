@@ -45,6 +45,8 @@ public final class Demo {
         int rabbitPort = Integer.parseInt(this.env.getOrDefault("RABBITMQ_PORT", "5672"));
         String pgUser = this.env.getOrDefault("PGUSER", "postgres");
         String pgPassword = this.env.getOrDefault("PGPASSWORD", "");
+        String rabbitUser = this.env.getOrDefault("RABBITMQ_USERNAME", "guest");
+        String rabbitPassword = this.env.getOrDefault("RABBITMQ_PASSWORD", "guest");
         if (!answers(pgHost, pgPort) || !answers(rabbitHost, rabbitPort)) {
             if (!dockerAvailable()) {
                 this.out.printf(
@@ -60,6 +62,9 @@ public final class Demo {
             this.out.println("No PostgreSQL or RabbitMQ on localhost: starting them with infra/compose.yaml");
             compose();
             pgPassword = this.env.getOrDefault("PGPASSWORD", "postgres");
+            // infra/rabbitmq/definitions.json: the broker's administrator, which no service uses.
+            rabbitUser = this.env.getOrDefault("RABBITMQ_USERNAME", "admin");
+            rabbitPassword = this.env.getOrDefault("RABBITMQ_PASSWORD", "admin");
         }
         this.out.printf("PostgreSQL %s:%d (as %s), RabbitMQ %s:%d%n", pgHost, pgPort, pgUser, rabbitHost, rabbitPort);
         Path logs = Path.of("infra", "target", "demo");
@@ -71,8 +76,8 @@ public final class Demo {
                 pgPassword,
                 rabbitHost,
                 rabbitPort,
-                this.env.getOrDefault("RABBITMQ_USERNAME", "guest"),
-                this.env.getOrDefault("RABBITMQ_PASSWORD", "guest"),
+                rabbitUser,
+                rabbitPassword,
                 Path.of("."),
                 "",
                 logs);

@@ -88,6 +88,8 @@ public final class ShopScenario implements AutoCloseable {
 
     private final Map<String, Integer> ports = new LinkedHashMap<>();
 
+    private final Map<String, Integer> managementPorts = new LinkedHashMap<>();
+
     private final Map<String, JdbcTemplate> jdbc = new LinkedHashMap<>();
 
     private final List<HikariDataSource> dataSources = new ArrayList<>();
@@ -103,7 +105,15 @@ public final class ShopScenario implements AutoCloseable {
     /** Between the services and PostgreSQL, to take the database away from them. */
     private TcpProxy databaseLink;
 
+    /** The order service's relay, as the broker user {@code relay}. */
     private Connection broker;
+
+    /** Setting up and watching the broker, as its administrator. */
+    private Connection admin;
+
+    private final BrokerAdministration brokerAdmin;
+
+    private final List<ShopBrokerUsers.User> brokerUsers;
 
     private OrderService orderService;
 
@@ -123,18 +133,32 @@ public final class ShopScenario implements AutoCloseable {
                 settings.postgresPassword(),
                 settings.suffix());
         this.exchange = "events" + settings.suffix();
+        this.brokerAdmin =
+                BrokerAdministration.of(settings.rabbitHost(), settings.rabbitUser(), settings.rabbitPassword());
+        this.brokerUsers = ShopBrokerUsers.users(settings.suffix());
     }
 
     /** Makes the databases, resets the queues, and starts the provider, the services and the order service. */
     public ShopScenario start() throws Exception {
         this.databases.recreate();
+        this.admin = connectionFactory(this.settings.rabbitUser(), this.settings.rabbitPassword())
+                .newConnection("shop-administration");
+        resetTopology();
+        this.brokerUsers.forEach(this.brokerAdmin::createUser);
         say(
-                "databases %s recreated, each owned by a role of its own that no other role can connect to",
+                "databases %s recreated, each owned by a role of its own that no other role can connect to; broker"
+                        + " users %s, each allowed what it needs (a service its own queues, the relay the events"
+                        + " exchange, the replay command the dead-letter queues)",
                 String.join(
                         ", ",
-                        ShopDatabases.NAMES.stream().map(this.databases::name).toList()));
-        this.broker = connectionFactory().newConnection("order-service-relay");
-        resetQueues();
+                        ShopDatabases.NAMES.stream().map(this.databases::name).toList()),
+                String.join(
+                        ", ",
+                        this.brokerUsers.stream()
+                                .map(ShopBrokerUsers.User::name)
+                                .toList()));
+        String relayUser = "relay" + this.settings.suffix();
+        this.broker = connectionFactory(relayUser, relayUser).newConnection("order-service-relay");
         this.provider = PaymentProvider.start(0);
         this.brokerLink = TcpProxy.to(this.settings.rabbitHost(), this.settings.rabbitPort());
         this.databaseLink = TcpProxy.to(this.settings.postgresHost(), this.settings.postgresPort());
@@ -144,6 +168,7 @@ public final class ShopScenario implements AutoCloseable {
         List<CompletableFuture<Void>> starting = new ArrayList<>();
         for (Service service : SERVICES) {
             this.ports.put(service.name(), freePort());
+            this.managementPorts.put(service.name(), freePort());
             this.jdbc.put(service.name(), jdbc(service.database()));
             starting.add(CompletableFuture.runAsync(() -> startService(service)));
         }
@@ -351,12 +376,14 @@ public final class ShopScenario implements AutoCloseable {
             this.brokerLink.close();
         }
         this.dataSources.forEach(HikariDataSource::close);
-        try {
-            if (this.broker != null && this.broker.isOpen()) {
-                this.broker.close();
+        for (Connection connection : new Connection[] {this.broker, this.admin}) {
+            try {
+                if (connection != null && connection.isOpen()) {
+                    connection.close();
+                }
+            } catch (IOException | RuntimeException ex) {
+                // closing anyway
             }
-        } catch (IOException | RuntimeException ex) {
-            // closing anyway
         }
     }
 
@@ -376,8 +403,8 @@ public final class ShopScenario implements AutoCloseable {
                         "spring.datasource.password=" + role,
                         "spring.rabbitmq.host=127.0.0.1",
                         "spring.rabbitmq.port=" + this.brokerLink.port(),
-                        "spring.rabbitmq.username=" + this.settings.rabbitUser(),
-                        "spring.rabbitmq.password=" + this.settings.rabbitPassword(),
+                        "spring.rabbitmq.username=" + ShopBrokerUsers.userOf(service, this.settings.suffix()),
+                        "spring.rabbitmq.password=" + ShopBrokerUsers.userOf(service, this.settings.suffix()),
                         binding + "destination=" + this.exchange,
                         binding + "group=" + service.queue(this.settings.suffix()),
                         binding + "consumer.back-off-initial-interval=200",
@@ -385,7 +412,8 @@ public final class ShopScenario implements AutoCloseable {
                         rabbitBinding + "batch-size=20",
                         rabbitBinding + "receive-timeout=200",
                         "billing.payment-provider.url=" + this.provider.url(),
-                        "server.port=" + this.ports.get(service.name())),
+                        "server.port=" + this.ports.get(service.name()),
+                        "management.server.port=" + this.managementPorts.get(service.name())),
                 this.settings.logs().resolve(service.name() + ".log"));
         synchronized (this.processes) {
             this.processes.put(service.name(), process);
@@ -460,7 +488,7 @@ public final class ShopScenario implements AutoCloseable {
     }
 
     private int messageCount(String queue) throws IOException {
-        try (Channel channel = this.broker.createChannel()) {
+        try (Channel channel = this.admin.createChannel()) {
             return channel.queueDeclarePassive(queue).getMessageCount();
         } catch (TimeoutException ex) {
             throw new IOException(ex);
@@ -470,8 +498,8 @@ public final class ShopScenario implements AutoCloseable {
     private double meter(String service, String meter) {
         try {
             HttpResponse<String> response = this.http.send(
-                    HttpRequest.newBuilder(URI.create(
-                                    "http://127.0.0.1:" + this.ports.get(service) + "/actuator/metrics/" + meter))
+                    HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + this.managementPorts.get(service)
+                                    + "/actuator/metrics/" + meter))
                             .timeout(Duration.ofSeconds(5))
                             .build(),
                     HttpResponse.BodyHandlers.ofString());
@@ -490,14 +518,27 @@ public final class ShopScenario implements AutoCloseable {
         }
     }
 
-    private void resetQueues() throws IOException, TimeoutException {
+    /**
+     * Deletes the services' queues, and declares the exchanges, which the services do not declare (their users may not
+     * configure them), as the broker's definitions do.
+     */
+    private void resetTopology() throws IOException, TimeoutException {
+        try (Channel channel = this.admin.createChannel()) {
+            channel.exchangeDeclare(this.exchange, "topic", true);
+            channel.exchangeDeclare(ShopBrokerUsers.DEAD_LETTER_EXCHANGE, "direct", true);
+        }
         for (Service service : SERVICES) {
             String queue = service.queue(this.settings.suffix());
-            try (Channel channel = this.broker.createChannel()) {
+            try (Channel channel = this.admin.createChannel()) {
                 channel.queueDelete(queue);
                 channel.queueDelete(queue + ".dlq");
             }
         }
+    }
+
+    /** Deletes the run's broker users (the demo's stay, as its databases do). */
+    public void dropBrokerUsers() {
+        this.brokerUsers.forEach(user -> this.brokerAdmin.deleteUser(user.name()));
     }
 
     private JdbcTemplate jdbc(String database) {
@@ -519,12 +560,12 @@ public final class ShopScenario implements AutoCloseable {
         return dataSource;
     }
 
-    private ConnectionFactory connectionFactory() {
+    private ConnectionFactory connectionFactory(String user, String password) {
         ConnectionFactory factory = new ConnectionFactory();
         factory.setHost(this.settings.rabbitHost());
         factory.setPort(this.settings.rabbitPort());
-        factory.setUsername(this.settings.rabbitUser());
-        factory.setPassword(this.settings.rabbitPassword());
+        factory.setUsername(user);
+        factory.setPassword(password);
         return factory;
     }
 

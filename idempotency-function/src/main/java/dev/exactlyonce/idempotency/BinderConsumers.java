@@ -1,9 +1,15 @@
 package dev.exactlyonce.idempotency;
 
+import com.rabbitmq.client.Channel;
+import java.io.IOException;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
+import java.util.concurrent.TimeoutException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.amqp.AmqpException;
+import org.springframework.amqp.rabbit.connection.Connection;
 import org.springframework.amqp.rabbit.connection.ConnectionFactory;
 import org.springframework.amqp.rabbit.core.RabbitAdmin;
 import org.springframework.beans.BeanWrapper;
@@ -18,7 +24,7 @@ import org.springframework.util.StringUtils;
 
 /**
  * Sets the binder's own consumer properties of a guarded binding that has a group, before it is bound, unless the
- * service set them either way, for the binding or as the binder's default:
+ * service set them either way, for the binding or as the binder's default, and checks what the binding relies on:
  *
  * <ul>
  *   <li>a dead-letter queue. The guard rejects malformed messages without retry; without a dead-letter queue the
@@ -32,10 +38,14 @@ import org.springframework.util.StringUtils;
  *       without limit, where the container's error handler would skip it (after ten failures with a dead-letter
  *       topic, at once without), losing it. Any other failure that reaches the container is handled as the binder's
  *       own handler does: {@value #KAFKA_ERROR_HANDLER} with a dead-letter topic, {@value
- *       #KAFKA_ERROR_HANDLER_WITHOUT_DLQ} without.
+ *       #KAFKA_ERROR_HANDLER_WITHOUT_DLQ} without;
+ *   <li>on RabbitMQ, a binding that declares no exchange ({@code declare-exchange: false}, {@code declare-dlx: false}:
+ *       the service's broker user may not configure them, the broker's definitions declare them) finds them there at
+ *       start-up, or start-up fails saying which is missing: a queue bound to an exchange that does not exist would
+ *       receive nothing, and dead letters sent to a missing {@code DLX} would be lost.
  * </ul>
  */
-final class BinderConsumerDefaults {
+final class BinderConsumers {
 
     /** The bean name of the error handler of guarded Kafka bindings. */
     static final String KAFKA_ERROR_HANDLER = "idempotencyKafkaErrorHandler";
@@ -43,7 +53,7 @@ final class BinderConsumerDefaults {
     /** The bean name of the error handler of guarded Kafka bindings without a dead-letter topic. */
     static final String KAFKA_ERROR_HANDLER_WITHOUT_DLQ = "idempotencyKafkaErrorHandlerWithoutDlq";
 
-    private static final Logger logger = LoggerFactory.getLogger(BinderConsumerDefaults.class);
+    private static final Logger logger = LoggerFactory.getLogger(BinderConsumers.class);
 
     /** The binders' switches: the property of their consumer properties, and its name in configuration. */
     private static final Map<String, String> SWITCHES =
@@ -57,8 +67,7 @@ final class BinderConsumerDefaults {
 
     private final ListableBeanFactory beanFactory;
 
-    BinderConsumerDefaults(
-            Environment environment, BindingServiceProperties bindings, ListableBeanFactory beanFactory) {
+    BinderConsumers(Environment environment, BindingServiceProperties bindings, ListableBeanFactory beanFactory) {
         this.environment = environment;
         this.configuration = Binder.get(environment);
         this.bindings = bindings;
@@ -71,10 +80,15 @@ final class BinderConsumerDefaults {
                         this.bindings.getBindingProperties(bindingName).getGroup())) {
             return;
         }
+        BeanWrapper consumerProperties = new BeanWrapperImpl(extended.getExtendedConsumerProperties(bindingName));
+        setDefaults(extended, consumerProperties, bindingName);
+        checkExchanges(consumerProperties, bindingName);
+    }
+
+    private void setDefaults(ExtendedPropertiesBinder<?, ?, ?> extended, BeanWrapper consumer, String bindingName) {
         // spring.cloud.stream.rabbit.default: the binding's own are under spring.cloud.stream.rabbit.bindings.
         String defaults = extended.getDefaultsPrefix();
         String bindings = defaults.substring(0, defaults.lastIndexOf('.')) + ".bindings";
-        BeanWrapper consumer = new BeanWrapperImpl(extended.getExtendedConsumerProperties(bindingName));
         SWITCHES.forEach((property, name) -> {
             if (consumer.isWritableProperty(property)
                     && !isSet(bindings + "." + bindingName, bindings + "[" + bindingName + "]", name)
@@ -133,8 +147,65 @@ final class BinderConsumerDefaults {
         return false;
     }
 
+    /**
+     * Fails start-up when a RabbitMQ binding that declares no exchange does not find it: its destination exchange(s)
+     * ({@code declare-exchange: false}), or its dead-letter exchange ({@code declare-dlx: false}).
+     */
+    private void checkExchanges(BeanWrapper consumer, String bindingName) {
+        if (!consumer.isReadableProperty("declareExchange")
+                || !ClassUtils.isPresent("org.springframework.amqp.rabbit.core.RabbitAdmin", null)) {
+            return;
+        }
+        String prefix = String.valueOf(consumer.getPropertyValue("prefix"));
+        List<String> expected = new ArrayList<>();
+        if (Boolean.FALSE.equals(consumer.getPropertyValue("declareExchange"))) {
+            for (String destination :
+                    this.bindings.getBindingDestination(bindingName).split(",")) {
+                expected.add(prefix + destination.trim());
+            }
+        }
+        if (Boolean.TRUE.equals(consumer.getPropertyValue("autoBindDlq"))
+                && Boolean.FALSE.equals(consumer.getPropertyValue("declareDlx"))) {
+            Object deadLetterExchange = consumer.getPropertyValue("deadLetterExchange");
+            expected.add(deadLetterExchange != null ? deadLetterExchange.toString() : prefix + "DLX");
+        }
+        List<String> missing = RabbitQueues.missingExchanges(this.beanFactory, expected);
+        if (!missing.isEmpty()) {
+            throw new IdempotencyException(("binding %s declares no exchange (declare-exchange: false, declare-dlx:"
+                            + " false), and the broker has none named %s: its queue would receive nothing, or its dead"
+                            + " letters would be lost. Declare them in the broker's definitions"
+                            + " (infra/rabbitmq/definitions.json shows the shop's), or let the binding declare them"
+                            + " with a broker user that may configure them")
+                    .formatted(bindingName, missing));
+        }
+    }
+
     /** Loaded only when Spring AMQP is there. */
     private static final class RabbitQueues {
+
+        /** The exchanges of those names the broker does not have; none when it cannot be asked. */
+        static List<String> missingExchanges(ListableBeanFactory beanFactory, List<String> exchanges) {
+            ConnectionFactory connectionFactory =
+                    beanFactory.getBeanProvider(ConnectionFactory.class).getIfUnique();
+            if (connectionFactory == null || exchanges.isEmpty()) {
+                return List.of();
+            }
+            List<String> missing = new ArrayList<>();
+            try (Connection connection = connectionFactory.createConnection()) {
+                for (String exchange : exchanges) {
+                    try (Channel channel = connection.createChannel(false)) {
+                        channel.exchangeDeclarePassive(exchange);
+                    } catch (IOException ex) {
+                        missing.add(exchange);
+                    } catch (TimeoutException ex) {
+                        logger.debug("Could not tell whether exchange {} exists: {}", exchange, ex.getMessage());
+                    }
+                }
+            } catch (AmqpException ex) {
+                logger.debug("Could not tell whether exchanges {} exist: {}", exchanges, ex.getMessage());
+            }
+            return missing;
+        }
 
         static boolean existsWithout(ListableBeanFactory beanFactory, String queue, String deadLetterQueue) {
             ConnectionFactory connectionFactory =

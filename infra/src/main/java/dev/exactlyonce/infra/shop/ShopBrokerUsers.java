@@ -1,0 +1,75 @@
+package dev.exactlyonce.infra.shop;
+
+import java.util.List;
+import java.util.stream.Stream;
+
+/**
+ * The shop's users on RabbitMQ, each allowed what it needs and nothing more (RabbitMQ's configure, write and read
+ * permissions are regular expressions over resource names), password = user name, as the databases' roles:
+ *
+ * <ul>
+ *   <li>one per consuming service: it configures (declares) its own queue and dead-letter queue, writes to them (to
+ *       bind them) and to the dead-letter exchange {@code DLX} (to dead-letter a message), reads its own queue and the
+ *       exchanges its queues are bound to. It declares no exchange: the exchanges are the broker's definitions, and
+ *       the services check they exist ({@code declare-exchange: false}, {@code declare-dlx: false});
+ *   <li>{@code relay}, the order service's outbox relay: writes to the {@code events} exchange, nothing else;
+ *   <li>{@code replay}, the operator's dead-letter replay command: reads the dead-letter queues and writes to the
+ *       default exchange, which delivers to a queue by its name.
+ * </ul>
+ *
+ * <p>{@code infra/rabbitmq/definitions.json} declares the same users for the broker of {@code compose.yaml}.
+ */
+public final class ShopBrokerUsers {
+
+    /** The dead-letter exchange every service's dead letters go through. */
+    public static final String DEAD_LETTER_EXCHANGE = "DLX";
+
+    /**
+     * A user and its permissions on the virtual host {@code /}.
+     *
+     * @param name the user name, and its password
+     * @param configure the resources it may declare or delete
+     * @param write the resources it may publish to, or bind queues of
+     * @param read the resources it may consume from, or bind to
+     */
+    public record User(String name, String configure, String write, String read) {}
+
+    private ShopBrokerUsers() {}
+
+    /** The users of the shop whose exchange and queues end with {@code suffix} ({@code ""} for the demo). */
+    public static List<User> users(String suffix) {
+        String exchange = quote("events" + suffix);
+        Stream<User> services = ShopScenario.SERVICES.stream().map(service -> {
+            String queue = quote(service.queue(suffix));
+            return new User(
+                    service.database() + suffix,
+                    "^%s(\\.dlq)?$".formatted(queue),
+                    "^(%s(\\.dlq)?|%s)$".formatted(queue, DEAD_LETTER_EXCHANGE),
+                    "^(%s|%s|%s)$".formatted(queue, exchange, DEAD_LETTER_EXCHANGE));
+        });
+        String deadLetterQueues = ShopScenario.SERVICES.stream()
+                .map(service -> quote(service.queue(suffix)) + "\\.dlq")
+                .reduce((a, b) -> a + "|" + b)
+                .orElseThrow();
+        return Stream.concat(
+                        services,
+                        Stream.of(
+                                new User("relay" + suffix, "^$", "^%s$".formatted(exchange), "^$"),
+                                new User(
+                                        "replay" + suffix,
+                                        "^$",
+                                        "^amq\\.default$",
+                                        "^(%s)$".formatted(deadLetterQueues))))
+                .toList();
+    }
+
+    /** The user of a service, such as {@code stock} for {@code stock-service}. */
+    public static String userOf(ShopScenario.Service service, String suffix) {
+        return service.database() + suffix;
+    }
+
+    /** A name as a regular expression that matches it alone: names hold letters, digits, dots and underscores. */
+    private static String quote(String name) {
+        return name.replace(".", "\\.");
+    }
+}

@@ -1,0 +1,53 @@
+package dev.exactlyonce.infra;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.exactlyonce.infra.shop.ShopBrokerUsers;
+import java.nio.file.Path;
+import java.util.List;
+import org.junit.jupiter.api.Test;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+
+/** The broker of compose.yaml has the users the demo and the tests make on a local broker, with the same permissions. */
+class BrokerDefinitionsTests {
+
+    private final JsonNode definitions = JsonMapper.builder()
+            .build()
+            .readTree(Path.of("rabbitmq", "definitions.json").toFile());
+
+    @Test
+    void theDefinitionsHoldTheShopsUsersWithTheirPermissions() {
+        List<ShopBrokerUsers.User> declared = this.definitions
+                .path("permissions")
+                .valueStream()
+                .filter(permission -> !permission.path("user").asString().equals("admin"))
+                .map(permission -> new ShopBrokerUsers.User(
+                        permission.path("user").asString(),
+                        permission.path("configure").asString(),
+                        permission.path("write").asString(),
+                        permission.path("read").asString()))
+                .toList();
+
+        assertThat(declared).containsExactlyInAnyOrderElementsOf(ShopBrokerUsers.users(""));
+    }
+
+    @Test
+    void onlyAnAdministratorThatNoServiceUsesMayDoEverything() {
+        assertThat(this.definitions
+                        .path("permissions")
+                        .valueStream()
+                        .filter(permission ->
+                                permission.path("configure").asString().equals(".*")
+                                        || permission.path("write").asString().equals(".*")
+                                        || permission.path("read").asString().equals(".*"))
+                        .map(permission -> permission.path("user").asString()))
+                .containsExactly("admin");
+        assertThat(this.definitions
+                        .path("users")
+                        .valueStream()
+                        .map(user -> user.path("name").asString()))
+                .doesNotContain("guest")
+                .contains("admin", "stock", "shipping", "billing", "relay", "replay");
+    }
+}

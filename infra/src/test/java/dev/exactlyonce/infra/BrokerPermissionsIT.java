@@ -1,0 +1,162 @@
+package dev.exactlyonce.infra;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatThrownBy;
+
+import com.rabbitmq.client.AMQP;
+import com.rabbitmq.client.Channel;
+import com.rabbitmq.client.Connection;
+import com.rabbitmq.client.ConnectionFactory;
+import dev.exactlyonce.idempotency.test.TestRabbit;
+import dev.exactlyonce.infra.shop.BrokerAdministration;
+import dev.exactlyonce.infra.shop.ShopBrokerUsers;
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.ThreadLocalRandom;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+
+/**
+ * The shop's broker users on a real RabbitMQ, with the shop's topology of a run of its own: each user tries what it
+ * must not do, and the broker refuses it (403 ACCESS_REFUSED); what each needs, it may.
+ */
+class BrokerPermissionsIT {
+
+    private static final TestRabbit rabbit = TestRabbit.broker();
+
+    private static final String SUFFIX =
+            "_perm" + Integer.toHexString(ThreadLocalRandom.current().nextInt(0x1000, 0x10000));
+
+    private static final String EXCHANGE = "events" + SUFFIX;
+
+    private static final BrokerAdministration administration =
+            BrokerAdministration.of(rabbit.host(), rabbit.username(), rabbit.password());
+
+    @BeforeAll
+    static void topologyAndUsers() throws Exception {
+        try (Connection admin = rabbit.newConnection();
+                Channel channel = admin.createChannel()) {
+            channel.exchangeDeclare(rabbit.deleteAtExit(EXCHANGE), "topic", true);
+            channel.exchangeDeclare(ShopBrokerUsers.DEAD_LETTER_EXCHANGE, "direct", true);
+            for (String service : List.of("stock", "shipping", "billing")) {
+                String queue = rabbit.deleteAtExit(queue(service));
+                channel.queueDeclare(queue, true, false, false, Map.of("x-queue-type", "quorum"));
+                channel.queueDeclare(queue + ".dlq", true, false, false, Map.of("x-queue-type", "quorum"));
+            }
+        }
+        ShopBrokerUsers.users(SUFFIX).forEach(administration::createUser);
+    }
+
+    @AfterAll
+    static void dropUsers() {
+        ShopBrokerUsers.users(SUFFIX).forEach(user -> administration.deleteUser(user.name()));
+    }
+
+    @Test
+    void stocksUserCannotConsumeFromShippingsQueue() throws Exception {
+        try (Connection stock = connectAs("stock")) {
+            assertRefused(() -> stock.createChannel().basicGet(queue("shipping"), false));
+            assertRefused(() -> stock.createChannel().basicConsume(queue("shipping"), (tag, message) -> {}, tag -> {}));
+        }
+    }
+
+    @Test
+    void stocksUserCannotDeleteOrPurgeBillingsDeadLetterQueue() throws Exception {
+        try (Connection stock = connectAs("stock")) {
+            assertRefused(() -> stock.createChannel().queuePurge(queue("billing") + ".dlq"));
+            assertRefused(() -> stock.createChannel().queueDelete(queue("billing") + ".dlq"));
+        }
+    }
+
+    @Test
+    void stocksUserCannotPublishToAnotherServicesQueue() throws Exception {
+        try (Connection stock = connectAs("stock")) {
+            assertRefused(() -> publish(stock, "", queue("shipping")));
+            assertRefused(() -> publish(stock, EXCHANGE, "order.order.placed.v1"));
+        }
+    }
+
+    @Test
+    void theReplayUserCannotConsumeAServicesQueue() throws Exception {
+        try (Connection replay = connectAs("replay")) {
+            assertRefused(() -> replay.createChannel().basicGet(queue("stock"), false));
+        }
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"stock", "shipping", "billing"})
+    void eachServiceMayDoWhatItNeedsWithItsOwnQueues(String service) throws Exception {
+        try (Connection user = connectAs(service);
+                Channel channel = user.createChannel()) {
+            String queue = queue(service);
+            channel.queueDeclare(queue, true, false, false, Map.of("x-queue-type", "quorum"));
+            channel.queueBind(queue, EXCHANGE, "order.order.placed.v1");
+            channel.queueBind(queue + ".dlq", ShopBrokerUsers.DEAD_LETTER_EXCHANGE, queue);
+            assertThat(channel.basicGet(queue, true)).isNull();
+            channel.confirmSelect();
+            channel.basicPublish(
+                    ShopBrokerUsers.DEAD_LETTER_EXCHANGE, queue, new AMQP.BasicProperties(), "dead".getBytes(UTF_8));
+            channel.waitForConfirmsOrDie(5_000);
+        }
+        assertThat(rabbit.drain(queue(service) + ".dlq")).hasSize(1);
+    }
+
+    @Test
+    void theRelayPublishesEventsAndTheReplayCommandMovesDeadLettersAsTheReplayUser() throws Exception {
+        try (Connection relay = connectAs("relay")) {
+            publish(relay, EXCHANGE, "order.order.placed.v1");
+        }
+        try (Connection admin = rabbit.newConnection();
+                Channel channel = admin.createChannel()) {
+            channel.basicPublish("", queue("stock") + ".dlq", null, "dead".getBytes(UTF_8));
+            channel.basicPublish("", queue("stock") + ".dlq", null, "dead".getBytes(UTF_8));
+        }
+
+        try (Connection replay = connectAs("replay")) {
+            DeadLetterReplay command = new DeadLetterReplay(new PrintStream(new ByteArrayOutputStream(), true, UTF_8));
+            assertThat(command.replay(replay, queue("stock"), Set.of(), true))
+                    .isEqualTo(new DeadLetterReplay.Result(2, 0));
+            assertThat(command.replay(replay, queue("stock"), Set.of(), false))
+                    .isEqualTo(new DeadLetterReplay.Result(2, 0));
+        }
+
+        assertThat(rabbit.drain(queue("stock"))).hasSize(2);
+        assertThat(rabbit.messageCount(queue("stock") + ".dlq")).isZero();
+    }
+
+    private static String queue(String service) {
+        return service + ".events" + SUFFIX;
+    }
+
+    private static Connection connectAs(String user) throws Exception {
+        ConnectionFactory factory = new ConnectionFactory();
+        factory.setHost(rabbit.host());
+        factory.setPort(rabbit.port());
+        factory.setUsername(user + SUFFIX);
+        factory.setPassword(user + SUFFIX);
+        return factory.newConnection(user);
+    }
+
+    private static void publish(Connection connection, String exchange, String routingKey) throws Exception {
+        try (Channel channel = connection.createChannel()) {
+            channel.confirmSelect();
+            channel.basicPublish(exchange, routingKey, new AMQP.BasicProperties(), "{}".getBytes(UTF_8));
+            channel.waitForConfirmsOrDie(5_000);
+        }
+    }
+
+    private interface Attempt {
+        void run() throws Exception;
+    }
+
+    private static void assertRefused(Attempt attempt) {
+        assertThatThrownBy(attempt::run).as("the broker refuses it").hasStackTraceContaining("ACCESS_REFUSED");
+    }
+}

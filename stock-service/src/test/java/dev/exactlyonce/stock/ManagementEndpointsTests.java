@@ -1,0 +1,89 @@
+package dev.exactlyonce.stock;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import org.junit.jupiter.api.Nested;
+import org.junit.jupiter.api.Test;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.context.SpringBootTest.WebEnvironment;
+import org.springframework.boot.test.web.server.LocalManagementPort;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.test.context.TestPropertySource;
+
+/**
+ * Actuator answers on a management port of its own, never on the application's, and the {@code idempotency}
+ * endpoint's write operation (the purge, which deletes rows) exists only where a property enables it.
+ */
+@SpringBootTest(
+        webEnvironment = WebEnvironment.RANDOM_PORT,
+        properties = {"spring.cloud.stream.default-binder=test", "management.server.port=0"})
+@EnableIdempotencyTestKit
+class ManagementEndpointsTests {
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        TestPostgres.newDatabase("management").registerDataSource(registry);
+    }
+
+    private final HttpClient http = HttpClient.newHttpClient();
+
+    @LocalServerPort
+    int port;
+
+    @LocalManagementPort
+    int managementPort;
+
+    @Test
+    void actuatorAnswersOnTheManagementPortOnly() throws Exception {
+        assertThat(this.managementPort).isNotEqualTo(this.port);
+        assertThat(get(this.managementPort, "/actuator/health")).isEqualTo(200);
+        assertThat(get(this.managementPort, "/actuator/idempotency")).isEqualTo(200);
+        assertThat(get(this.port, "/actuator/health")).isEqualTo(404);
+        assertThat(get(this.port, "/actuator/idempotency")).isEqualTo(404);
+    }
+
+    @Test
+    void thePurgeCannotBeRunThroughTheEndpointUnlessEnabled() throws Exception {
+        assertThat(post(this.managementPort, "/actuator/idempotency")).isEqualTo(405);
+    }
+
+    @Nested
+    @TestPropertySource(properties = "idempotency.endpoint.purge-enabled=true")
+    class WithThePurgeEnabled {
+
+        @LocalManagementPort
+        int managementPort;
+
+        @Test
+        void thePurgeRunsThroughTheEndpoint() throws Exception {
+            assertThat(post(this.managementPort, "/actuator/idempotency")).isEqualTo(200);
+        }
+    }
+
+    private int get(int port, String path) throws Exception {
+        return this.http
+                .send(
+                        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+                                .build(),
+                        HttpResponse.BodyHandlers.discarding())
+                .statusCode();
+    }
+
+    private int post(int port, String path) throws Exception {
+        return this.http
+                .send(
+                        HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+                                .POST(HttpRequest.BodyPublishers.noBody())
+                                .build(),
+                        HttpResponse.BodyHandlers.discarding())
+                .statusCode();
+    }
+}
