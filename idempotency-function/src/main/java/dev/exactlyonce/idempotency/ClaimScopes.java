@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import dev.exactlyonce.idempotency.IdempotencyProperties.KeyScope;
 import java.sql.PreparedStatement;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -76,18 +77,24 @@ final class ClaimScopes {
 
     private final String registry;
 
-    private final List<String> retired;
+    private final IdempotencyProperties properties;
 
     ClaimScopes(
-            DataSource dataSource,
-            PlatformTransactionManager transactionManager,
-            String tableName,
-            List<String> retiredScopes) {
+            DataSource dataSource, PlatformTransactionManager transactionManager, IdempotencyProperties properties) {
         this.dataSource = dataSource;
         this.transactions = new TransactionTemplate(transactionManager);
-        this.tableName = tableName;
-        this.registry = registryOf(tableName);
-        this.retired = retiredScopes;
+        this.tableName = properties.tableName();
+        this.registry = registryOf(this.tableName);
+        this.properties = properties;
+    }
+
+    /** A binding's scope: the one named in {@code idempotency.bindings}, or the one {@code key-scope} gives it. */
+    static String scopeOf(IdempotencyProperties properties, String bindingName, List<String> businessFunctions) {
+        IdempotencyProperties.Binding settings = properties.bindings().get(bindingName);
+        if (settings != null && settings.scope() != null) {
+            return settings.scope();
+        }
+        return properties.keyScope() == KeyScope.FUNCTION ? String.join("|", businessFunctions) : "";
     }
 
     /** The registry of the table's scopes. */
@@ -96,13 +103,27 @@ final class ClaimScopes {
     }
 
     /**
-     * Reconciles the registry with the bindings, as described above.
+     * Reconciles the registry with the guarded bindings, as described above.
      *
-     * @param scopes each binding's scope, by binding name
-     * @param formerScopes the scopes each binding takes over, by binding name
-     * @throws IdempotencyException when the table holds claims under a scope that nothing accounts for
+     * @throws IdempotencyException when {@code idempotency.bindings} names a binding that is not guarded (a typo, or a
+     *     rename left behind), or when the table holds claims under a scope that nothing accounts for
      */
-    void reconcile(Map<String, String> scopes, Map<String, List<String>> formerScopes) {
+    void reconcile(List<GuardedBinding> bindings) {
+        Map<String, String> scopes = new LinkedHashMap<>();
+        Map<String, List<String>> formerScopes = new LinkedHashMap<>();
+        for (GuardedBinding binding : bindings) {
+            scopes.put(binding.bindingName(), binding.scope());
+            IdempotencyProperties.Binding settings = this.properties.bindings().get(binding.bindingName());
+            formerScopes.put(binding.bindingName(), settings != null ? settings.formerScopes() : List.of());
+        }
+        for (String bindingName : this.properties.bindings().keySet()) {
+            if (!scopes.containsKey(bindingName)) {
+                throw new IdempotencyException(("idempotency.bindings.%s names no guarded binding; the guarded bindings"
+                                + " are %s. Rename the entry after its binding (after a function was renamed, its"
+                                + " binding was too)")
+                        .formatted(bindingName, List.copyOf(scopes.keySet())));
+            }
+        }
         this.transactions.executeWithoutResult(
                 status -> reconcile(new JdbcTemplate(this.dataSource), scopes, formerScopes));
     }
@@ -130,7 +151,7 @@ final class ClaimScopes {
             }
             if (heirs.containsKey(scope)) {
                 copy(jdbc, scope, heirs.get(scope));
-            } else if (this.retired.contains(scope)) {
+            } else if (this.properties.retiredScopes().contains(scope)) {
                 jdbc.update(UNREGISTER.formatted(this.registry), scope);
                 logger.warn(
                         "Claims under scope {} of {} are retired (idempotency.retired-scopes): a copy of an event they"

@@ -1,14 +1,11 @@
 package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties.EventIdSource;
-import dev.exactlyonce.idempotency.IdempotencyProperties.KeyScope;
 import java.lang.reflect.Type;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -35,7 +32,9 @@ import org.springframework.util.ClassUtils;
 /**
  * Finds the function definitions that contain the guard, checks that the guarantee can hold for each, installs
  * {@link TransactionPerMessage} on its input channel, puts the real failure first in what the binder dead-letters
- * ({@link RealCauseFirst}) and gives the binding a dead-letter queue unless the service chose ({@link BinderConsumers}). Runs once all singletons exist, before the bindings start consuming.
+ * ({@link RealCauseFirst}), sets and checks the binder's consumer properties ({@link BinderConsumers}) and reconciles
+ * the table's scopes with the bindings' ({@link ClaimScopes}). Runs once all singletons exist, before the bindings
+ * start consuming.
  * Start-up fails, with what to change, when:
  *
  * <ul>
@@ -113,40 +112,9 @@ final class GuardedBindings implements SmartInitializingSingleton {
                 transactionManager = install(definition.trim(), parts, bindable(definition, parts, bindables));
             }
         }
-        checkBindingSettings();
         if (transactionManager != null) {
-            reconcileScopes(transactionManager);
+            new ClaimScopes(this.dataSources.getObject(), transactionManager, this.properties).reconcile(this.bindings);
         }
-    }
-
-    /** Every binding named under {@code idempotency.bindings} is a guarded binding (a typo, or a rename left behind). */
-    private void checkBindingSettings() {
-        List<String> guarded =
-                this.bindings.stream().map(GuardedBinding::bindingName).toList();
-        for (String bindingName : this.properties.bindings().keySet()) {
-            if (!guarded.contains(bindingName)) {
-                throw new IdempotencyException(("idempotency.bindings.%s names no guarded binding; the guarded bindings"
-                                + " are %s. Rename the entry after its binding (after a function was renamed, its"
-                                + " binding was too)")
-                        .formatted(bindingName, guarded));
-            }
-        }
-    }
-
-    private void reconcileScopes(PlatformTransactionManager transactionManager) {
-        Map<String, String> scopes = new LinkedHashMap<>();
-        Map<String, List<String>> formerScopes = new LinkedHashMap<>();
-        for (GuardedBinding binding : this.bindings) {
-            scopes.put(binding.bindingName(), binding.scope());
-            IdempotencyProperties.Binding settings = this.properties.bindings().get(binding.bindingName());
-            formerScopes.put(binding.bindingName(), settings != null ? settings.formerScopes() : List.of());
-        }
-        new ClaimScopes(
-                        this.dataSources.getObject(),
-                        transactionManager,
-                        this.properties.tableName(),
-                        this.properties.retiredScopes())
-                .reconcile(scopes, formerScopes);
     }
 
     private PlatformTransactionManager install(
@@ -166,7 +134,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
                     definition,
                     businessFunctions,
                     payloadTypes,
-                    scope(bindingName, businessFunctions),
+                    ClaimScopes.scopeOf(this.properties, bindingName, businessFunctions),
                     batch);
             inputChannel(binding)
                     .addInterceptor(
@@ -233,15 +201,6 @@ final class GuardedBindings implements SmartInitializingSingleton {
                             + " envelopes: idempotency.event-id.source must be envelope with batch-mode")
                     .formatted(bindingName));
         }
-    }
-
-    /** The binding's explicit scope, or the one {@code key-scope} gives it. */
-    private String scope(String bindingName, List<String> businessFunctions) {
-        IdempotencyProperties.Binding settings = this.properties.bindings().get(bindingName);
-        if (settings != null && settings.scope() != null) {
-            return settings.scope();
-        }
-        return this.properties.keyScope() == KeyScope.FUNCTION ? String.join("|", businessFunctions) : "";
     }
 
     private void checkDecorated(String definition, String name) {

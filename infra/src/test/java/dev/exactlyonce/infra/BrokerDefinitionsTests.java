@@ -9,7 +9,9 @@ import org.junit.jupiter.api.Test;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
-/** The broker of compose.yaml has the users the demo and the tests make on a local broker, with the same permissions. */
+/**
+ * The broker of compose.yaml has the users the demo and the tests make on a local broker, with the same permissions.
+ */
 class BrokerDefinitionsTests {
 
     private final JsonNode definitions = JsonMapper.builder()

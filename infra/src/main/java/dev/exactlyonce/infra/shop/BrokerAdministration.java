@@ -120,8 +120,9 @@ public final class BrokerAdministration {
         } catch (IOException ex) {
             throw new IllegalStateException(
                     ("Cannot create the broker's users: its management API does not answer on"
-                                    + " port 15672, and rabbitmqctl cannot be run here (%s). Enable the management plugin"
-                                    + " (rabbitmq-plugins enable rabbitmq_management), or create the users of"
+                                    + " port 15672, and rabbitmqctl cannot be run here (%s). Enable the"
+                                    + " management plugin (rabbitmq-plugins enable rabbitmq_management), or"
+                                    + " create the users of"
                                     + " infra/rabbitmq/definitions.json yourself")
                             .formatted(ex.getMessage()),
                     ex);

@@ -325,7 +325,8 @@ public final class ShopScenario implements AutoCloseable {
     public void cutDatabaseFor(Duration outage) {
         this.databaseLink.cut();
         say(
-                "the services' PostgreSQL is away for %d s (the connections between them are cut), while events keep coming",
+                "the services' PostgreSQL is away for %d s (the connections between them are cut), while events keep"
+                        + " coming",
                 outage.toSeconds());
         Thread restorer = new Thread(
                 () -> {
