@@ -2,7 +2,9 @@ package dev.exactlyonce.idempotency;
 
 import com.rabbitmq.client.Channel;
 import java.io.IOException;
+import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeoutException;
@@ -18,6 +20,7 @@ import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
+import org.springframework.core.Conventions;
 import org.springframework.core.env.Environment;
 import org.springframework.util.ClassUtils;
 import org.springframework.util.StringUtils;
@@ -38,11 +41,16 @@ import org.springframework.util.StringUtils;
  *       without limit, where the container's error handler would skip it (after ten failures with a dead-letter
  *       topic, at once without), losing it. Any other failure that reaches the container is handled as the binder's
  *       own handler does: {@value #KAFKA_ERROR_HANDLER} with a dead-letter topic, {@value
- *       #KAFKA_ERROR_HANDLER_WITHOUT_DLQ} without;
+ *       #KAFKA_ERROR_HANDLER_WITHOUT_DLQ} without. A batch binding with a dead-letter topic gets
+ *       {@value #KAFKA_BATCH_ERROR_HANDLER}, which delivers the batch again every second, without limit: its failed
+ *       records go to the dead-letter topic through the binding's error channel, so what reaches the container is a
+ *       batch given back during an outage (or a dead letter that could not be published), never one to skip;
  *   <li>on RabbitMQ, a binding that declares no exchange ({@code declare-exchange: false}, {@code declare-dlx: false}:
  *       the service's broker user may not configure them, the broker's definitions declare them) finds them there at
  *       start-up, or start-up fails saying which is missing: a queue bound to an exchange that does not exist would
- *       receive nothing, and dead letters sent to a missing {@code DLX} would be lost.
+ *       receive nothing, and dead letters sent to a missing {@code DLX} would be lost;
+ *   <li>on RabbitMQ, a batch binding ({@code batch-mode}) gets its batches gathered by the listener container, and
+ *       a bound on how long a batch waits (see {@code setBatchDefaults}).
  * </ul>
  */
 final class BinderConsumers {
@@ -50,8 +58,14 @@ final class BinderConsumers {
     /** The bean name of the error handler of guarded Kafka bindings. */
     static final String KAFKA_ERROR_HANDLER = "idempotencyKafkaErrorHandler";
 
+    /** The bean name of the error handler of guarded Kafka batch bindings with a dead-letter topic. */
+    static final String KAFKA_BATCH_ERROR_HANDLER = "idempotencyKafkaBatchErrorHandler";
+
     /** The bean name of the error handler of guarded Kafka bindings without a dead-letter topic. */
     static final String KAFKA_ERROR_HANDLER_WITHOUT_DLQ = "idempotencyKafkaErrorHandlerWithoutDlq";
+
+    /** The batch size of a guarded RabbitMQ batch binding that sets none. */
+    static final int BATCH_SIZE = 100;
 
     private static final Logger logger = LoggerFactory.getLogger(BinderConsumers.class);
 
@@ -67,8 +81,15 @@ final class BinderConsumers {
 
     private final ListableBeanFactory beanFactory;
 
-    BinderConsumers(Environment environment, BindingServiceProperties bindings, ListableBeanFactory beanFactory) {
+    private final Duration maxWait;
+
+    BinderConsumers(
+            Environment environment,
+            BindingServiceProperties bindings,
+            ListableBeanFactory beanFactory,
+            Duration maxWait) {
         this.environment = environment;
+        this.maxWait = maxWait;
         this.configuration = Binder.get(environment);
         this.bindings = bindings;
         this.beanFactory = beanFactory;
@@ -82,7 +103,46 @@ final class BinderConsumers {
         }
         BeanWrapper consumerProperties = new BeanWrapperImpl(extended.getExtendedConsumerProperties(bindingName));
         setDefaults(extended, consumerProperties, bindingName);
+        if (this.bindings.getConsumerProperties(bindingName).isBatchMode()) {
+            setBatchDefaults(extended, consumerProperties, bindingName);
+        }
         checkExchanges(consumerProperties, bindingName);
+    }
+
+    /**
+     * RabbitMQ batches: the listener container gathers them ({@code enable-batching}; without it the binder delivers
+     * batches of one), up to {@value #BATCH_SIZE} messages unless {@code batch-size} is set, waiting at most
+     * {@code idempotency.batch.max-wait} for each next message unless {@code receive-timeout} is set (the container's
+     * own default, one second, would hold a lone event that long). Its messages go to the dead-letter queue one by
+     * one only if the binder republishes them ({@code republish-to-dlq}, its default): otherwise it rejects a batch
+     * whole.
+     */
+    private void setBatchDefaults(
+            ExtendedPropertiesBinder<?, ?, ?> extended, BeanWrapper consumer, String bindingName) {
+        if (!consumer.isWritableProperty("enableBatching")) {
+            return;
+        }
+        String defaults = extended.getDefaultsPrefix();
+        String bindings = defaults.substring(0, defaults.lastIndexOf('.')) + ".bindings";
+        Map<String, Object> batchDefaults = new LinkedHashMap<>();
+        batchDefaults.put("enable-batching", true);
+        batchDefaults.put("batch-size", BATCH_SIZE);
+        if (!this.maxWait.isZero()) {
+            batchDefaults.put("receive-timeout", this.maxWait.toMillis());
+        }
+        batchDefaults.forEach((name, value) -> {
+            if (!isSet(bindings + "." + bindingName, bindings + "[" + bindingName + "]", name)
+                    && !isSet(defaults, defaults, name)) {
+                consumer.setPropertyValue(Conventions.attributeNameToPropertyName(name), value);
+            }
+        });
+        if (Boolean.FALSE.equals(consumer.getPropertyValue("republishToDlq"))) {
+            logger.warn(
+                    "Binding {} delivers batches without republish-to-dlq: RabbitMQ then rejects a failed batch whole,"
+                            + " to its dead-letter queue with the events the batch processed. Leave republish-to-dlq"
+                            + " on, so that only the messages that fail go there",
+                    bindingName);
+        }
     }
 
     private void setDefaults(ExtendedPropertiesBinder<?, ?, ?> extended, BeanWrapper consumer, String bindingName) {
@@ -106,10 +166,12 @@ final class BinderConsumers {
         if (consumer.isWritableProperty("enableDlq")
                 && consumer.isWritableProperty("commonErrorHandlerBeanName")
                 && consumer.getPropertyValue("commonErrorHandlerBeanName") == null) {
+            boolean deadLetters = Boolean.TRUE.equals(consumer.getPropertyValue("enableDlq"));
+            boolean batch = this.bindings.getConsumerProperties(bindingName).isBatchMode();
             consumer.setPropertyValue(
                     "commonErrorHandlerBeanName",
-                    Boolean.TRUE.equals(consumer.getPropertyValue("enableDlq"))
-                            ? KAFKA_ERROR_HANDLER
+                    deadLetters
+                            ? (batch ? KAFKA_BATCH_ERROR_HANDLER : KAFKA_ERROR_HANDLER)
                             : KAFKA_ERROR_HANDLER_WITHOUT_DLQ);
         }
     }

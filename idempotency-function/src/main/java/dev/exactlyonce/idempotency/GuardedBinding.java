@@ -10,7 +10,9 @@ import java.util.List;
  * @param businessFunctions the functions composed after the guard
  * @param payloadTypes the payload type of the first business function, per event name
  * @param scope the scope of its claims: {@code ""} for the whole service, or the functions after the guard
- * @param batch whether the binding delivers batches, which the business function takes as a list
+ * @param batch whether the binding delivers batches ({@code batch-mode})
+ * @param oneEventPerCall on a batch binding, whether the business function takes one event, not a list: the library
+ *     then calls it once per event of the batch, all in the batch's transaction
  */
 record GuardedBinding(
         String bindingName,
@@ -18,4 +20,5 @@ record GuardedBinding(
         List<String> businessFunctions,
         PayloadTypes payloadTypes,
         String scope,
-        boolean batch) {}
+        boolean batch,
+        boolean oneEventPerCall) {}

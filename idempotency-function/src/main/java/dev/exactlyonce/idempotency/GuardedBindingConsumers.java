@@ -13,7 +13,8 @@ import org.springframework.cloud.stream.config.BindingServiceProperties;
  *       itself. Left to Spring Cloud Function, a JSON body would be converted for the guard's {@code byte[]} input by
  *       the JSON converter, which turns a JSON array into bytes and a JSON string into base64-decoded bytes;
  *   <li>{@code retryable-exceptions}: a {@link RejectedMessageException} is never retried, nor is an
- *       {@link OutageException} (a message given back while a dependency is unavailable).
+ *       {@link OutageException} (a message given back while a dependency is unavailable), nor a batch whose other
+ *       messages were processed ({@link FailedEventsOfBatch}).
  * </ul>
  */
 final class GuardedBindingConsumers implements BeanPostProcessor {
@@ -32,6 +33,7 @@ final class GuardedBindingConsumers implements BeanPostProcessor {
                 consumer.setUseNativeDecoding(true);
                 consumer.getRetryableExceptions().put(RejectedMessageException.class, false);
                 consumer.getRetryableExceptions().put(OutageException.class, false);
+                consumer.getRetryableExceptions().put(FailedEventsOfBatch.class, false);
             }
         }
         return bean;

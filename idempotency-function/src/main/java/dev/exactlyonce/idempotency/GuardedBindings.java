@@ -1,7 +1,7 @@
 package dev.exactlyonce.idempotency;
 
-import dev.exactlyonce.idempotency.IdempotencyProperties.EventIdSource;
 import java.lang.reflect.Type;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
@@ -19,6 +19,7 @@ import org.springframework.cloud.function.context.catalog.FunctionTypeUtils;
 import org.springframework.cloud.function.context.catalog.SimpleFunctionRegistry.FunctionInvocationWrapper;
 import org.springframework.cloud.stream.binder.Binder;
 import org.springframework.cloud.stream.binder.BinderFactory;
+import org.springframework.cloud.stream.binder.ConsumerProperties;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
 import org.springframework.core.ResolvableType;
@@ -92,7 +93,8 @@ final class GuardedBindings implements SmartInitializingSingleton {
         this.binderConsumers = new BinderConsumers(
                 beanFactory.getBean(Environment.class),
                 beanFactory.getBean(BindingServiceProperties.class),
-                beanFactory);
+                beanFactory,
+                properties.batch().maxWait());
     }
 
     /** The guarded bindings found at start-up. */
@@ -122,36 +124,54 @@ final class GuardedBindings implements SmartInitializingSingleton {
         List<String> businessFunctions = parts.subList(1, parts.size());
         businessFunctions.forEach(name -> checkDecorated(definition, name));
         Type inputType = payloadType(definition, businessFunctions.get(0));
-        boolean batch = isList(inputType);
+        boolean takesList = isList(inputType);
         PayloadTypes payloadTypes = PayloadTypes.of(
-                batch ? ResolvableType.forType(inputType).getGeneric(0).getType() : inputType);
+                takesList ? ResolvableType.forType(inputType).getGeneric(0).getType() : inputType);
         PlatformTransactionManager transactionManager = transactionManager(definition);
         Outage outage = this.outages.getObject();
         for (String bindingName : bindable.getInputs()) {
-            checkBatchMode(definition, bindingName, batch);
+            boolean batch = checkBatchMode(definition, businessFunctions, bindingName, takesList);
             GuardedBinding binding = new GuardedBinding(
                     bindingName,
                     definition,
                     businessFunctions,
                     payloadTypes,
                     ClaimScopes.scopeOf(this.properties, bindingName, businessFunctions),
-                    batch);
-            inputChannel(binding)
-                    .addInterceptor(
-                            0,
-                            new TransactionPerMessage(
-                                    binding, transactionManager, this.dataSources.getObject(), outage, this.metrics));
+                    batch,
+                    batch && !takesList);
+            InterceptableChannel inputChannel = inputChannel(binding);
+            inputChannel.addInterceptor(
+                    0,
+                    new TransactionPerMessage(
+                            binding, transactionManager, this.dataSources.getObject(), outage, this.metrics));
             outage.guard(bindingName);
             Binder<?, ?, ?> binder = binder(bindingName);
             InterceptableChannel errorChannel = errorChannel(binder, bindingName);
-            errorChannel.addInterceptor(0, new OutageGiveBack(outage));
+            OutageGiveBack giveBack = new OutageGiveBack(outage);
+            errorChannel.addInterceptor(0, giveBack);
+            if (batch) {
+                ConsumerProperties consumer =
+                        this.beanFactory.getBean(BindingServiceProperties.class).getConsumerProperties(bindingName);
+                errorChannel.addInterceptor(
+                        1,
+                        new EventsOfFailedBatches(
+                                binding,
+                                (MessageChannel) inputChannel,
+                                consumer.getMaxAttempts(),
+                                Duration.ofMillis(consumer.getBackOffInitialInterval()),
+                                outage,
+                                giveBack));
+            }
             errorChannel.addInterceptor(new RealCauseFirst());
             this.binderConsumers.apply(binder, bindingName);
             this.bindings.add(binding);
             logger.info(
-                    "Guarding binding {} ({}): one transaction per message, claims under scope '{}', events {}",
+                    "Guarding binding {} ({}): one transaction per {}, claims under scope '{}', events {}",
                     bindingName,
                     definition,
+                    !batch
+                            ? "message"
+                            : binding.oneEventPerCall() ? "batch, the function called once per event" : "batch",
                     binding.scope(),
                     payloadTypes.eventNames().isEmpty() ? "of any name" : payloadTypes.eventNames());
         }
@@ -180,27 +200,36 @@ final class GuardedBindings implements SmartInitializingSingleton {
         return List.class.isAssignableFrom(ResolvableType.forType(type).toClass());
     }
 
-    /** A function of a list of payloads takes the batches of a batch binding; any other, single messages. */
-    private void checkBatchMode(String definition, String bindingName, boolean batch) {
+    /**
+     * Whether the binding delivers batches. A function of a list of payloads takes the batches of a batch binding; a
+     * {@code Consumer} of one payload, composed alone after the guard, takes single messages or, on a batch binding,
+     * the events of a batch one call at a time; any other function of one payload, single messages only.
+     */
+    private boolean checkBatchMode(
+            String definition, List<String> businessFunctions, String bindingName, boolean takesList) {
         boolean batchMode = this.beanFactory
                 .getBean(BindingServiceProperties.class)
                 .getConsumerProperties(bindingName)
                 .isBatchMode();
-        if (batch != batchMode) {
-            throw new IdempotencyException(
-                    batch
-                            ? ("'%s' composes a function of a list of payloads, but binding %s does not deliver batches: set"
-                                            + " spring.cloud.stream.bindings.%s.consumer.batch-mode=true, or take one payload")
-                                    .formatted(definition, bindingName, bindingName)
-                            : ("binding %s delivers batches (batch-mode), but '%s' composes a function of one payload: take a"
-                                            + " List of payloads")
-                                    .formatted(bindingName, definition));
+        if (takesList && !batchMode) {
+            throw new IdempotencyException(("'%s' composes a function of a list of payloads, but binding %s does not"
+                            + " deliver batches: set spring.cloud.stream.bindings.%s.consumer.batch-mode=true, or take"
+                            + " one payload")
+                    .formatted(definition, bindingName, bindingName));
         }
-        if (batch && this.properties.eventId().source() != EventIdSource.ENVELOPE) {
-            throw new IdempotencyException(("binding %s delivers batches, whose events the guard reads from their"
-                            + " envelopes: idempotency.event-id.source must be envelope with batch-mode")
-                    .formatted(bindingName));
+        if (batchMode && !takesList && !(businessFunctions.size() == 1 && isConsumer(businessFunctions.get(0)))) {
+            throw new IdempotencyException(("binding %s delivers batches (batch-mode), but '%s' composes a function of"
+                            + " one payload whose results would be one per event: take a List of payloads, or"
+                            + " compose a single Consumer, which the library calls once per event of the batch")
+                    .formatted(bindingName, definition));
         }
+        return batchMode;
+    }
+
+    private boolean isConsumer(String functionName) {
+        FunctionInvocationWrapper function =
+                this.beanFactory.getBean(FunctionCatalog.class).lookup(functionName);
+        return function != null && function.isConsumer();
     }
 
     private void checkDecorated(String definition, String name) {

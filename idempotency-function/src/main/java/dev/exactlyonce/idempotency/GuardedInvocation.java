@@ -1,17 +1,24 @@
 package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.slf4j.MDC;
+import org.springframework.messaging.Message;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionException;
 import org.springframework.transaction.TransactionStatus;
 
 /**
  * The composed invocation of a guarded binding under way on this thread: its binding, its transaction and what the
- * guard found (how many events it claimed, how many copies it discarded). Opened and closed by
+ * guard found (how many events it claimed, how many copies it discarded, which messages of a batch it rejected, and,
+ * for a business function that takes one event of a batch at a time, the events after the first). Opened and closed by
  * {@link TransactionPerMessage}; at most one per thread.
  */
 final class GuardedInvocation {
@@ -31,6 +38,10 @@ final class GuardedInvocation {
     private int claimed;
 
     private int duplicates;
+
+    private final Map<Integer, RejectedMessageException> rejected = new TreeMap<>();
+
+    private List<Message<Object>> moreEvents = List.of();
 
     private GuardedInvocation(
             GuardedBinding binding, PlatformTransactionManager transactionManager, TransactionStatus transaction) {
@@ -100,6 +111,35 @@ final class GuardedInvocation {
 
     void markDuplicates(int copies) {
         this.duplicates = copies;
+    }
+
+    /** Sets aside a message of the batch that cannot be processed: the rest of the batch goes on without it. */
+    void reject(int index, RejectedMessageException rejection) {
+        this.rejected.put(index, rejection);
+    }
+
+    /** The messages of the batch set aside, by their index in the batch. */
+    Map<Integer, RejectedMessageException> rejected() {
+        return Collections.unmodifiableMap(this.rejected);
+    }
+
+    /**
+     * The events of a batch, after the first, for a business function that takes one event at a time: the guard hands
+     * on the first, and the function is called again with each of these ({@link SkipBusinessFunctionOnDuplicate}).
+     */
+    void moreEvents(List<Message<Object>> events) {
+        this.moreEvents = new ArrayList<>(events);
+    }
+
+    /** The events still to hand to the business function, once: taken, they are no longer there. */
+    static List<Message<Object>> takeMoreEvents() {
+        GuardedInvocation current = CURRENT.get();
+        if (current == null || current.moreEvents.isEmpty()) {
+            return List.of();
+        }
+        List<Message<Object>> events = current.moreEvents;
+        current.moreEvents = List.of();
+        return events;
     }
 
     /** How many events the guard claimed: once the transaction commits, they are processed. */

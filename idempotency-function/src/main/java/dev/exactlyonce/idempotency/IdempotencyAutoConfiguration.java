@@ -13,6 +13,7 @@ import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration;
 import org.springframework.cloud.function.context.FunctionCatalog;
+import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -113,6 +114,24 @@ class IdempotencyAutoConfiguration {
                 metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
     }
 
+    /** On RabbitMQ: the bound on how long a batch of a guarded batch binding waits for more messages. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(
+            name = {
+                "org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer",
+                "org.springframework.cloud.stream.config.ListenerContainerCustomizer"
+            })
+    static class Rabbit {
+
+        @Bean
+        BatchReceiveTimeout idempotencyBatchReceiveTimeout(
+                IdempotencyProperties properties,
+                ObjectProvider<GuardedBindings> guardedBindings,
+                BindingServiceProperties bindings) {
+            return new BatchReceiveTimeout(properties.batch().maxWait(), guardedBindings, bindings);
+        }
+    }
+
     /**
      * On Kafka: the error handlers of guarded bindings, which seek back to a record given back during an outage every
      * second, without limit, and handle any other failure as the binder's own handler would: ten deliveries with a
@@ -127,6 +146,12 @@ class IdempotencyAutoConfiguration {
         @ConditionalOnMissingBean(name = BinderConsumers.KAFKA_ERROR_HANDLER)
         DefaultErrorHandler idempotencyKafkaErrorHandler(Outage outage) {
             return kafkaErrorHandler(outage, new FixedBackOff(0, 9));
+        }
+
+        @Bean(BinderConsumers.KAFKA_BATCH_ERROR_HANDLER)
+        @ConditionalOnMissingBean(name = BinderConsumers.KAFKA_BATCH_ERROR_HANDLER)
+        DefaultErrorHandler idempotencyKafkaBatchErrorHandler() {
+            return new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS));
         }
 
         @Bean(BinderConsumers.KAFKA_ERROR_HANDLER_WITHOUT_DLQ)

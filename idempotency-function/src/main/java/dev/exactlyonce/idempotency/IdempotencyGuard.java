@@ -6,6 +6,7 @@ import java.lang.reflect.Type;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -20,6 +21,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.slf4j.MDC;
 import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageHeaders;
 import org.springframework.messaging.support.MessageBuilder;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
@@ -42,8 +44,10 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *       acknowledged once the (empty) transaction commits.
  * </ol>
  *
- * <p>On a batch binding ({@code batch-mode}), the business function takes a list: the guard claims the whole batch
- * with one statement and hands on the payloads of first deliveries only, each once, in one transaction.
+ * <p>On a batch binding ({@code batch-mode}), the guard claims the whole batch with one statement and hands on the
+ * payloads of first deliveries only, each once, in one transaction: as a list to a function of a list, or one event at
+ * a time to a {@code Consumer} of one payload. A message of the batch that is rejected is set aside, and dead-lettered
+ * alone once the rest of the batch has committed.
  *
  * <p>While a message is handled, the logging MDC holds its {@code event_id} and {@code event_name} (for a batch,
  * the ids of its events and their distinct names, comma-separated). A copy discarded is logged at DEBUG: it is the
@@ -120,32 +124,36 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             return null;
         }
         Object payload = this.codec.readPayload(event.payload(), type, event.eventName(), eventId);
-        MessageBuilder<Object> builder = MessageBuilder.withPayload(payload)
-                .copyHeaders(message.getHeaders())
-                .setHeader(EventHeaders.EVENT_NAME, event.eventName());
-        if (eventId != null) {
-            builder.setHeader(EventHeaders.EVENT_ID, eventId);
-        }
-        if (event.occurredAt() != null) {
-            builder.setHeader(EventHeaders.OCCURRED_AT, event.occurredAt());
-        }
-        return builder.build();
+        return eventMessage(payload, event, message.getHeaders());
     }
 
     /**
-     * A batch: every message read first (one that cannot be rejects the batch), every id claimed with one statement,
-     * and the business function handed the payloads of the first deliveries only, in their order, each once.
+     * A batch: every message read first, every id claimed with one statement, and the business function handed the
+     * payloads of the first deliveries only, in their order, each once. A message that cannot be processed (not an
+     * envelope, an event the binding does not handle, a payload that does not map) is set aside, its claim undone,
+     * and the rest of the batch goes on: the library dead-letters it alone once the batch's transaction commits.
      */
-    private @Nullable Message<Object> guardBatch(Message<Object> message, GuardedInvocation invocation) {
-        if (!(message.getPayload() instanceof List<?> bodies)) {
-            throw new IllegalStateException(
-                    "A batch binding delivered a " + message.getPayload().getClass());
-        }
+    private @Nullable Message<Object> guardBatch(Message<Object> delivered, GuardedInvocation invocation) {
+        // A binder that hands on a lone message as it is (a test binder, say) delivers a batch of one.
+        Message<Object> message = delivered.getPayload() instanceof List<?>
+                ? delivered
+                : MessageBuilder.<Object>withPayload(List.of(delivered.getPayload()))
+                        .copyHeaders(delivered.getHeaders())
+                        .build();
+        List<?> bodies = (List<?>) message.getPayload();
+        GuardedBinding binding = invocation.binding();
         Map<UUID, IncomingEvent> events = new LinkedHashMap<>();
-        for (Object body : bodies) {
-            IncomingEvent event = this.reader.read(message.getHeaders(), body(body));
-            checked(event, invocation.binding());
-            events.putIfAbsent(event.eventId(), event);
+        Map<UUID, Integer> positions = new HashMap<>();
+        for (int index = 0; index < bodies.size(); index++) {
+            try {
+                IncomingEvent event = this.reader.read(headersOf(delivered, index), body(bodies.get(index)));
+                checked(event, binding);
+                if (events.putIfAbsent(event.eventId(), event) == null) {
+                    positions.put(event.eventId(), index);
+                }
+            } catch (RejectedMessageException ex) {
+                invocation.reject(index, ex);
+            }
         }
         MDC.put(EventHeaders.EVENT_ID, joined(events.keySet()));
         MDC.put(
@@ -153,33 +161,64 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                 joined(events.values().stream()
                         .map(IncomingEvent::eventName)
                         .collect(Collectors.toCollection(LinkedHashSet::new))));
-        Set<UUID> claimed =
-                this.store.claimAll(events.keySet(), invocation.binding().scope());
-        List<Object> payloads = new ArrayList<>(claimed.size());
+        Set<UUID> claimed = events.isEmpty() ? Set.of() : this.store.claimAll(events.keySet(), binding.scope());
+        List<Message<Object>> firstDeliveries = new ArrayList<>(claimed.size());
         for (IncomingEvent event : events.values()) {
-            if (claimed.contains(event.eventId())) {
-                payloads.add(this.codec.readPayload(
-                        event.payload(),
-                        invocation.binding().payloadTypes().typeFor(event),
-                        event.eventName(),
-                        event.eventId()));
+            if (!claimed.contains(event.eventId())) {
+                continue;
+            }
+            int index = positions.get(event.eventId());
+            try {
+                Object payload = this.codec.readPayload(
+                        event.payload(), binding.payloadTypes().typeFor(event), event.eventName(), event.eventId());
+                firstDeliveries.add(eventMessage(payload, event, headersOf(delivered, index)));
+            } catch (RejectedMessageException ex) {
+                this.store.unclaim(event.eventId(), binding.scope());
+                invocation.reject(index, ex);
             }
         }
-        int duplicates = bodies.size() - payloads.size();
+        int duplicates = bodies.size() - invocation.rejected().size() - firstDeliveries.size();
         invocation.markDuplicates(duplicates);
         logger.debug(
-                "Claimed {} of {} event(s) of a batch; {} already processed by this service",
-                payloads.size(),
+                "Claimed {} of {} event(s) of a batch; {} already processed by this service, {} rejected",
+                firstDeliveries.size(),
                 bodies.size(),
-                duplicates);
-        if (payloads.isEmpty()) {
+                duplicates,
+                invocation.rejected().size());
+        if (firstDeliveries.isEmpty()) {
             invocation.markDuplicate();
             return null;
         }
-        invocation.markClaimed(payloads.size());
-        return MessageBuilder.<Object>withPayload(payloads)
+        invocation.markClaimed(firstDeliveries.size());
+        if (binding.oneEventPerCall()) {
+            invocation.moreEvents(firstDeliveries.subList(1, firstDeliveries.size()));
+            return firstDeliveries.get(0);
+        }
+        return MessageBuilder.<Object>withPayload(
+                        firstDeliveries.stream().map(Message::getPayload).toList())
                 .copyHeaders(message.getHeaders())
                 .build();
+    }
+
+    /** The headers of the message at that index of a batch; those of the message itself if it came alone. */
+    private static MessageHeaders headersOf(Message<Object> delivered, int index) {
+        return delivered.getPayload() instanceof List<?>
+                ? new MessageHeaders(BatchMessages.headersOf(delivered, index))
+                : delivered.getHeaders();
+    }
+
+    /** The message of one event, as its business function takes it: the payload, and the event's headers. */
+    private static Message<Object> eventMessage(Object payload, IncomingEvent event, Map<String, ?> headers) {
+        MessageBuilder<Object> builder = MessageBuilder.withPayload(payload)
+                .copyHeaders(headers)
+                .setHeader(EventHeaders.EVENT_NAME, event.eventName());
+        if (event.eventId() != null) {
+            builder.setHeader(EventHeaders.EVENT_ID, event.eventId());
+        }
+        if (event.occurredAt() != null) {
+            builder.setHeader(EventHeaders.OCCURRED_AT, event.occurredAt());
+        }
+        return builder.build();
     }
 
     /**

@@ -29,6 +29,7 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  * @param partitioning the opt-in range-partitioned table, whose old ids go with whole partitions
  * @param outage what the guarded bindings do while the database (or another dependency) is unavailable
  * @param endpoint the {@code idempotency} Actuator endpoint
+ * @param batch how guarded batch bindings ({@code batch-mode}) gather their batches
  * @param bindings per guarded binding (by its name, such as {@code idempotencyGuardreserveStock-in-0}): a scope name
  *     that stays the same when functions are renamed or the key scope changes, and the scopes whose claims it takes
  *     over
@@ -48,6 +49,7 @@ public record IdempotencyProperties(
         @DefaultValue Partitioning partitioning,
         @DefaultValue Outage outage,
         @DefaultValue Endpoint endpoint,
+        @DefaultValue Batch batch,
         @Nullable Map<String, Binding> bindings,
         @Nullable List<String> retiredScopes) {
 
@@ -168,6 +170,24 @@ public record IdempotencyProperties(
      *     ({@code POST /actuator/idempotency}); off unless the management port is protected
      */
     public record Endpoint(@DefaultValue("false") boolean purgeEnabled) {}
+
+    /**
+     * How a guarded batch binding ({@code batch-mode}) gathers its batches, under {@code idempotency.batch}.
+     *
+     * @param maxWait how long a batch waits for more messages once it has its first: it is handed on when it is full
+     *     ({@code batch-size}) or when this has passed, whichever comes first, so that at low rates an event waits
+     *     about this long, not the time a batch takes to fill. On RabbitMQ it sets the listener container's batch
+     *     receive timeout, and its receive timeout unless the binding sets {@code receive-timeout}; a Kafka poll
+     *     returns the records that are there. {@code 0} leaves the containers' own settings
+     */
+    public record Batch(@DefaultValue("10ms") Duration maxWait) {
+
+        public Batch {
+            if (maxWait.isNegative()) {
+                throw new IllegalArgumentException("idempotency.batch.max-wait must not be negative");
+            }
+        }
+    }
 
     /**
      * What the guarded bindings do while the database, or another dependency declared as such, is unavailable, under

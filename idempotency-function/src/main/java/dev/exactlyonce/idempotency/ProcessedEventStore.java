@@ -30,7 +30,12 @@ final class ProcessedEventStore {
             INSERT INTO %s (event_id, scope) SELECT id, ? FROM unnest(?::uuid[]) AS id ORDER BY id
             ON CONFLICT DO NOTHING RETURNING event_id""";
 
+    private static final String UNCLAIM = """
+            DELETE FROM %s WHERE event_id = ? AND scope = ?""";
+
     private final JdbcTemplate jdbcTemplate;
+
+    private final String unclaimSql;
 
     private final String claimSql;
 
@@ -40,6 +45,15 @@ final class ProcessedEventStore {
         this.jdbcTemplate = jdbcTemplate;
         this.claimSql = CLAIM.formatted(tableName);
         this.claimAllSql = CLAIM_ALL.formatted(tableName);
+        this.unclaimSql = UNCLAIM.formatted(tableName);
+    }
+
+    /**
+     * Takes back a claim made in the current transaction, for an event of a batch that turns out not to be processable
+     * while the rest of the batch goes on.
+     */
+    void unclaim(UUID eventId, String scope) {
+        this.jdbcTemplate.update(this.unclaimSql, eventId, scope);
     }
 
     /**

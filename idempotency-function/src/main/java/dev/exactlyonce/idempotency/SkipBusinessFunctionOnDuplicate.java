@@ -1,10 +1,13 @@
 package dev.exactlyonce.idempotency;
 
 import java.lang.reflect.Method;
+import java.util.List;
 import java.util.Set;
 import org.aopalliance.intercept.MethodInterceptor;
 import org.aopalliance.intercept.MethodInvocation;
 import org.jspecify.annotations.Nullable;
+import org.springframework.aop.ProxyMethodInvocation;
+import org.springframework.messaging.Message;
 
 /**
  * Decorates a business function composed after the guard:
@@ -14,6 +17,9 @@ import org.jspecify.annotations.Nullable;
  *       composition even when the previous one returned {@code null}, so the guard's {@code null} alone would hand
  *       the business function a {@code null} input. The decision is read from the {@link GuardedInvocation} the guard
  *       marked, never from the input;
+ *   <li>on a batch binding whose business function takes one event, Spring Cloud Function calls it with the first
+ *       event of the batch; it is then called again with each of the others, in the same transaction (as the payload,
+ *       or as the event's message with its headers when the function takes a {@code Message});
  *   <li>an {@link Error} the function throws ({@code AssertionError}, {@code StackOverflowError},
  *       {@code NoClassDefFoundError}, ...) becomes an {@link IdempotencyException} whose cause it is. The message
  *       channel ends a transaction on exceptions only: an {@code Error} would leave it open on the consumer thread,
@@ -40,7 +46,17 @@ final class SkipBusinessFunctionOnDuplicate implements MethodInterceptor {
             return null;
         }
         try {
-            return invocation.proceed();
+            Object result = invocation.proceed();
+            List<Message<Object>> moreEvents = GuardedInvocation.takeMoreEvents();
+            if (!moreEvents.isEmpty()) {
+                boolean messages = invocation.getArguments()[0] instanceof Message<?>;
+                ProxyMethodInvocation proxied = (ProxyMethodInvocation) invocation;
+                for (Message<Object> event : moreEvents) {
+                    proxied.invocableClone(messages ? event : event.getPayload())
+                            .proceed();
+                }
+            }
+            return result;
         } catch (Error error) {
             throw thrown(this.functionName, error);
         }

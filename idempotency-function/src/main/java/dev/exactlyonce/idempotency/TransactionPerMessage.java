@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import java.util.List;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -30,7 +31,9 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *       not joined and does not matter);
  *   <li>the guard and the business functions run, all on the transaction's connection;
  *   <li>{@code postSend}, reached only when they returned normally, commits; a failed commit throws out of
- *       {@code send}, so the binder does not acknowledge the message;
+ *       {@code send}, so the binder does not acknowledge the message. When the guard set aside messages of a batch
+ *       (rejected), it then throws a {@link FailedEventsOfBatch}, which the binder does not retry: those messages go
+ *       to the dead-letter queue one by one ({@link EventsOfFailedBatches}), the batch's others having committed;
  *   <li>{@code afterSendCompletion} rolls back whatever did not commit (the claim included) and closes the
  *       invocation; a failure that is an outage halts consumption. The binder then retries or dead-letters the
  *       message (an outage is never dead-lettered, see {@link OutageGiveBack}); each attempt is a new {@code send},
@@ -117,6 +120,16 @@ final class TransactionPerMessage implements ChannelInterceptor {
         if (invocation.duplicates() > 0) {
             this.metrics.duplicates(this.binding, invocation.duplicates());
         }
+        if (!invocation.rejected().isEmpty()) {
+            int size = message.getPayload() instanceof List<?> batch ? batch.size() : 1;
+            if (size == 1) {
+                // A batch of one: rejected as a single message is, without retry.
+                throw invocation.rejected().values().iterator().next();
+            }
+            // The rest of the batch committed: the messages set aside go to the dead-letter queue, and the binder
+            // does not retry the batch.
+            throw new FailedEventsOfBatch(this.binding.bindingName(), size, invocation.rejected());
+        }
     }
 
     @Override
@@ -127,15 +140,10 @@ final class TransactionPerMessage implements ChannelInterceptor {
         if (outage) {
             this.outage.detected(failure);
         }
-        RejectedMessageException rejected =
-                failure != null ? Failures.find(failure, RejectedMessageException.class) : null;
-        if (rejected != null) {
-            this.metrics.rejected(this.binding, rejected.reason());
-            logger.warn(
-                    "Rejected a message of {} without retry, event id {}: {}",
-                    this.binding.bindingName(),
-                    rejected.eventId() != null ? rejected.eventId() : "unknown",
-                    rejected.getMessage());
+        if (!invocation.rejected().isEmpty()) {
+            invocation.rejected().forEach((index, rejection) -> rejected(rejection, " (#" + index + " of a batch)"));
+        } else if (failure != null && Failures.find(failure, RejectedMessageException.class) != null) {
+            rejected(Failures.find(failure, RejectedMessageException.class), "");
         }
         try {
             if (!invocation.transaction().isCompleted()) {
@@ -158,6 +166,16 @@ final class TransactionPerMessage implements ChannelInterceptor {
         } finally {
             invocation.close();
         }
+    }
+
+    private void rejected(RejectedMessageException rejected, String position) {
+        this.metrics.rejected(this.binding, rejected.reason());
+        logger.warn(
+                "Rejected a message of {}{} without retry, event id {}: {}",
+                this.binding.bindingName(),
+                position,
+                rejected.eventId() != null ? rejected.eventId() : "unknown",
+                rejected.getMessage());
     }
 
     private GuardedInvocation current() {

@@ -8,6 +8,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.function.BiConsumer;
 import java.util.function.Consumer;
+import java.util.function.Function;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -57,6 +58,11 @@ class GuardStartupTests {
         @Bean
         BiConsumer<ThingHappened, Object> recordThingWithHeaders() {
             return (thing, headers) -> {};
+        }
+
+        @Bean
+        Function<ThingHappened, String> describeThing() {
+            return thing -> thing.thingId().toString();
         }
 
         @Bean
@@ -140,6 +146,27 @@ class GuardStartupTests {
                 .hasMessageContaining("composes a function of a list of payloads, but binding"
                         + " idempotencyGuardrecordThingBatches-in-0 does not deliver batches")
                 .hasMessageContaining("consumer.batch-mode=true");
+    }
+
+    @Test
+    void aBatchBindingTakesAConsumerOfOneEventButNotAFunctionOfOne() {
+        try (ConfigurableApplicationContext context = start(
+                "idempotencyGuard|recordThing",
+                "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.consumer.batch-mode=true")) {
+            assertThat(context.getBean(GuardedBindings.class).bindings())
+                    .singleElement()
+                    .satisfies(binding -> {
+                        assertThat(binding.batch()).isTrue();
+                        assertThat(binding.oneEventPerCall()).isTrue();
+                    });
+        }
+        assertThat(startupFailure(
+                        "idempotencyGuard|describeThing",
+                        "spring.cloud.stream.bindings.idempotencyGuarddescribeThing-in-0.consumer.batch-mode=true"))
+                .isInstanceOf(IdempotencyException.class)
+                .hasMessageContaining("binding idempotencyGuarddescribeThing-in-0 delivers batches (batch-mode), but"
+                        + " 'idempotencyGuard|describeThing' composes a function of one payload")
+                .hasMessageContaining("take a List of payloads, or compose a single Consumer");
     }
 
     @Test

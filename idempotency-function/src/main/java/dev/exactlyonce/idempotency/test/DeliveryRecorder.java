@@ -18,7 +18,8 @@ import org.springframework.messaging.support.InterceptableChannel;
 
 /**
  * Records every attempt at a message of the service's guarded bindings, on any binder: the event id, the message
- * headers as the binder delivered them, and the failure if the attempt failed. It can also run an action right after
+ * headers as the binder delivered them, and the failure if the attempt failed; an attempt at a batch counts as an
+ * attempt at each of its messages, with the batch's headers. It can also run an action right after
  * an attempt committed and before the binder acknowledges the message, to lose that acknowledgement.
  */
 public final class DeliveryRecorder implements SmartLifecycle {
@@ -94,17 +95,21 @@ public final class DeliveryRecorder implements SmartLifecycle {
             @Override
             public void afterSendCompletion(
                     Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
-                DeliveryRecorder.this.attempts.add(
-                        new Attempt(eventId(message), Map.copyOf(message.getHeaders()), failure));
+                Map<String, Object> headers = Map.copyOf(message.getHeaders());
+                for (Object body : bodies(message)) {
+                    DeliveryRecorder.this.attempts.add(new Attempt(eventId(body), headers, failure));
+                }
             }
         };
         ChannelInterceptor afterCommit = new ChannelInterceptor() {
             @Override
             public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
-                UUID eventId = eventId(message);
-                Runnable action = eventId != null ? DeliveryRecorder.this.afterCommit.remove(eventId) : null;
-                if (action != null) {
-                    action.run();
+                for (Object body : bodies(message)) {
+                    UUID eventId = eventId(body);
+                    Runnable action = eventId != null ? DeliveryRecorder.this.afterCommit.remove(eventId) : null;
+                    if (action != null) {
+                        action.run();
+                    }
                 }
             }
         };
@@ -137,8 +142,13 @@ public final class DeliveryRecorder implements SmartLifecycle {
                 .toList();
     }
 
-    private @Nullable UUID eventId(Message<?> message) {
-        if (!(message.getPayload() instanceof byte[] body)) {
+    /** The bodies of the message: its payload, or each of a batch's. */
+    private static List<?> bodies(Message<?> message) {
+        return message.getPayload() instanceof List<?> batch ? batch : List.of(message.getPayload());
+    }
+
+    private @Nullable UUID eventId(Object payload) {
+        if (!(payload instanceof byte[] body)) {
             return null;
         }
         try {
