@@ -6,11 +6,11 @@ import java.lang.reflect.Type;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.UUID;
 import java.util.function.Function;
@@ -142,38 +142,48 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                         .build();
         List<?> bodies = (List<?>) message.getPayload();
         GuardedBinding binding = invocation.binding();
-        Map<UUID, IncomingEvent> events = new LinkedHashMap<>();
-        Map<UUID, Integer> positions = new HashMap<>();
+        // The event of each message that could be read (null: rejected), and the position of each id's first copy.
+        List<@Nullable IncomingEvent> events = new ArrayList<>(bodies.size());
+        Map<UUID, Integer> firstCopies = new LinkedHashMap<>();
         for (int index = 0; index < bodies.size(); index++) {
+            IncomingEvent event = null;
             try {
-                IncomingEvent event = this.reader.read(headersOf(delivered, index), body(bodies.get(index)));
+                event = this.reader.read(headersOf(delivered, index), body(bodies.get(index)));
                 checked(event, binding);
-                if (events.putIfAbsent(event.eventId(), event) == null) {
-                    positions.put(event.eventId(), index);
+                if (event.eventId() != null) {
+                    firstCopies.putIfAbsent(event.eventId(), index);
                 }
             } catch (RejectedMessageException ex) {
                 invocation.reject(index, ex);
+                event = null;
             }
+            events.add(event);
         }
-        MDC.put(EventHeaders.EVENT_ID, joined(events.keySet()));
+        MDC.put(EventHeaders.EVENT_ID, joined(firstCopies.keySet()));
         MDC.put(
                 EventHeaders.EVENT_NAME,
-                joined(events.values().stream()
+                joined(events.stream()
+                        .filter(Objects::nonNull)
                         .map(IncomingEvent::eventName)
                         .collect(Collectors.toCollection(LinkedHashSet::new))));
-        Set<UUID> claimed = events.isEmpty() ? Set.of() : this.store.claimAll(events.keySet(), binding.scope());
+        Set<UUID> claimed =
+                firstCopies.isEmpty() ? Set.of() : this.store.claimAll(firstCopies.keySet(), binding.scope());
         List<Message<Object>> firstDeliveries = new ArrayList<>(claimed.size());
-        for (IncomingEvent event : events.values()) {
-            if (!claimed.contains(event.eventId())) {
-                continue;
+        for (int index = 0; index < events.size(); index++) {
+            IncomingEvent event = events.get(index);
+            UUID eventId = event != null ? event.eventId() : null;
+            if (event == null
+                    || (eventId != null && (firstCopies.get(eventId) != index || !claimed.contains(eventId)))) {
+                continue; // rejected, or a copy
             }
-            int index = positions.get(event.eventId());
             try {
                 Object payload = this.codec.readPayload(
-                        event.payload(), binding.payloadTypes().typeFor(event), event.eventName(), event.eventId());
+                        event.payload(), binding.payloadTypes().typeFor(event), event.eventName(), eventId);
                 firstDeliveries.add(eventMessage(payload, event, headersOf(delivered, index)));
             } catch (RejectedMessageException ex) {
-                this.store.unclaim(event.eventId(), binding.scope());
+                if (eventId != null) {
+                    this.store.unclaim(eventId, binding.scope());
+                }
                 invocation.reject(index, ex);
             }
         }

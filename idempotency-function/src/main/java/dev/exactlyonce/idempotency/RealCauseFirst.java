@@ -26,7 +26,7 @@ final class RealCauseFirst implements ChannelInterceptor {
         }
         Throwable failure = error.getPayload();
         Throwable real = Failures.real(failure);
-        if (real == failure || real == failure.getCause()) {
+        if (real == failure || (real == failure.getCause() && failure.getMessage() == null)) {
             return message;
         }
         Message<?> failed = failure instanceof MessagingException messaging && messaging.getFailedMessage() != null

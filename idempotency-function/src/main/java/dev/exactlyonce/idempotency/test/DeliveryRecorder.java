@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency.test;
 
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -19,7 +20,7 @@ import org.springframework.messaging.support.InterceptableChannel;
 /**
  * Records every attempt at a message of the service's guarded bindings, on any binder: the event id, the message
  * headers as the binder delivered them, and the failure if the attempt failed; an attempt at a batch counts as an
- * attempt at each of its messages, with the batch's headers. It can also run an action right after
+ * attempt at each of its messages, with that message's headers. It can also run an action right after
  * an attempt committed and before the binder acknowledges the message, to lose that acknowledgement.
  */
 public final class DeliveryRecorder implements SmartLifecycle {
@@ -95,9 +96,10 @@ public final class DeliveryRecorder implements SmartLifecycle {
             @Override
             public void afterSendCompletion(
                     Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
-                Map<String, Object> headers = Map.copyOf(message.getHeaders());
-                for (Object body : bodies(message)) {
-                    DeliveryRecorder.this.attempts.add(new Attempt(eventId(body), headers, failure));
+                List<?> bodies = bodies(message);
+                for (int index = 0; index < bodies.size(); index++) {
+                    DeliveryRecorder.this.attempts.add(
+                            new Attempt(eventId(bodies.get(index)), headers(message, index), failure));
                 }
             }
         };
@@ -140,6 +142,32 @@ public final class DeliveryRecorder implements SmartLifecycle {
         return GuardedDefinitions.bindingNames(this.environment).stream()
                 .map(bindingName -> this.beanFactory.getBean(bindingName, InterceptableChannel.class))
                 .toList();
+    }
+
+    /**
+     * The headers of the message at that index: of a batch, the batch's own, with each header of one value per message
+     * (a list as long as the batch) replaced by that message's value, a map of headers merged in (RabbitMQ's
+     * {@code amqp_batchedHeaders}, Kafka's {@code kafka_batchConvertedHeaders}).
+     */
+    private static Map<String, Object> headers(Message<?> message, int index) {
+        if (!(message.getPayload() instanceof List<?> batch)) {
+            return Map.copyOf(message.getHeaders());
+        }
+        Map<String, Object> headers = new HashMap<>();
+        message.getHeaders().forEach((name, value) -> {
+            if (!(value instanceof List<?> values) || values.size() != batch.size()) {
+                headers.put(name, value);
+            } else if (values.get(index) instanceof Map<?, ?> own) {
+                own.forEach((key, header) -> {
+                    if (header != null) {
+                        headers.put(String.valueOf(key), header);
+                    }
+                });
+            } else if (values.get(index) != null) {
+                headers.put(name, values.get(index));
+            }
+        });
+        return Map.copyOf(headers);
     }
 
     /** The bodies of the message: its payload, or each of a batch's. */
