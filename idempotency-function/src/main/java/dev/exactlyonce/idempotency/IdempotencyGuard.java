@@ -172,9 +172,18 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         for (int index = 0; index < events.size(); index++) {
             IncomingEvent event = events.get(index);
             UUID eventId = event != null ? event.eventId() : null;
-            if (event == null
-                    || (eventId != null && (firstCopies.get(eventId) != index || !claimed.contains(eventId)))) {
-                continue; // rejected, or a copy
+            if (event == null) {
+                continue; // rejected
+            }
+            if (eventId != null && (firstCopies.get(eventId) != index || !claimed.contains(eventId))) {
+                logger.debug(
+                        "Discarded event {} ({}): {}",
+                        eventId,
+                        event.eventName(),
+                        firstCopies.get(eventId) != index
+                                ? "a copy of an event earlier in the batch"
+                                : "already processed by this service");
+                continue;
             }
             try {
                 Object payload = this.codec.readPayload(
