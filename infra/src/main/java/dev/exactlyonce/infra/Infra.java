@@ -53,7 +53,8 @@ public final class Infra {
                              [--prefetch <p>] [--rounds <k>]
                   Throughput and p50/p99 latency of the whole pipeline (RabbitMQ, binder, transaction, guard,
                   handler, commit, ack) without the guard, with it, with duplicates only, behind Spring
-                  Integration's idempotent receiver, and in batches, with the ratios between them. <n> events
+                  Integration's idempotent receiver, and in batches (one event per call, a function of a list,
+                  duplicates only, and without a bound on a batch's wait), with the ratios between them. <n> events
                   (default 10,000) per throughput run; <s> seconds (default 5) of events at <r> per second
                   (default 400, the same offered load for every scenario) for latency;
                   <c> consumers per binding (default 2); a broker ack every <a> messages (default 1); <p>

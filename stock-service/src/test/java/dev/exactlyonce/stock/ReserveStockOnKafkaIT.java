@@ -6,12 +6,15 @@ import static org.awaitility.Awaitility.await;
 
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.DeliveryRecorder;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.ProcessedEvents;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -148,6 +151,37 @@ class ReserveStockOnKafkaIT {
         assertThat(this.recorder.attempts(marker.eventId())).hasSize(1);
     }
 
+    @Test
+    void poisonRecordsOfABatchAreDeadLetteredAloneWithTheirReasonsAndTheOthersReserveStockOnce() {
+        List<EventEnvelope<Map<String, Object>>> orders = new ArrayList<>();
+        EventEnvelope<Map<String, Object>> unknown =
+                new EventEnvelope<>(UuidV7.generate(), "order.order.unknown.v1", Instant.now(), Map.of());
+        EventEnvelope<Map<String, Object>> unmappable =
+                new EventEnvelope<>(UuidV7.generate(), Orders.PLACED, Instant.now(), Map.of("orderId", "x"));
+        String notJson = "not json " + UUID.randomUUID();
+        List<ProducerRecord<String, byte[]>> records = new ArrayList<>();
+        for (int i = 0; i < 40; i++) {
+            EventEnvelope<Map<String, Object>> order = Orders.placed(1);
+            orders.add(order);
+            records.add(new ProducerRecord<>(TOPIC, 0, "batch", this.codec.encode(order)));
+            switch (i) {
+                case 5 -> records.add(new ProducerRecord<>(TOPIC, 0, "batch", notJson.getBytes(UTF_8)));
+                case 20 -> records.add(new ProducerRecord<>(TOPIC, 0, "batch", this.codec.encode(unknown)));
+                case 35 -> records.add(new ProducerRecord<>(TOPIC, 0, "batch", this.codec.encode(unmappable)));
+                default -> {}
+            }
+        }
+
+        send(records);
+
+        assertThat(reason(deadLetter(notJson))).startsWith("NOT_JSON: ");
+        assertThat(reason(deadLetter(unknown.eventId().toString()))).startsWith("UNKNOWN_EVENT: ");
+        assertThat(reason(deadLetter(unmappable.eventId().toString()))).startsWith("INVALID_PAYLOAD: ");
+        await().atMost(Duration.ofSeconds(60)).until(() -> orders.stream().allMatch(order -> reservations(order) > 0));
+        assertThat(orders).allSatisfy(order -> assertThat(reservations(order)).isEqualTo(1));
+        assertThat(this.processedEvents.rows(unmappable.eventId())).isZero();
+    }
+
     /** The event id and name in Kafka record headers, which arrive as bytes, around a bare payload. */
     @Nested
     @SpringBootTest(properties = "idempotency.event-id.source=header")
@@ -188,15 +222,30 @@ class ReserveStockOnKafkaIT {
     }
 
     private void send(ProducerRecord<String, byte[]> record) {
+        send(List.of(record));
+    }
+
+    /** Sends the records with one producer, in their order, so that the consumer polls them together. */
+    private void send(List<ProducerRecord<String, byte[]>> records) {
         Properties properties = new Properties();
         properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
+        properties.put(ProducerConfig.LINGER_MS_CONFIG, 50);
         try (KafkaProducer<String, byte[]> producer =
                 new KafkaProducer<>(properties, new StringSerializer(), new ByteArraySerializer())) {
-            producer.send(record);
+            records.forEach(producer::send);
         }
     }
 
+    private static String reason(ConsumerRecord<String, byte[]> deadLetter) {
+        return new String(deadLetter.headers().lastHeader("x-exception-message").value(), UTF_8);
+    }
+
     private ConsumerRecord<String, byte[]> deadLetter(EventEnvelope<?> event) {
+        return deadLetter(event.eventId().toString());
+    }
+
+    /** The dead letter whose value contains that text. */
+    private ConsumerRecord<String, byte[]> deadLetter(String id) {
         Properties properties = new Properties();
         properties.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
         properties.put(ConsumerConfig.GROUP_ID_CONFIG, "test-" + UUID.randomUUID());
@@ -204,7 +253,6 @@ class ReserveStockOnKafkaIT {
         try (KafkaConsumer<String, byte[]> consumer =
                 new KafkaConsumer<>(properties, new StringDeserializer(), new ByteArrayDeserializer())) {
             consumer.subscribe(List.of(DEAD_LETTERS));
-            String id = event.eventId().toString();
             long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
             while (System.nanoTime() < deadline) {
                 for (ConsumerRecord<String, byte[]> record : consumer.poll(Duration.ofMillis(500))) {
@@ -214,7 +262,7 @@ class ReserveStockOnKafkaIT {
                 }
             }
         }
-        throw new AssertionError("No dead letter of " + event.eventId() + " within 60 s");
+        throw new AssertionError("No dead letter of " + id + " within 60 s");
     }
 
     private void awaitAttempts(EventEnvelope<?> event, int count) {

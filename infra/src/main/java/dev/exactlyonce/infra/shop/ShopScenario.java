@@ -390,7 +390,6 @@ public final class ShopScenario implements AutoCloseable {
 
     private void startService(Service service) {
         String binding = "spring.cloud.stream.bindings." + service.binding() + ".";
-        String rabbitBinding = "spring.cloud.stream.rabbit.bindings." + service.binding() + ".consumer.";
         String role = this.databases.name(service.database());
         ServiceProcess process = ServiceProcess.start(
                 ServiceProcess.jar(this.settings.servicesDir(), service.name()),
@@ -410,8 +409,6 @@ public final class ShopScenario implements AutoCloseable {
                         binding + "group=" + service.queue(this.settings.suffix()),
                         binding + "consumer.back-off-initial-interval=200",
                         binding + "consumer.back-off-max-interval=1000",
-                        rabbitBinding + "batch-size=20",
-                        rabbitBinding + "receive-timeout=200",
                         "billing.payment-provider.url=" + this.provider.url(),
                         "server.port=" + this.ports.get(service.name()),
                         "management.server.port=" + this.managementPorts.get(service.name())),
