@@ -67,6 +67,9 @@ final class BinderConsumers {
     /** The batch size of a guarded RabbitMQ batch binding that sets none. */
     static final int BATCH_SIZE = 100;
 
+    /** How long a guarded RabbitMQ batch binding that sets no {@code receive-timeout} waits for a batch's next message. */
+    static final long RECEIVE_TIMEOUT_MS = 1;
+
     private static final Logger logger = LoggerFactory.getLogger(BinderConsumers.class);
 
     /** The binders' switches: the property of their consumer properties, and its name in configuration. */
@@ -111,11 +114,14 @@ final class BinderConsumers {
 
     /**
      * RabbitMQ batches: the listener container gathers them ({@code enable-batching}; without it the binder delivers
-     * batches of one), up to {@value #BATCH_SIZE} messages unless {@code batch-size} is set, waiting at most
-     * {@code idempotency.batch.max-wait} for each next message unless {@code receive-timeout} is set (the container's
-     * own default, one second, would hold a lone event that long). Its messages go to the dead-letter queue one by
-     * one only if the binder republishes them ({@code republish-to-dlq}, its default): otherwise it rejects a batch
-     * whole.
+     * batches of one), up to {@value #BATCH_SIZE} messages unless {@code batch-size} is set, with twice that many in
+     * flight unless {@code prefetch} is set (the next batch arrives while one commits). A batch takes the messages
+     * that are there: it is handed on as soon as no next message comes within {@value #RECEIVE_TIMEOUT_MS} ms unless
+     * {@code receive-timeout} is set (the container's own default, one second, would hold a lone event that long),
+     * and at the latest {@code idempotency.batch.max-wait} after it began ({@link BatchReceiveTimeout}). So a batch
+     * is as large as the load makes it: one event at a low rate, full under a backlog. Its messages go to the
+     * dead-letter queue one by one only if the binder republishes them ({@code republish-to-dlq}, its default):
+     * otherwise it rejects a batch whole.
      */
     private void setBatchDefaults(
             ExtendedPropertiesBinder<?, ?, ?> extended, BeanWrapper consumer, String bindingName) {
@@ -127,8 +133,9 @@ final class BinderConsumers {
         Map<String, Object> batchDefaults = new LinkedHashMap<>();
         batchDefaults.put("enable-batching", true);
         batchDefaults.put("batch-size", BATCH_SIZE);
+        batchDefaults.put("prefetch", 2 * BATCH_SIZE);
         if (!this.maxWait.isZero()) {
-            batchDefaults.put("receive-timeout", this.maxWait.toMillis());
+            batchDefaults.put("receive-timeout", RECEIVE_TIMEOUT_MS);
         }
         batchDefaults.forEach((name, value) -> {
             if (!isSet(bindings + "." + bindingName, bindings + "[" + bindingName + "]", name)

@@ -40,6 +40,11 @@ final class EventReader {
         this.settings = settings;
     }
 
+    /** Whether events are read from the message's headers (every source but the envelope). */
+    boolean readsHeaders() {
+        return this.settings.source() != EventIdSource.ENVELOPE;
+    }
+
     IncomingEvent read(MessageHeaders headers, byte[] body) {
         if (this.settings.source() == EventIdSource.ENVELOPE) {
             EventEnvelope<JsonNode> envelope = this.codec.decode(body);

@@ -110,7 +110,7 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
 
     private Map<Integer, Throwable> oneAtATime(Message<?> batch, int size, Throwable failure, int attempts) {
         logger.warn(
-                "A batch of {} messages of {} failed on every attempt ({}): processing its messages one at a time, so"
+                "A batch of {} message(s) of {} failed as a whole ({}): processing its messages one at a time, so"
                         + " that only those that fail alone are dead-lettered",
                 size,
                 this.binding.bindingName(),

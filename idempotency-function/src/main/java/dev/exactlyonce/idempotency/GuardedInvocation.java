@@ -6,6 +6,7 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -41,7 +42,7 @@ final class GuardedInvocation {
 
     private final Map<Integer, RejectedMessageException> rejected = new TreeMap<>();
 
-    private List<Message<Object>> moreEvents = List.of();
+    private List<Delivery> moreEvents = List.of();
 
     private GuardedInvocation(
             GuardedBinding binding, PlatformTransactionManager transactionManager, TransactionStatus transaction) {
@@ -113,6 +114,12 @@ final class GuardedInvocation {
         this.duplicates = copies;
     }
 
+    /**
+     * An event of a batch to hand to its business function: the payload, and the event's message (its headers
+     * included) built when the function takes a {@code Message}.
+     */
+    record Delivery(Object payload, Supplier<Message<Object>> message) {}
+
     /** Sets aside a message of the batch that cannot be processed: the rest of the batch goes on without it. */
     void reject(int index, RejectedMessageException rejection) {
         this.rejected.put(index, rejection);
@@ -127,17 +134,17 @@ final class GuardedInvocation {
      * The events of a batch, after the first, for a business function that takes one event at a time: the guard hands
      * on the first, and the function is called again with each of these ({@link SkipBusinessFunctionOnDuplicate}).
      */
-    void moreEvents(List<Message<Object>> events) {
+    void moreEvents(List<Delivery> events) {
         this.moreEvents = new ArrayList<>(events);
     }
 
     /** The events still to hand to the business function, once: taken, they are no longer there. */
-    static List<Message<Object>> takeMoreEvents() {
+    static List<Delivery> takeMoreEvents() {
         GuardedInvocation current = CURRENT.get();
         if (current == null || current.moreEvents.isEmpty()) {
             return List.of();
         }
-        List<Message<Object>> events = current.moreEvents;
+        List<Delivery> events = current.moreEvents;
         current.moreEvents = List.of();
         return events;
     }

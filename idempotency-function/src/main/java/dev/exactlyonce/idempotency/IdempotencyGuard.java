@@ -148,7 +148,9 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         for (int index = 0; index < bodies.size(); index++) {
             IncomingEvent event = null;
             try {
-                event = this.reader.read(headersOf(delivered, index), body(bodies.get(index)));
+                event = this.reader.read(
+                        this.reader.readsHeaders() ? headersOf(delivered, index) : delivered.getHeaders(),
+                        body(bodies.get(index)));
                 checked(event, binding);
                 if (event.eventId() != null) {
                     firstCopies.putIfAbsent(event.eventId(), index);
@@ -168,7 +170,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                         .collect(Collectors.toCollection(LinkedHashSet::new))));
         Set<UUID> claimed =
                 firstCopies.isEmpty() ? Set.of() : this.store.claimAll(firstCopies.keySet(), binding.scope());
-        List<Message<Object>> firstDeliveries = new ArrayList<>(claimed.size());
+        List<GuardedInvocation.Delivery> firstDeliveries = new ArrayList<>(claimed.size());
         for (int index = 0; index < events.size(); index++) {
             IncomingEvent event = events.get(index);
             UUID eventId = event != null ? event.eventId() : null;
@@ -188,7 +190,11 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             try {
                 Object payload = this.codec.readPayload(
                         event.payload(), binding.payloadTypes().typeFor(event), event.eventName(), eventId);
-                firstDeliveries.add(eventMessage(payload, event, headersOf(delivered, index)));
+                IncomingEvent read = event;
+                int position = index;
+                // The event's message is built only for a function that takes one.
+                firstDeliveries.add(new GuardedInvocation.Delivery(
+                        payload, () -> eventMessage(payload, read, headersOf(delivered, position))));
             } catch (RejectedMessageException ex) {
                 if (eventId != null) {
                     this.store.unclaim(eventId, binding.scope());
@@ -211,10 +217,11 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         invocation.markClaimed(firstDeliveries.size());
         if (binding.oneEventPerCall()) {
             invocation.moreEvents(firstDeliveries.subList(1, firstDeliveries.size()));
-            return firstDeliveries.get(0);
+            return firstDeliveries.get(0).message().get();
         }
-        return MessageBuilder.<Object>withPayload(
-                        firstDeliveries.stream().map(Message::getPayload).toList())
+        return MessageBuilder.<Object>withPayload(firstDeliveries.stream()
+                        .map(GuardedInvocation.Delivery::payload)
+                        .toList())
                 .copyHeaders(message.getHeaders())
                 .build();
     }

@@ -174,11 +174,12 @@ public record IdempotencyProperties(
     /**
      * How a guarded batch binding ({@code batch-mode}) gathers its batches, under {@code idempotency.batch}.
      *
-     * @param maxWait how long a batch waits for more messages once it has its first: it is handed on when it is full
-     *     ({@code batch-size}) or when this has passed, whichever comes first, so that at low rates an event waits
-     *     about this long, not the time a batch takes to fill. On RabbitMQ it sets the listener container's batch
-     *     receive timeout, and its receive timeout unless the binding sets {@code receive-timeout}; a Kafka poll
-     *     returns the records that are there. {@code 0} leaves the containers' own settings
+     * @param maxWait the longest a batch waits for more messages: it is handed on when it is full
+     *     ({@code batch-size}), when no next message is there (RabbitMQ: within the binding's {@code receive-timeout},
+     *     1 ms unless set), or once this has passed since it began, whichever comes first. A batch is then as large as
+     *     the load makes it, and an event waits at most about this long for others. On RabbitMQ it sets the listener
+     *     container's batch receive timeout; a Kafka poll returns the records that are there. {@code 0} leaves the
+     *     containers' own settings
      */
     public record Batch(@DefaultValue("10ms") Duration maxWait) {
 

@@ -47,12 +47,12 @@ final class SkipBusinessFunctionOnDuplicate implements MethodInterceptor {
         }
         try {
             Object result = invocation.proceed();
-            List<Message<Object>> moreEvents = GuardedInvocation.takeMoreEvents();
+            List<GuardedInvocation.Delivery> moreEvents = GuardedInvocation.takeMoreEvents();
             if (!moreEvents.isEmpty()) {
                 boolean messages = invocation.getArguments()[0] instanceof Message<?>;
                 ProxyMethodInvocation proxied = (ProxyMethodInvocation) invocation;
-                for (Message<Object> event : moreEvents) {
-                    proxied.invocableClone(messages ? event : event.getPayload())
+                for (GuardedInvocation.Delivery event : moreEvents) {
+                    proxied.invocableClone(messages ? event.message().get() : event.payload())
                             .proceed();
                 }
             }

@@ -99,6 +99,10 @@ class BatchesOnRabbitIT {
             registry.add(binding + "consumer.max-attempts", () -> "2");
             registry.add(binding + "consumer.back-off-initial-interval", () -> "1");
             registry.add(binding + "consumer.auto-startup", () -> "false");
+            // Long enough for the container to gather the 100 messages into one batch however the broker spaces them.
+            registry.add(
+                    "spring.cloud.stream.rabbit.bindings." + binding(function) + ".consumer.receive-timeout",
+                    () -> "2000");
         });
     }
 

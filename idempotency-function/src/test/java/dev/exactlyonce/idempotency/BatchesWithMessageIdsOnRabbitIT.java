@@ -38,7 +38,8 @@ import org.springframework.test.context.DynamicPropertySource;
             "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.consumer.auto-startup=false",
             "idempotency.event-id.source=message-id",
             "idempotency.event-id.when-missing=pass-through",
-            "idempotency.batch.max-wait=2s"
+            "idempotency.batch.max-wait=2s",
+            "spring.cloud.stream.rabbit.bindings.idempotencyGuardrecordThing-in-0.consumer.receive-timeout=2000"
         })
 @EnableIdempotencyTestKit(testBinder = false)
 class BatchesWithMessageIdsOnRabbitIT {
