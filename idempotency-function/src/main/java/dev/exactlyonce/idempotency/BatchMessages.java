@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -32,8 +33,12 @@ final class BatchMessages {
             if (value instanceof List<?> values && values.size() == size) {
                 Object own = values.get(index);
                 if (own instanceof Map<?, ?> map) {
-                    map.forEach((key, header) -> merged.put(String.valueOf(key), header));
-                } else {
+                    map.forEach((key, header) -> {
+                        if (header != null) {
+                            merged.put(String.valueOf(key), header);
+                        }
+                    });
+                } else if (own != null) {
                     headers.put(name, own);
                 }
             } else {
@@ -47,13 +52,13 @@ final class BatchMessages {
     /** A batch of the one message at that index, with the batch's headers of one value per message cut to its own. */
     static Message<Object> single(Message<?> batch, int index) {
         List<?> bodies = (List<?>) batch.getPayload();
-        MessageBuilder<Object> single = MessageBuilder.withPayload(List.of(bodies.get(index)));
+        MessageBuilder<Object> single = MessageBuilder.withPayload(Collections.singletonList(bodies.get(index)));
         batch.getHeaders().forEach((name, value) -> {
             if (!isIdOrTimestamp(name)) {
                 single.setHeader(
                         name,
                         value instanceof List<?> values && values.size() == bodies.size()
-                                ? List.of(values.get(index))
+                                ? Collections.singletonList(values.get(index)) // may be null: a Kafka record's key
                                 : value);
             }
         });

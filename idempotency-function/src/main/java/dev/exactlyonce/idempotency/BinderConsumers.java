@@ -44,7 +44,9 @@ import org.springframework.util.StringUtils;
  *       #KAFKA_ERROR_HANDLER_WITHOUT_DLQ} without. A batch binding with a dead-letter topic gets
  *       {@value #KAFKA_BATCH_ERROR_HANDLER}, which delivers the batch again every second, without limit: its failed
  *       records go to the dead-letter topic through the binding's error channel, so what reaches the container is a
- *       batch given back during an outage (or a dead letter that could not be published), never one to skip;
+ *       batch given back during an outage (or a dead letter that could not be published), never one to skip; without
+ *       a dead-letter topic, {@value #KAFKA_BATCH_ERROR_HANDLER_WITHOUT_DLQ} does the same for a batch given back and
+ *       skips any other failure;
  *   <li>on RabbitMQ, a binding that declares no exchange ({@code declare-exchange: false}, {@code declare-dlx: false}:
  *       the service's broker user may not configure them, the broker's definitions declare them) finds them there at
  *       start-up, or start-up fails saying which is missing: a queue bound to an exchange that does not exist would
@@ -60,6 +62,9 @@ final class BinderConsumers {
 
     /** The bean name of the error handler of guarded Kafka batch bindings with a dead-letter topic. */
     static final String KAFKA_BATCH_ERROR_HANDLER = "idempotencyKafkaBatchErrorHandler";
+
+    /** The bean name of the error handler of guarded Kafka batch bindings without a dead-letter topic. */
+    static final String KAFKA_BATCH_ERROR_HANDLER_WITHOUT_DLQ = "idempotencyKafkaBatchErrorHandlerWithoutDlq";
 
     /** The bean name of the error handler of guarded Kafka bindings without a dead-letter topic. */
     static final String KAFKA_ERROR_HANDLER_WITHOUT_DLQ = "idempotencyKafkaErrorHandlerWithoutDlq";
@@ -133,16 +138,18 @@ final class BinderConsumers {
         Map<String, Object> batchDefaults = new LinkedHashMap<>();
         batchDefaults.put("enable-batching", true);
         batchDefaults.put("batch-size", BATCH_SIZE);
-        batchDefaults.put("prefetch", 2 * BATCH_SIZE);
         if (!this.maxWait.isZero()) {
             batchDefaults.put("receive-timeout", RECEIVE_TIMEOUT_MS);
         }
-        batchDefaults.forEach((name, value) -> {
-            if (!isSet(bindings + "." + bindingName, bindings + "[" + bindingName + "]", name)
-                    && !isSet(defaults, defaults, name)) {
-                consumer.setPropertyValue(Conventions.attributeNameToPropertyName(name), value);
-            }
-        });
+        batchDefaults.forEach((name, value) -> setUnlessSet(consumer, defaults, bindings, bindingName, name, value));
+        // Set after batch-size, which it follows.
+        setUnlessSet(
+                consumer,
+                defaults,
+                bindings,
+                bindingName,
+                "prefetch",
+                2 * (int) consumer.getPropertyValue("batchSize"));
         if (Boolean.FALSE.equals(consumer.getPropertyValue("republishToDlq"))) {
             logger.warn(
                     "Binding {} delivers batches without republish-to-dlq: RabbitMQ then rejects a failed batch whole,"
@@ -179,7 +186,7 @@ final class BinderConsumers {
                     "commonErrorHandlerBeanName",
                     deadLetters
                             ? (batch ? KAFKA_BATCH_ERROR_HANDLER : KAFKA_ERROR_HANDLER)
-                            : KAFKA_ERROR_HANDLER_WITHOUT_DLQ);
+                            : (batch ? KAFKA_BATCH_ERROR_HANDLER_WITHOUT_DLQ : KAFKA_ERROR_HANDLER_WITHOUT_DLQ));
         }
     }
 
@@ -214,6 +221,14 @@ final class BinderConsumers {
             }
         }
         return false;
+    }
+
+    private void setUnlessSet(
+            BeanWrapper consumer, String defaults, String bindings, String bindingName, String name, Object value) {
+        if (!isSet(bindings + "." + bindingName, bindings + "[" + bindingName + "]", name)
+                && !isSet(defaults, defaults, name)) {
+            consumer.setPropertyValue(Conventions.attributeNameToPropertyName(name), value);
+        }
     }
 
     /**

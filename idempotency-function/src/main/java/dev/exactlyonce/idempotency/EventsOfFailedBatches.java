@@ -1,6 +1,7 @@
 package dev.exactlyonce.idempotency;
 
 import java.time.Duration;
+import java.util.Collections;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -9,6 +10,7 @@ import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.cloud.stream.binder.ConsumerProperties;
 import org.springframework.integration.IntegrationMessageHeaderAccessor;
 import org.springframework.integration.StaticMessageHeaderAccessor;
 import org.springframework.messaging.Message;
@@ -26,17 +28,20 @@ import org.springframework.messaging.support.ErrorMessage;
  *       its failed messages dead-lettered, one error message each;
  *   <li>a batch that failed as a whole after its attempts (the business function threw) has its messages processed
  *       again one at a time, each in a transaction of its own through the binding's input channel, with up to the
- *       binding's {@code max-attempts} attempts each; those that still fail are dead-lettered, one error message
- *       each. A batch of one message gets the attempts the binder did not make (the Kafka binder does not retry
- *       batches). A message that fails because a dependency is unavailable stops this and gives the batch back
- *       ({@link OutageGiveBack}): the events processed so far are copies when it comes again.
+ *       binding's {@code max-attempts} attempts each (its back-off and retryable exceptions apply; past a time budget,
+ *       one attempt each); those that still fail are dead-lettered, one error message each. A batch of one message
+ *       gets the attempts the binder did not make (the Kafka binder does not retry batches). A message that fails
+ *       because a dependency is unavailable stops this and gives the batch back ({@link OutageGiveBack}): the events
+ *       processed so far are copies when it comes again.
  * </ul>
  *
  * <p>The error message of one failed message is the batch's, cut to that message: its raw message (the binders' header
  * {@code sourceData}, a list of one) and its failure. The binder's own dead-letter handler then publishes it as it
  * publishes any batch, with its reason ({@code x-exception-message} on RabbitMQ, on Kafka the exception headers).
  * Once they are all sent, the batch's own error message goes on with no raw message left, so the binder dead-letters
- * nothing more and the batch is acknowledged.
+ * nothing more and the batch is acknowledged. A dead letter the broker does not take gives the batch back instead.
+ * (A binder that hands the error channel no raw message per message of the batch gets the batch's error message as
+ * it is, and dead-letters the batch whole.)
  */
 final class EventsOfFailedBatches implements ChannelInterceptor {
 
@@ -49,25 +54,32 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
 
     private final MessageChannel input;
 
-    private final int maxAttempts;
+    private final ConsumerProperties consumer;
 
-    private final Duration backOff;
+    private final Duration budget;
 
     private final Outage outage;
 
     private final OutageGiveBack giveBack;
 
+    /**
+     * @param consumer the binding's consumer properties: its attempts, back-off and retryable exceptions apply to each
+     *     message processed alone
+     * @param budget how long the messages of a batch may be retried alone; past it, each remaining message gets one
+     *     attempt, so that the consumer thread returns within the broker's clocks (RabbitMQ's consumer timeout, Kafka's
+     *     {@code max.poll.interval.ms})
+     */
     EventsOfFailedBatches(
             GuardedBinding binding,
             MessageChannel input,
-            int maxAttempts,
-            Duration backOff,
+            ConsumerProperties consumer,
+            Duration budget,
             Outage outage,
             OutageGiveBack giveBack) {
         this.binding = binding;
         this.input = input;
-        this.maxAttempts = Math.max(1, maxAttempts);
-        this.backOff = backOff;
+        this.consumer = consumer;
+        this.budget = budget;
         this.outage = outage;
         this.giveBack = giveBack;
     }
@@ -87,20 +99,30 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
         }
         Throwable failure = error.getPayload();
         FailedEventsOfBatch partly = Failures.find(failure, FailedEventsOfBatch.class);
+        int attemptsLeft = maxAttempts() - attempts(batch);
         Map<Integer, Throwable> failed;
-        int attempted = attempts(batch);
         if (partly != null) {
             failed = partly.failures();
         } else if (bodies.size() > 1) {
-            failed = oneAtATime(batch, bodies.size(), failure, this.maxAttempts);
-        } else if (attempted < this.maxAttempts && Failures.find(failure, RejectedMessageException.class) == null) {
+            failed = oneAtATime(batch, bodies.size(), failure, maxAttempts());
+        } else if (attemptsLeft > 0 && isRetryable(failure)) {
             // A batch of one the binder did not retry (the Kafka binder does not retry batches): its attempts left.
-            failed = oneAtATime(batch, 1, failure, this.maxAttempts - attempted);
+            failed = oneAtATime(batch, 1, failure, attemptsLeft);
         } else {
             return message;
         }
         for (Map.Entry<Integer, Throwable> entry : failed.entrySet()) {
-            errorChannel.send(errorOfOne(error, batch, raw, entry.getKey(), entry.getValue()));
+            try {
+                errorChannel.send(errorOfOne(error, batch, raw, entry.getKey(), entry.getValue()));
+            } catch (RuntimeException ex) {
+                // The dead letter was not published (the broker refused it, or did not confirm it): the batch goes back
+                // to the broker whole, not to the dead-letter queue whole. Its processed events are copies next time.
+                throw OutageGiveBack.givenBack(
+                        ("Could not dead-letter message #%d of a batch of %s; the batch is given back, to be delivered"
+                                        + " again")
+                                .formatted(entry.getKey(), this.binding.bindingName()),
+                        ex);
+            }
         }
         Map<String, Object> headers = rawMessagesReplaced(error, raw, List.of());
         FailedEventsOfBatch handled =
@@ -115,9 +137,10 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
                 size,
                 this.binding.bindingName(),
                 Failures.real(failure).toString());
+        long deadline = System.nanoTime() + this.budget.toNanos();
         Map<Integer, Throwable> failed = new TreeMap<>();
         for (int index = 0; index < size; index++) {
-            Throwable last = attempt(BatchMessages.single(batch, index), attempts);
+            Throwable last = attempt(BatchMessages.single(batch, index), System.nanoTime() < deadline ? attempts : 1);
             if (last != null) {
                 failed.put(index, last);
             }
@@ -131,10 +154,13 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
         return failed;
     }
 
-    /** Delivers a batch of one message to the binding again, up to that many times; its last failure, if any. */
+    /**
+     * Delivers a batch of one message to the binding again, up to that many times, with the binding's back-off, as long
+     * as its failures are retryable; its last failure, if any.
+     */
     private @Nullable Throwable attempt(Message<Object> single, int attempts) {
-        Throwable last = null;
-        for (int attempt = 1; attempt <= attempts; attempt++) {
+        long interval = this.consumer.getBackOffInitialInterval();
+        for (int attempt = 1; ; attempt++) {
             try {
                 this.input.send(single);
                 return null;
@@ -144,24 +170,45 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
                     this.giveBack.preSend(new ErrorMessage(ex), this.input);
                 }
                 FailedEventsOfBatch rejected = Failures.find(ex, FailedEventsOfBatch.class);
-                if (rejected != null) {
-                    return rejected.failures().values().iterator().next();
-                }
-                last = Failures.real(ex);
-                if (last instanceof RejectedMessageException) {
+                Throwable last = rejected != null
+                        ? rejected.failures().values().iterator().next()
+                        : Failures.real(ex);
+                if (attempt >= attempts || !isRetryable(ex)) {
                     return last;
                 }
             }
-            if (attempt < attempts) {
-                pause();
-            }
+            pause(Math.min(interval, this.consumer.getBackOffMaxInterval()));
+            interval = (long) (interval * this.consumer.getBackOffMultiplier());
         }
-        return last;
     }
 
-    private void pause() {
+    /** As the binder's retry classifies it: by the binding's {@code retryable-exceptions}, causes included. */
+    private boolean isRetryable(Throwable failure) {
+        if (Failures.find(failure, RejectedMessageException.class) != null
+                || Failures.find(failure, FailedEventsOfBatch.class) != null) {
+            return false;
+        }
+        Map<Class<? extends Throwable>, Boolean> classified = this.consumer.getRetryableExceptions();
+        for (Throwable cause = failure; cause != null; cause = cause.getCause()) {
+            for (Map.Entry<Class<? extends Throwable>, Boolean> entry : classified.entrySet()) {
+                if (entry.getKey().isInstance(cause)) {
+                    return entry.getValue();
+                }
+            }
+            if (cause.getCause() == cause) {
+                break;
+            }
+        }
+        return this.consumer.isDefaultRetryable();
+    }
+
+    private int maxAttempts() {
+        return Math.max(1, this.consumer.getMaxAttempts());
+    }
+
+    private static void pause(long millis) {
         try {
-            Thread.sleep(this.backOff.toMillis());
+            Thread.sleep(millis);
         } catch (InterruptedException ex) {
             Thread.currentThread().interrupt();
             throw new IdempotencyException("Interrupted while processing a failed batch one message at a time", ex);
@@ -171,7 +218,7 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
     private static ErrorMessage errorOfOne(
             ErrorMessage error, Message<?> batch, List<?> raw, int index, Throwable failure) {
         Message<Object> single = BatchMessages.single(batch, index);
-        Map<String, Object> headers = rawMessagesReplaced(error, raw, List.of(raw.get(index)));
+        Map<String, Object> headers = rawMessagesReplaced(error, raw, Collections.singletonList(raw.get(index)));
         headers.put(OF_ONE_MESSAGE, index);
         return new ErrorMessage(new MessagingException(single, failure), headers, single);
     }

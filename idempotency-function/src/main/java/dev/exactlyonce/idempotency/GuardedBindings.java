@@ -1,7 +1,6 @@
 package dev.exactlyonce.idempotency;
 
 import java.lang.reflect.Type;
-import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
@@ -157,8 +156,8 @@ final class GuardedBindings implements SmartInitializingSingleton {
                         new EventsOfFailedBatches(
                                 binding,
                                 (MessageChannel) inputChannel,
-                                consumer.getMaxAttempts(),
-                                Duration.ofMillis(consumer.getBackOffInitialInterval()),
+                                consumer,
+                                outage.maxHold().dividedBy(2),
                                 outage,
                                 giveBack));
             }

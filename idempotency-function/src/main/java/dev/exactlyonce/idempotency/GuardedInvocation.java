@@ -138,10 +138,15 @@ final class GuardedInvocation {
         this.moreEvents = new ArrayList<>(events);
     }
 
-    /** The events still to hand to the business function, once: taken, they are no longer there. */
-    static List<Delivery> takeMoreEvents() {
+    /**
+     * The events still to hand to the business function of that name, the one composed after the guard, once: taken,
+     * they are no longer there (another decorated function it calls takes none).
+     */
+    static List<Delivery> takeMoreEvents(String functionName) {
         GuardedInvocation current = CURRENT.get();
-        if (current == null || current.moreEvents.isEmpty()) {
+        if (current == null
+                || current.moreEvents.isEmpty()
+                || !current.binding.businessFunctions().get(0).equals(functionName)) {
             return List.of();
         }
         List<Delivery> events = current.moreEvents;

@@ -19,8 +19,10 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.core.env.Environment;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.kafka.listener.CommonDelegatingErrorHandler;
 import org.springframework.kafka.listener.DefaultErrorHandler;
 import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.util.ClassUtils;
 import org.springframework.util.backoff.FixedBackOff;
 
 /**
@@ -159,6 +161,31 @@ class IdempotencyAutoConfiguration {
         DefaultErrorHandler idempotencyKafkaErrorHandlerWithoutDlq(Outage outage) {
             return kafkaErrorHandler(outage, new FixedBackOff(0, 0));
         }
+
+        /**
+         * A batch binding without a dead-letter topic: a batch given back during an outage is delivered again every
+         * second, without limit; any other failure is handled as the binder's own handler would (skipped). The
+         * back-off function of {@link #kafkaErrorHandler} does not reach a batch's retries, so the exception that
+         * gives a batch back picks the handler.
+         */
+        @Bean(BinderConsumers.KAFKA_BATCH_ERROR_HANDLER_WITHOUT_DLQ)
+        @ConditionalOnMissingBean(name = BinderConsumers.KAFKA_BATCH_ERROR_HANDLER_WITHOUT_DLQ)
+        CommonDelegatingErrorHandler idempotencyKafkaBatchErrorHandlerWithoutDlq() {
+            CommonDelegatingErrorHandler handler =
+                    new CommonDelegatingErrorHandler(new DefaultErrorHandler(new FixedBackOff(0, 0)));
+            DefaultErrorHandler untilOver =
+                    new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS));
+            handler.addDelegate(OutageException.class, untilOver);
+            if (ClassUtils.isPresent(IMMEDIATE_REQUEUE, null)) {
+                // What a batch is given back with when Spring AMQP is on the class path too.
+                handler.addDelegate(
+                        ClassUtils.resolveClassName(IMMEDIATE_REQUEUE, null).asSubclass(Throwable.class), untilOver);
+            }
+            handler.setCauseChainTraversing(true);
+            return handler;
+        }
+
+        private static final String IMMEDIATE_REQUEUE = "org.springframework.amqp.ImmediateRequeueAmqpException";
 
         private static DefaultErrorHandler kafkaErrorHandler(Outage outage, FixedBackOff otherwise) {
             DefaultErrorHandler handler = new DefaultErrorHandler(otherwise);

@@ -40,7 +40,15 @@ final class OutageGiveBack implements ChannelInterceptor {
         }
         String reason =
                 "A dependency is unavailable: the message is given back to be delivered again, not" + " dead-lettered";
-        throw AMQP ? Requeue.exception(reason, failure) : new OutageException(reason, failure);
+        throw givenBack(reason, failure);
+    }
+
+    /**
+     * The exception that gives a message back to the broker, to be delivered again, neither dead-lettered nor skipped:
+     * on RabbitMQ requeued with {@code basic.nack}; on Kafka the container seeks back to it.
+     */
+    static RuntimeException givenBack(String reason, Throwable failure) {
+        return AMQP ? Requeue.exception(reason, failure) : new OutageException(reason, failure);
     }
 
     /** Loaded only when Spring AMQP is there. */

@@ -46,15 +46,18 @@ final class SkipBusinessFunctionOnDuplicate implements MethodInterceptor {
             return null;
         }
         try {
+            List<GuardedInvocation.Delivery> moreEvents = GuardedInvocation.takeMoreEvents(this.functionName);
+            if (moreEvents.isEmpty()) {
+                return invocation.proceed();
+            }
+            // Cloned before it proceeds, so that each call of the function goes through the same advice.
+            MethodInvocation next = ((ProxyMethodInvocation) invocation).invocableClone();
+            boolean messages = invocation.getArguments()[0] instanceof Message<?>;
             Object result = invocation.proceed();
-            List<GuardedInvocation.Delivery> moreEvents = GuardedInvocation.takeMoreEvents();
-            if (!moreEvents.isEmpty()) {
-                boolean messages = invocation.getArguments()[0] instanceof Message<?>;
-                ProxyMethodInvocation proxied = (ProxyMethodInvocation) invocation;
-                for (GuardedInvocation.Delivery event : moreEvents) {
-                    proxied.invocableClone(messages ? event.message().get() : event.payload())
-                            .proceed();
-                }
+            for (GuardedInvocation.Delivery event : moreEvents) {
+                ((ProxyMethodInvocation) next)
+                        .invocableClone(messages ? event.message().get() : event.payload())
+                        .proceed();
             }
             return result;
         } catch (Error error) {

@@ -140,7 +140,9 @@ final class TransactionPerMessage implements ChannelInterceptor {
         if (outage) {
             this.outage.detected(failure);
         }
-        if (!invocation.rejected().isEmpty()) {
+        // Counted once, when they go to the dead-letter queue: the messages a batch set aside once the rest of it
+        // committed (not on each attempt at a batch that rolled back), or the message rejected.
+        if (failure != null && Failures.find(failure, FailedEventsOfBatch.class) != null) {
             invocation.rejected().forEach((index, rejection) -> rejected(rejection, " (#" + index + " of a batch)"));
         } else if (failure != null && Failures.find(failure, RejectedMessageException.class) != null) {
             rejected(Failures.find(failure, RejectedMessageException.class), "");

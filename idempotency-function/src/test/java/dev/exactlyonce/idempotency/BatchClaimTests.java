@@ -218,7 +218,6 @@ class BatchClaimTests {
                         + " one with 40P01)")
                 .hasSize(5)
                 .allSatisfy(attempt -> assertThat(attempt.failure()).isNull());
-        assertThat(batchAttempts()).isEqualTo(2);
         assertThat(List.of(a, k, b))
                 .allSatisfy(event -> assertThat(effects(event)).isEqualTo(1));
     }
@@ -264,7 +263,7 @@ class BatchClaimTests {
 
         assertThat(effects(valid)).isEqualTo(1);
         assertThat(this.probe.invocations(FUNCTION)).isEqualTo(1);
-        assertThat(batchAttempts()).as("no retry").isEqualTo(1);
+        assertThat(batchAttempts(2)).as("no retry").isEqualTo(1);
         FailedEventsOfBatch failed =
                 Failures.find(((ErrorMessage) this.deliveries.lastError()).getPayload(), FailedEventsOfBatch.class);
         assertThat(failed).isNotNull();
@@ -272,12 +271,34 @@ class BatchClaimTests {
         assertThat(failed.failures().get(1).getMessage()).startsWith("NOT_JSON: ");
     }
 
-    /** How many times a batch was delivered: the recorder records an attempt at each message of a batch. */
-    private long batchAttempts() {
-        return this.recorder.attempts().stream()
-                .map(attempt -> attempt.headers().get("id"))
-                .distinct()
-                .count();
+    @Test
+    void aMessageSetAsideIsCountedOnceThoughItsBatchRolledBackAndWasDeliveredAgain() {
+        EventEnvelope<ThingHappened> valid = Things.thingHappened();
+        this.probe.failNext(FUNCTION, 1);
+        double before = rejectedNotJson();
+
+        this.deliveries.deliverBatchBodies(List.of(new EnvelopeCodec().encode(valid), "hello".getBytes(UTF_8)));
+
+        assertThat(batchAttempts(2))
+                .as("the batch failed, then was delivered again")
+                .isEqualTo(2);
+        assertThat(effects(valid)).isEqualTo(1);
+        assertThat(rejectedNotJson() - before)
+                .as("counted when it goes to the dead-letter queue, not on each attempt")
+                .isEqualTo(1);
+    }
+
+    private double rejectedNotJson() {
+        Counter counter = this.meterRegistry
+                .find(MicrometerIdempotencyMetrics.REJECTED)
+                .tag("reason", "NOT_JSON")
+                .counter();
+        return counter != null ? counter.count() : 0;
+    }
+
+    /** How many times a batch of that size was delivered: the recorder records an attempt at each of its messages. */
+    private int batchAttempts(int batchSize) {
+        return this.recorder.attempts().size() / batchSize;
     }
 
     private void awaitBlockedClaims(int claims) {
