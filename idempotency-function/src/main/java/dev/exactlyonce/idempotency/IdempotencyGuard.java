@@ -171,6 +171,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         Set<UUID> claimed =
                 firstCopies.isEmpty() ? Set.of() : this.store.claimAll(firstCopies.keySet(), binding.scope());
         List<GuardedInvocation.Delivery> firstDeliveries = new ArrayList<>(claimed.size());
+        int unguarded = 0;
         for (int index = 0; index < events.size(); index++) {
             IncomingEvent event = events.get(index);
             UUID eventId = event != null ? event.eventId() : null;
@@ -190,6 +191,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             try {
                 Object payload = this.codec.readPayload(
                         event.payload(), binding.payloadTypes().typeFor(event), event.eventName(), eventId);
+                unguarded += eventId == null ? 1 : 0;
                 IncomingEvent read = event;
                 int position = index;
                 // The event's message is built only for a function that takes one.
@@ -214,7 +216,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             invocation.markDuplicate();
             return null;
         }
-        invocation.markClaimed(firstDeliveries.size());
+        // As in single-message mode, an event without an id passes through unguarded and is not counted as processed.
+        invocation.markClaimed(firstDeliveries.size() - unguarded);
         if (binding.oneEventPerCall()) {
             invocation.moreEvents(firstDeliveries.subList(1, firstDeliveries.size()));
             return firstDeliveries.get(0).message().get();

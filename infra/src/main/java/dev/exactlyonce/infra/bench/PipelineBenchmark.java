@@ -23,6 +23,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.ToDoubleFunction;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.Banner;
 import org.springframework.boot.WebApplicationType;
@@ -49,6 +50,10 @@ import org.springframework.messaging.support.InterceptableChannel;
  *       throughput if lower) for {@code seconds}, each timed from its publication to the commit of its transaction
  *       (just before the ack).
  * </ol>
+ *
+ * <p>Every scenario runs once per round, in turn. The report gives each scenario's median run, and each ratio computed
+ * within every round from that round's two runs (paired, so that the machine's noise during a round hits both), as
+ * the median of the rounds' ratios with their minimum and maximum.
  */
 public final class PipelineBenchmark {
 
@@ -178,6 +183,7 @@ public final class PipelineBenchmark {
                 this.ackEvery);
         this.postgres.execute("CREATE DATABASE " + database);
         List<Figures> figures = new ArrayList<>();
+        List<List<Figures>> rounds = new ArrayList<>();
         try (HikariDataSource dataSource = this.postgres.dataSource(database, 2);
                 Connection connection = connectionFactory().newConnection("bench-publisher")) {
             new ResourceDatabasePopulator(
@@ -194,7 +200,6 @@ public final class PipelineBenchmark {
                 run(scenario, database, run, connection, jdbc, Math.min(messages, 5_000), Duration.ofSeconds(2));
             }
             this.out = report;
-            List<List<Figures>> rounds = new ArrayList<>();
             for (int round = 1; round <= this.rounds; round++) {
                 this.out.printf("round %d of %d%n", round, this.rounds);
                 List<Figures> thisRound = new ArrayList<>();
@@ -212,7 +217,7 @@ public final class PipelineBenchmark {
         } finally {
             this.postgres.execute("DROP DATABASE IF EXISTS " + database + " WITH (FORCE)");
         }
-        report(figures);
+        report(figures, rounds);
     }
 
     private Figures run(
@@ -376,7 +381,7 @@ public final class PipelineBenchmark {
         return sorted.get(sorted.size() / 2);
     }
 
-    private void report(List<Figures> figures) {
+    private void report(List<Figures> figures, List<List<Figures>> rounds) {
         this.out.printf(
                 "%nmedian of %d round(s), each scenario run in turn in every round%n%-48s %12s %9s %9s%n",
                 this.rounds, "scenario", "events/s", "p50 ms", "p99 ms");
@@ -384,54 +389,64 @@ public final class PipelineBenchmark {
             this.out.printf(
                     "%-48s %,12.0f %9.2f %9.2f%n", row.scenario().name(), row.perSecond(), row.p50(), row.p99());
         }
-        Map<Scenario, Figures> by = new HashMap<>();
-        figures.forEach(row -> by.put(row.scenario(), row));
-        double guard = by.get(GUARD).perSecond();
-        double batch = by.get(BATCH).perSecond();
-        this.out.printf("%nratios (target)%n");
-        ratio("with guard / without guard", guard / by.get(WITHOUT_GUARD).perSecond(), 0.90);
-        ratio(
-                "duplicates discarded / processing (with guard)",
-                by.get(DUPLICATES).perSecond() / guard,
-                3);
-        ratio("with guard / peer", guard / by.get(PEER).perSecond(), 1.0);
-        ratio("batch mode / single-message mode, events/s", batch / guard, 5);
-        atMost(
-                "batch mode / single-message mode, p99 at the same rate",
-                by.get(BATCH).p99() / by.get(GUARD).p99(),
-                2);
-        ratio(
-                "a function of a list / one event per call",
-                by.get(BATCH_OF_LISTS).perSecond() / batch,
-                0.90);
-        ratio(
-                "batch mode / batch mode without a bound on its wait",
-                by.get(BATCH_OF_LISTS).perSecond() / by.get(BATCH_UNBOUNDED).perSecond(),
-                0.90);
-        ratio(
-                "batch mode: duplicates only / processing",
-                by.get(BATCH_DUPLICATES).perSecond() / batch,
-                1.0);
-        this.out.printf("what the broker and the binder leave, on the same cores (no database at all):%n");
+        List<Map<Scenario, Figures>> byRound = rounds.stream()
+                .map(round -> {
+                    Map<Scenario, Figures> by = new HashMap<>();
+                    round.forEach(row -> by.put(row.scenario(), row));
+                    return by;
+                })
+                .toList();
         this.out.printf(
-                "  %-56s %6.2f x%n",
-                "batch mode / batch ceiling", batch / by.get(BATCH_CEILING).perSecond());
-        this.out.printf(
-                "  %-56s %6.2f x%n",
-                "with guard / message ceiling", guard / by.get(MESSAGE_CEILING).perSecond());
-        this.out.printf(
-                "  %-56s %6.2f x%n",
-                "duplicates only / message ceiling",
-                by.get(DUPLICATES).perSecond() / by.get(MESSAGE_CEILING).perSecond());
+                "%nratios, each computed within a round (paired): median [min-max over %d round(s)] (target)%n",
+                this.rounds);
+        for (Ratio ratio : RATIOS) {
+            if (ratio.name().startsWith("batch mode / batch ceiling")) {
+                this.out.printf("what the broker and the binder leave, on the same cores (no database at all):%n");
+            }
+            List<Double> values =
+                    byRound.stream().mapToDouble(ratio.value()).sorted().boxed().toList();
+            double median = values.get(values.size() / 2);
+            String verdict = "";
+            if (!Double.isNaN(ratio.target())) {
+                boolean met = ratio.atMost() ? median <= ratio.target() : median >= ratio.target();
+                verdict = "(%s %.2f x: %s)"
+                        .formatted(ratio.atMost() ? "<=" : ">=", ratio.target(), met ? "met" : "missed");
+            }
+            this.out.printf(
+                    "  %-56s %6.2f x  [%.2f-%.2f]  %s%n",
+                    ratio.name(), median, values.get(0), values.get(values.size() - 1), verdict);
+        }
     }
 
-    private void ratio(String name, double value, double target) {
-        this.out.printf("  %-56s %6.2f x   (>= %.2f x: %s)%n", name, value, target, value >= target ? "met" : "missed");
+    /**
+     * A ratio between two scenarios of the same round, and its target ({@code NaN}: none).
+     *
+     * @param atMost whether the target is a ceiling (latencies) rather than a floor
+     */
+    private record Ratio(String name, ToDoubleFunction<Map<Scenario, Figures>> value, double target, boolean atMost) {
+
+        static Ratio atLeast(String name, Scenario a, Scenario b, double target) {
+            return new Ratio(name, by -> by.get(a).perSecond() / by.get(b).perSecond(), target, false);
+        }
     }
 
-    private void atMost(String name, double value, double target) {
-        this.out.printf("  %-56s %6.2f x   (<= %.2f x: %s)%n", name, value, target, value <= target ? "met" : "missed");
-    }
+    private static final List<Ratio> RATIOS = List.of(
+            Ratio.atLeast("with guard / without guard", GUARD, WITHOUT_GUARD, 0.90),
+            Ratio.atLeast("duplicates discarded / processing (with guard)", DUPLICATES, GUARD, 3),
+            Ratio.atLeast("with guard / peer", GUARD, PEER, 1.0),
+            Ratio.atLeast("batch mode / single-message mode, events/s", BATCH, GUARD, 5),
+            new Ratio(
+                    "batch mode / single-message mode, p99 at the same rate",
+                    by -> by.get(BATCH).p99() / by.get(GUARD).p99(),
+                    2,
+                    true),
+            Ratio.atLeast("a function of a list / one event per call", BATCH_OF_LISTS, BATCH, Double.NaN),
+            Ratio.atLeast("batch mode / batch mode without a bound on its wait", BATCH_OF_LISTS, BATCH_UNBOUNDED, 0.90),
+            Ratio.atLeast("batch mode: duplicates only / processing", BATCH_DUPLICATES, BATCH, Double.NaN),
+            Ratio.atLeast("batch mode / batch ceiling", BATCH, BATCH_CEILING, Double.NaN),
+            Ratio.atLeast("a function of a list / batch ceiling", BATCH_OF_LISTS, BATCH_CEILING, Double.NaN),
+            Ratio.atLeast("with guard / message ceiling", GUARD, MESSAGE_CEILING, Double.NaN),
+            Ratio.atLeast("duplicates only / message ceiling", DUPLICATES, MESSAGE_CEILING, Double.NaN));
 
     /** Counts committed events on the binding's channel and, once asked, times them from their publication. */
     private static final class Completions implements ChannelInterceptor {
