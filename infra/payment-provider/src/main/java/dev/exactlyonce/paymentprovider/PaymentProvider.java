@@ -79,6 +79,10 @@ public final class PaymentProvider implements AutoCloseable {
 
     /** Starts a provider on the port (0 for any free port). */
     public static PaymentProvider start(int port) {
+        // The JDK's HttpServer leaves Nagle's algorithm on: its response, written in two parts, then waits for the
+        // client's delayed acknowledgement, about 40 ms on Linux, on every charge (a JDK HttpClient saw 55 ms per
+        // charge, against 3 ms from curl). Read once, when the server's configuration is first loaded.
+        System.setProperty("sun.net.httpserver.nodelay", "true");
         try {
             return new PaymentProvider(HttpServer.create(new InetSocketAddress("127.0.0.1", port), 0));
         } catch (IOException ex) {
