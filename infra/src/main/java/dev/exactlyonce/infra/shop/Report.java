@@ -19,6 +19,7 @@ public record Report(int written, int published, List<ServiceReport> services) {
      * @param processed the events it recorded as processed
      * @param duplicates the copies it discarded (since its last start)
      * @param deadLetters the messages in its dead-letter queue
+     * @param seconds how long it took, from the first event it processed to the last
      * @param effects what it did
      * @param differences what differs from exactly once; empty when it is exactly once
      */
@@ -28,6 +29,7 @@ public record Report(int written, int published, List<ServiceReport> services) {
             int processed,
             long duplicates,
             int deadLetters,
+            double seconds,
             String effects,
             List<String> differences) {}
 
@@ -42,16 +44,17 @@ public record Report(int written, int published, List<ServiceReport> services) {
                         + " the replay included; the broker's redeliveries come on top).%n%n",
                 this.written, this.published);
         out.printf(
-                "%-18s %8s %10s %11s %13s  %-34s %s%n",
-                "service", "events", "processed", "duplicates", "dead letters", "effects", "verdict");
+                "%-18s %8s %10s %11s %13s %7s  %-34s %s%n",
+                "service", "events", "processed", "duplicates", "dead letters", "took", "effects", "verdict");
         for (ServiceReport service : this.services) {
             out.printf(
-                    "%-18s %8d %10d %11d %13d  %-34s %s%n",
+                    "%-18s %8d %10d %11d %13d %6.1fs  %-34s %s%n",
                     service.service(),
                     service.expected(),
                     service.processed(),
                     service.duplicates(),
                     service.deadLetters(),
+                    service.seconds(),
                     service.effects(),
                     service.differences().isEmpty() ? "exactly once" : String.join("; ", service.differences()));
         }

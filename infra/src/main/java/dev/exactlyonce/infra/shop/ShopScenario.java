@@ -305,12 +305,17 @@ public final class ShopScenario implements AutoCloseable {
                 differences.add(deadLetters + " dead letters");
             }
             double duplicates = meter(service.name(), "idempotency.events.duplicates");
+            // From its first event processed to its last, on the database's clock.
+            Double took = db.queryForObject(
+                    "SELECT extract(epoch FROM max(processed_at) - min(processed_at)) FROM processed_event",
+                    Double.class);
             services.add(new Report.ServiceReport(
                     service.name(),
                     expected,
                     processed,
                     (long) duplicates,
                     deadLetters,
+                    took != null ? took : 0,
                     String.join(", ", effects),
                     differences));
         }
