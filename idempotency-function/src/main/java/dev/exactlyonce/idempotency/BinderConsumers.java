@@ -133,23 +133,15 @@ final class BinderConsumers {
         if (!consumer.isWritableProperty("enableBatching")) {
             return;
         }
-        String defaults = extended.getDefaultsPrefix();
-        String bindings = defaults.substring(0, defaults.lastIndexOf('.')) + ".bindings";
         Map<String, Object> batchDefaults = new LinkedHashMap<>();
         batchDefaults.put("enable-batching", true);
         batchDefaults.put("batch-size", BATCH_SIZE);
         if (!this.maxWait.isZero()) {
             batchDefaults.put("receive-timeout", RECEIVE_TIMEOUT_MS);
         }
-        batchDefaults.forEach((name, value) -> setUnlessSet(consumer, defaults, bindings, bindingName, name, value));
+        batchDefaults.forEach((name, value) -> setUnlessSet(extended, consumer, bindingName, name, value));
         // Set after batch-size, which it follows.
-        setUnlessSet(
-                consumer,
-                defaults,
-                bindings,
-                bindingName,
-                "prefetch",
-                2 * (int) consumer.getPropertyValue("batchSize"));
+        setUnlessSet(extended, consumer, bindingName, "prefetch", 2 * (int) consumer.getPropertyValue("batchSize"));
         if (Boolean.FALSE.equals(consumer.getPropertyValue("republishToDlq"))) {
             logger.warn(
                     "Binding {} delivers batches without republish-to-dlq: RabbitMQ then rejects a failed batch whole,"
@@ -160,20 +152,17 @@ final class BinderConsumers {
     }
 
     private void setDefaults(ExtendedPropertiesBinder<?, ?, ?> extended, BeanWrapper consumer, String bindingName) {
-        // spring.cloud.stream.rabbit.default: the binding's own are under spring.cloud.stream.rabbit.bindings.
-        String defaults = extended.getDefaultsPrefix();
-        String bindings = defaults.substring(0, defaults.lastIndexOf('.')) + ".bindings";
         SWITCHES.forEach((property, name) -> {
             if (consumer.isWritableProperty(property)
-                    && !isSet(bindings + "." + bindingName, bindings + "[" + bindingName + "]", name)
-                    && !isSet(defaults, defaults, name)
+                    && !isSet(extended, bindingName, name)
                     && !queueDeclaredWithoutDeadLetters(consumer, bindingName)) {
                 consumer.setPropertyValue(property, true);
                 logger.info(
-                        "Binding {} gets a dead-letter queue ({}{}=true), where the messages the guard"
+                        "Binding {} gets a dead-letter queue ({}.{}.consumer.{}=true), where the messages the guard"
                                 + " rejects go; set the property to false to do without",
                         bindingName,
-                        bindings + "." + bindingName + ".consumer.",
+                        bindingsPrefix(extended),
+                        bindingName,
                         name);
             }
         });
@@ -224,11 +213,31 @@ final class BinderConsumers {
     }
 
     private void setUnlessSet(
-            BeanWrapper consumer, String defaults, String bindings, String bindingName, String name, Object value) {
-        if (!isSet(bindings + "." + bindingName, bindings + "[" + bindingName + "]", name)
-                && !isSet(defaults, defaults, name)) {
+            ExtendedPropertiesBinder<?, ?, ?> extended,
+            BeanWrapper consumer,
+            String bindingName,
+            String name,
+            Object value) {
+        if (!isSet(extended, bindingName, name)) {
             consumer.setPropertyValue(Conventions.attributeNameToPropertyName(name), value);
         }
+    }
+
+    /**
+     * Whether the service set the binder's consumer property, for the binding or as the binder's default (for
+     * example {@code spring.cloud.stream.rabbit.bindings.<binding>.consumer.<name>} or
+     * {@code spring.cloud.stream.rabbit.default.consumer.<name>}).
+     */
+    private boolean isSet(ExtendedPropertiesBinder<?, ?, ?> extended, String bindingName, String name) {
+        String bindings = bindingsPrefix(extended);
+        return isSet(bindings + "." + bindingName, bindings + "[" + bindingName + "]", name)
+                || isSet(extended.getDefaultsPrefix(), extended.getDefaultsPrefix(), name);
+    }
+
+    /** spring.cloud.stream.rabbit.bindings, beside the binder's defaults (spring.cloud.stream.rabbit.default). */
+    private static String bindingsPrefix(ExtendedPropertiesBinder<?, ?, ?> extended) {
+        String defaults = extended.getDefaultsPrefix();
+        return defaults.substring(0, defaults.lastIndexOf('.')) + ".bindings";
     }
 
     /**

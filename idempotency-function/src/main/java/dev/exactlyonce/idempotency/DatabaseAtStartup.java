@@ -61,6 +61,7 @@ final class DatabaseAtStartup implements BeanPostProcessor {
                     waited.withNanos(0),
                     this.settings.startupWait());
             try {
+                // Start-up itself waits: nothing may use the DataSource before the database answers.
                 Thread.sleep(interval.toMillis());
             } catch (InterruptedException ex) {
                 Thread.currentThread().interrupt();

@@ -206,6 +206,10 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
         return Math.max(1, this.consumer.getMaxAttempts());
     }
 
+    /**
+     * The back-off between two attempts at a message alone, on the consumer thread, as the binder's own retry waits
+     * there between two attempts at a batch: the batch stays unacknowledged meanwhile, within the time budget.
+     */
     private static void pause(long millis) {
         try {
             Thread.sleep(millis);

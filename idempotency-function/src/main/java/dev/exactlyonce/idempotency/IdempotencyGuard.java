@@ -142,42 +142,43 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                         .build();
         List<?> bodies = (List<?>) message.getPayload();
         GuardedBinding binding = invocation.binding();
-        // The event of each message that could be read (null: rejected), and the position of each id's first copy.
-        List<@Nullable IncomingEvent> events = new ArrayList<>(bodies.size());
+        // The event of each message and the type its payload maps to (null: rejected), and the position of each id's
+        // first copy.
+        List<@Nullable Checked> events = new ArrayList<>(bodies.size());
         Map<UUID, Integer> firstCopies = new LinkedHashMap<>();
         for (int index = 0; index < bodies.size(); index++) {
-            IncomingEvent event = null;
+            Checked checked = null;
             try {
-                event = this.reader.read(
+                IncomingEvent event = this.reader.read(
                         this.reader.readsHeaders() ? headersOf(delivered, index) : delivered.getHeaders(),
                         body(bodies.get(index)));
-                checked(event, binding);
+                checked = new Checked(event, checked(event, binding));
                 if (event.eventId() != null) {
                     firstCopies.putIfAbsent(event.eventId(), index);
                 }
             } catch (RejectedMessageException ex) {
                 invocation.reject(index, ex);
-                event = null;
             }
-            events.add(event);
+            events.add(checked);
         }
         MDC.put(EventHeaders.EVENT_ID, joined(firstCopies.keySet()));
         MDC.put(
                 EventHeaders.EVENT_NAME,
                 joined(events.stream()
                         .filter(Objects::nonNull)
-                        .map(IncomingEvent::eventName)
+                        .map(checked -> checked.event().eventName())
                         .collect(Collectors.toCollection(LinkedHashSet::new))));
         Set<UUID> claimed =
                 firstCopies.isEmpty() ? Set.of() : this.store.claimAll(firstCopies.keySet(), binding.scope());
         List<GuardedInvocation.Delivery> firstDeliveries = new ArrayList<>(claimed.size());
         int unguarded = 0;
         for (int index = 0; index < events.size(); index++) {
-            IncomingEvent event = events.get(index);
-            UUID eventId = event != null ? event.eventId() : null;
-            if (event == null) {
+            Checked checked = events.get(index);
+            if (checked == null) {
                 continue; // rejected
             }
+            IncomingEvent event = checked.event();
+            UUID eventId = event.eventId();
             if (eventId != null && (firstCopies.get(eventId) != index || !claimed.contains(eventId))) {
                 logger.debug(
                         "Discarded event {} ({}): {}",
@@ -189,8 +190,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                 continue;
             }
             try {
-                Object payload = this.codec.readPayload(
-                        event.payload(), binding.payloadTypes().typeFor(event), event.eventName(), eventId);
+                Object payload = this.codec.readPayload(event.payload(), checked.type(), event.eventName(), eventId);
                 unguarded += eventId == null ? 1 : 0;
                 IncomingEvent read = event;
                 int position = index;
@@ -229,10 +229,13 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                 .build();
     }
 
+    /** An event of a batch that the binding handles, and the type its payload maps to. */
+    private record Checked(IncomingEvent event, Type type) {}
+
     /** The headers of the message at that index of a batch; those of the message itself if it came alone. */
     private static MessageHeaders headersOf(Message<Object> delivered, int index) {
         return delivered.getPayload() instanceof List<?>
-                ? new MessageHeaders(BatchMessages.headersOf(delivered, index))
+                ? new MessageHeaders(EventHeaders.ofMessageInBatch(delivered, index))
                 : delivered.getHeaders();
     }
 

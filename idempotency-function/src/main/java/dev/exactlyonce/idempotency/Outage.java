@@ -244,6 +244,10 @@ final class Outage implements SmartLifecycle {
         return root == real ? String.valueOf(real) : real + ", caused by " + root;
     }
 
+    /**
+     * The probe's back-off: it runs on a thread of its own, started when consumption halts, that has nothing else to
+     * do until the next check; {@code false} when interrupted (the service stops).
+     */
     private static boolean sleep(Duration duration) {
         try {
             Thread.sleep(duration.toMillis());

@@ -1,8 +1,11 @@
 package dev.exactlyonce.idempotency.envelope;
 
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageHeaders;
 
 /**
  * Names of the message headers that carry the envelope's fields to the business function, which receives the
@@ -20,6 +23,44 @@ public final class EventHeaders {
     public static final String OCCURRED_AT = "occurred_at";
 
     private EventHeaders() {}
+
+    /**
+     * The headers of the message at that index of a batch, as a binder delivers a batch: one message whose payload is
+     * the list of the bodies, and whose headers of one value per body are lists as long as the batch (RabbitMQ's
+     * {@code amqp_batchedHeaders}, one map of headers per message; Kafka's {@code kafka_batchConvertedHeaders},
+     * {@code kafka_offset}, {@code kafka_receivedKey} and the like). Each such list is replaced by that message's value
+     * (a map of headers merged in, a missing value left out); the batch's other headers are kept, except its id and
+     * timestamp.
+     *
+     * @param batch a batch, or a lone message (its headers are then its own)
+     * @param index the message's position in the batch
+     */
+    public static Map<String, Object> ofMessageInBatch(Message<?> batch, int index) {
+        int size = batch.getPayload() instanceof List<?> bodies ? bodies.size() : -1;
+        Map<String, Object> headers = new HashMap<>();
+        Map<String, Object> merged = new HashMap<>();
+        batch.getHeaders().forEach((name, value) -> {
+            if (MessageHeaders.ID.equals(name) || MessageHeaders.TIMESTAMP.equals(name)) {
+                return;
+            }
+            if (value instanceof List<?> values && values.size() == size) {
+                Object own = values.get(index);
+                if (own instanceof Map<?, ?> map) {
+                    map.forEach((key, header) -> {
+                        if (header != null) {
+                            merged.put(String.valueOf(key), header);
+                        }
+                    });
+                } else if (own != null) {
+                    headers.put(name, own);
+                }
+            } else {
+                headers.put(name, value);
+            }
+        });
+        merged.forEach(headers::putIfAbsent);
+        return headers;
+    }
 
     /**
      * The routing key a dead letter was published with, as recorded when it was dead-lettered: by the Rabbit binder's

@@ -2,7 +2,7 @@ package dev.exactlyonce.idempotency.test;
 
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
-import java.util.HashMap;
+import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -144,30 +144,11 @@ public final class DeliveryRecorder implements SmartLifecycle {
                 .toList();
     }
 
-    /**
-     * The headers of the message at that index: of a batch, the batch's own, with each header of one value per message
-     * (a list as long as the batch) replaced by that message's value, a map of headers merged in (RabbitMQ's
-     * {@code amqp_batchedHeaders}, Kafka's {@code kafka_batchConvertedHeaders}).
-     */
+    /** The headers of the message at that index: its own, or of a batch, that message's ({@link EventHeaders}). */
     private static Map<String, Object> headers(Message<?> message, int index) {
-        if (!(message.getPayload() instanceof List<?> batch)) {
-            return Map.copyOf(message.getHeaders());
-        }
-        Map<String, Object> headers = new HashMap<>();
-        message.getHeaders().forEach((name, value) -> {
-            if (!(value instanceof List<?> values) || values.size() != batch.size()) {
-                headers.put(name, value);
-            } else if (values.get(index) instanceof Map<?, ?> own) {
-                own.forEach((key, header) -> {
-                    if (header != null) {
-                        headers.put(String.valueOf(key), header);
-                    }
-                });
-            } else if (values.get(index) != null) {
-                headers.put(name, values.get(index));
-            }
-        });
-        return Map.copyOf(headers);
+        return message.getPayload() instanceof List<?>
+                ? Map.copyOf(EventHeaders.ofMessageInBatch(message, index))
+                : Map.copyOf(message.getHeaders());
     }
 
     /** The bodies of the message: its payload, or each of a batch's. */

@@ -336,6 +336,7 @@ public final class ShopScenario implements AutoCloseable {
         Thread restorer = new Thread(
                 () -> {
                     try {
+                        // The outage's length is the scenario: this thread gives the database back when it is over.
                         Thread.sleep(outage.toMillis());
                         int queued = queued();
                         this.databaseLink.restore();
