@@ -113,10 +113,9 @@ class BrokerPermissionsIT {
         try (Connection relay = connectAs("relay")) {
             publish(relay, EXCHANGE, "order.order.placed.v1");
         }
-        try (Connection admin = rabbit.newConnection();
-                Channel channel = admin.createChannel()) {
-            channel.basicPublish("", queue("stock") + ".dlq", null, "dead".getBytes(UTF_8));
-            channel.basicPublish("", queue("stock") + ".dlq", null, "dead".getBytes(UTF_8));
+        try (Connection admin = rabbit.newConnection()) {
+            publish(admin, "", queue("stock") + ".dlq");
+            publish(admin, "", queue("stock") + ".dlq");
         }
 
         try (Connection replay = connectAs("replay")) {

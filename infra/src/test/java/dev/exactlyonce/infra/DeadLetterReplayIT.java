@@ -173,9 +173,7 @@ class DeadLetterReplayIT {
         deadLetter(UUID.randomUUID());
         this.replay.replay(connection, this.queue, Set.of(), false);
         GetResponse once = drain(this.queue).get(0);
-        try (Channel channel = connection.createChannel()) {
-            channel.basicPublish("", this.queue + ".dlq", once.getProps(), once.getBody());
-        }
+        publishConfirmed(this.queue + ".dlq", once.getProps(), once.getBody());
 
         this.replay.replay(connection, this.queue, Set.of(), false);
 
@@ -212,9 +210,17 @@ class DeadLetterReplayIT {
                 .deliveryMode(2)
                 .headers(all)
                 .build();
+        publishConfirmed(this.queue + ".dlq", properties, body);
+    }
+
+    /**
+     * Publishes and waits for the broker's confirm: without it, a quorum queue may not count the message yet when the
+     * replay reads how many messages its dead-letter queue holds.
+     */
+    private static void publishConfirmed(String queue, AMQP.BasicProperties properties, byte[] body) throws Exception {
         try (Channel channel = connection.createChannel()) {
             channel.confirmSelect();
-            channel.basicPublish("", this.queue + ".dlq", properties, body);
+            channel.basicPublish("", queue, properties, body);
             channel.waitForConfirmsOrDie(5_000);
         }
     }
