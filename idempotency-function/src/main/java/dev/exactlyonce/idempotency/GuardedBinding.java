@@ -1,6 +1,7 @@
 package dev.exactlyonce.idempotency;
 
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 
 /**
  * A binding whose function definition starts with the guard.
@@ -13,6 +14,8 @@ import java.util.List;
  * @param batch whether the binding delivers batches ({@code batch-mode})
  * @param oneEventPerCall on a batch binding, whether the business function takes one event, not a list: the library
  *     then calls it once per event of the batch, all in the batch's transaction
+ * @param outputDestination where the events the last function returns are published (through the outbox): the
+ *     destination of the definition's output binding; {@code null} when the last function is a {@code Consumer}
  */
 record GuardedBinding(
         String bindingName,
@@ -21,4 +24,11 @@ record GuardedBinding(
         PayloadTypes payloadTypes,
         String scope,
         boolean batch,
-        boolean oneEventPerCall) {}
+        boolean oneEventPerCall,
+        @Nullable String outputDestination) {
+
+    /** The function whose result is the binding's output. */
+    String lastFunction() {
+        return this.businessFunctions.get(this.businessFunctions.size() - 1);
+    }
+}

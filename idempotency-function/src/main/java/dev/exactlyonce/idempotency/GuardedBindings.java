@@ -6,6 +6,7 @@ import java.util.Collection;
 import java.util.Collections;
 import java.util.List;
 import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.beans.BeanWrapper;
@@ -44,6 +45,8 @@ import org.springframework.util.ClassUtils;
  *       input (its work would outlive the transaction), or takes a list where the binding delivers single messages
  *       (or the other way round);
  *   <li>a function composed after it takes text or bytes (the guard hands it a payload mapped to a type);
+ *   <li>the last function returns something other than {@link OutgoingEvent}s: its result is written to the outbox in
+ *       the message's transaction and published after the commit, never sent before it;
  *   <li>there is no DataSource, or no transaction manager that binds its connection to the thread;
  *   <li>the binding's input is not a channel the transaction can be held around.
  * </ul>
@@ -64,6 +67,8 @@ final class GuardedBindings implements SmartInitializingSingleton {
 
     private final ObjectProvider<Outage> outages;
 
+    private final ObjectProvider<Outbox> outbox;
+
     private final String definitionProperty;
 
     private final IdempotencyProperties properties;
@@ -80,7 +85,9 @@ final class GuardedBindings implements SmartInitializingSingleton {
             ObjectProvider<DataSource> dataSources,
             ObjectProvider<PlatformTransactionManager> transactionManagers,
             ObjectProvider<Outage> outages,
+            ObjectProvider<Outbox> outbox,
             IdempotencyMetrics metrics) {
+        this.outbox = outbox;
         this.definitionProperty = definitionProperty;
         this.properties = properties;
         this.beanFactory = beanFactory;
@@ -127,6 +134,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
         PayloadTypes payloadTypes = PayloadTypes.of(
                 takesList ? ResolvableType.forType(inputType).getGeneric(0).getType() : inputType);
         PlatformTransactionManager transactionManager = transactionManager(definition);
+        String outputDestination = outputDestination(definition, businessFunctions, bindable);
         Outage outage = this.outages.getObject();
         for (String bindingName : bindable.getInputs()) {
             boolean batch = checkBatchMode(definition, businessFunctions, bindingName, takesList);
@@ -137,12 +145,18 @@ final class GuardedBindings implements SmartInitializingSingleton {
                     payloadTypes,
                     ClaimScopes.scopeOf(this.properties, bindingName, businessFunctions),
                     batch,
-                    batch && !takesList);
+                    batch && !takesList,
+                    outputDestination);
             InterceptableChannel inputChannel = inputChannel(binding);
             inputChannel.addInterceptor(
                     0,
                     new TransactionPerMessage(
-                            binding, transactionManager, this.dataSources.getObject(), outage, this.metrics));
+                            binding,
+                            transactionManager,
+                            this.dataSources.getObject(),
+                            outage,
+                            this.metrics,
+                            this.outbox.getIfAvailable()));
             outage.guard(bindingName);
             Binder<?, ?, ?> binder = binder(bindingName);
             InterceptableChannel errorChannel = errorChannel(binder, bindingName);
@@ -223,6 +237,43 @@ final class GuardedBindings implements SmartInitializingSingleton {
                     .formatted(bindingName, definition));
         }
         return batchMode;
+    }
+
+    /**
+     * Where the events the last function returns are published: the destination of the definition's output binding,
+     * or {@code null} when the last function is a {@code Consumer}. Its result must be events: anything else would be
+     * sent to the output binding in the message's transaction, before the commit, and downstream would have an event
+     * of an effect that may yet roll back.
+     */
+    private @Nullable String outputDestination(
+            String definition, List<String> businessFunctions, BindableFunctionProxyFactory bindable) {
+        String last = businessFunctions.get(businessFunctions.size() - 1);
+        FunctionInvocationWrapper function =
+                this.beanFactory.getBean(FunctionCatalog.class).lookup(last);
+        if (function == null || function.isConsumer() || bindable.getOutputs().isEmpty()) {
+            return null;
+        }
+        Type outputType = function.getOutputType();
+        if (outputType != null && FunctionTypeUtils.isMessage(outputType)) {
+            outputType = FunctionTypeUtils.getGenericType(outputType);
+        }
+        ResolvableType output = ResolvableType.forType(outputType != null ? outputType : Object.class);
+        Class<?> raw = output.resolve(Object.class);
+        boolean events = raw == Object.class
+                || raw == Void.class
+                || OutgoingEvent.class.isAssignableFrom(raw)
+                || (Iterable.class.isAssignableFrom(raw)
+                        && OutgoingEvent.class.isAssignableFrom(
+                                output.as(Iterable.class).getGeneric(0).resolve(OutgoingEvent.class)));
+        if (!events) {
+            throw new IdempotencyException(("'%s' ends with '%s', a function that returns %s. What a guarded function"
+                            + " returns is published through the outbox, after the message's transaction committed:"
+                            + " return an OutgoingEvent (or a List<OutgoingEvent>, or null for none), or make it a"
+                            + " Consumer that emits with Outbox.emit")
+                    .formatted(definition, last, output));
+        }
+        String outputBinding = bindable.getOutputs().iterator().next();
+        return this.beanFactory.getBean(BindingServiceProperties.class).getBindingDestination(outputBinding);
     }
 
     private boolean isConsumer(String functionName) {

@@ -34,6 +34,8 @@ final class GuardedInvocation {
 
     private final TransactionStatus transaction;
 
+    private final @Nullable Outbox outbox;
+
     private boolean duplicate;
 
     private int claimed;
@@ -45,15 +47,22 @@ final class GuardedInvocation {
     private List<Delivery> moreEvents = List.of();
 
     private GuardedInvocation(
-            GuardedBinding binding, PlatformTransactionManager transactionManager, TransactionStatus transaction) {
+            GuardedBinding binding,
+            PlatformTransactionManager transactionManager,
+            TransactionStatus transaction,
+            @Nullable Outbox outbox) {
         this.binding = binding;
         this.transactionManager = transactionManager;
         this.transaction = transaction;
+        this.outbox = outbox;
     }
 
     static GuardedInvocation open(
-            GuardedBinding binding, PlatformTransactionManager transactionManager, TransactionStatus transaction) {
-        GuardedInvocation invocation = new GuardedInvocation(binding, transactionManager, transaction);
+            GuardedBinding binding,
+            PlatformTransactionManager transactionManager,
+            TransactionStatus transaction,
+            @Nullable Outbox outbox) {
+        GuardedInvocation invocation = new GuardedInvocation(binding, transactionManager, transaction, outbox);
         CURRENT.set(invocation);
         return invocation;
     }
@@ -152,6 +161,56 @@ final class GuardedInvocation {
         List<Delivery> events = current.moreEvents;
         current.moreEvents = List.of();
         return events;
+    }
+
+    /**
+     * What a business function returned, once the events it returns as the binding's output were written to the
+     * outbox, in the message's transaction: {@code null} then, so that nothing is sent to the output binding before
+     * the commit (the relay publishes them after it). The result of a function that is not the last of the
+     * composition goes to the next function, as it is.
+     *
+     * @throws IdempotencyException when the last function returned something other than events
+     */
+    static @Nullable Object emit(String functionName, @Nullable Object result) {
+        GuardedInvocation current = CURRENT.get();
+        if (current == null
+                || result == null
+                || current.binding.outputDestination() == null
+                || !current.binding.lastFunction().equals(functionName)) {
+            return result;
+        }
+        if (current.outbox == null) {
+            throw new IdempotencyException(
+                    "%s returned events, and the service has no outbox to write them to".formatted(functionName));
+        }
+        List<OutgoingEvent> events = new ArrayList<>();
+        if (result instanceof OutgoingEvent event) {
+            events.add(event);
+        } else if (result instanceof Iterable<?> results) {
+            for (Object each : results) {
+                if (!(each instanceof OutgoingEvent event)) {
+                    throw notEvents(functionName, each);
+                }
+                events.add(event);
+            }
+        } else {
+            throw notEvents(functionName, result);
+        }
+        if (!events.isEmpty()) {
+            current.outbox.write(current.binding.outputDestination(), events);
+        }
+        return null;
+    }
+
+    private static IdempotencyException notEvents(String functionName, @Nullable Object result) {
+        return new IdempotencyException(("%s returned %s: the result of a guarded function is published through the"
+                        + " outbox, after the commit, and must be an OutgoingEvent or a list of them (or null for"
+                        + " none)")
+                .formatted(
+                        functionName,
+                        result == null
+                                ? "null in a list"
+                                : "a " + result.getClass().getName()));
     }
 
     /** How many events the guard claimed: once the transaction commits, they are processed. */

@@ -87,6 +87,7 @@ class IdempotencyAutoConfiguration {
             ObjectProvider<DataSource> dataSources,
             ObjectProvider<PlatformTransactionManager> transactionManagers,
             ObjectProvider<Outage> outages,
+            ObjectProvider<Outbox> outbox,
             ObjectProvider<IdempotencyMetrics> metrics) {
         return new GuardedBindings(
                 environment.getProperty(FunctionDefinitions.PROPERTY, ""),
@@ -96,6 +97,7 @@ class IdempotencyAutoConfiguration {
                 dataSources,
                 transactionManagers,
                 outages,
+                outbox,
                 metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
     }
 

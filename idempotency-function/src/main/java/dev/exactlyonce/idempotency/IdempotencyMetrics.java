@@ -34,4 +34,16 @@ interface IdempotencyMetrics {
 
     /** Consumption resumed after it was halted this long. */
     default void resumed(Duration halted) {}
+
+    /** A committed transaction wrote events to the outbox. */
+    default void outboxWritten(int events) {}
+
+    /** The relay published outbox rows, confirmed by the broker, and marked them. */
+    default void outboxPublished(int events) {}
+
+    /** A run of the relay failed: its rows stay unpublished, for the next run. */
+    default void outboxPublishFailed() {}
+
+    /** The relay's lag: how long the oldest row not yet published has waited, as the relay last saw it. */
+    default void outboxLag(Duration lag) {}
 }

@@ -2,12 +2,14 @@ package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
 import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 
 /**
  * The library's meters, tagged {@code function} (the functions composed after the guard, for example
@@ -24,7 +26,12 @@ import java.util.concurrent.TimeUnit;
  *   <li>{@value #PARTITIONS} (counter, tagged {@code table} and {@code action}, {@code created} or
  *       {@code dropped}): partitions the maintenance created or dropped;
  *   <li>{@value #HALTS} (counter): halts of the guarded bindings' consumption for an outage;
- *   <li>{@value #HALTED} (timer): how long each halt lasted, recorded when consumption resumes.
+ *   <li>{@value #HALTED} (timer): how long each halt lasted, recorded when consumption resumes;
+ *   <li>{@value #OUTBOX_WRITTEN}, {@value #OUTBOX_PUBLISHED} (counters): events written to the outbox by committed
+ *       transactions, and published by the relay (confirmed by the broker);
+ *   <li>{@value #OUTBOX_FAILURES} (counter): runs of the relay that failed, their rows left for the next run;
+ *   <li>{@value #OUTBOX_LAG} (gauge, seconds): how long the oldest unpublished row has waited, as the relay last saw
+ *       it.
  * </ul>
  */
 final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
@@ -47,6 +54,16 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 
     static final String HALTED = "idempotency.outage.halted";
 
+    static final String OUTBOX_WRITTEN = "idempotency.outbox.written";
+
+    static final String OUTBOX_PUBLISHED = "idempotency.outbox.published";
+
+    static final String OUTBOX_FAILURES = "idempotency.outbox.publish.failures";
+
+    static final String OUTBOX_LAG = "idempotency.outbox.lag";
+
+    private final AtomicLong outboxLagMillis = new AtomicLong();
+
     private record BindingMeters(Counter processed, Counter duplicates, Timer guard) {}
 
     private final MeterRegistry registry;
@@ -58,6 +75,10 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
     MicrometerIdempotencyMetrics(MeterRegistry registry, String tableName) {
         this.registry = registry;
         this.tableName = tableName;
+        Gauge.builder(OUTBOX_LAG, this.outboxLagMillis, millis -> millis.get() / 1000.0)
+                .description("How long the oldest unpublished outbox row has waited, as the relay last saw it")
+                .baseUnit("seconds")
+                .register(registry);
     }
 
     @Override
@@ -120,6 +141,35 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
                 .description("How long the guarded bindings' consumption was halted, per outage")
                 .register(this.registry)
                 .record(halted);
+    }
+
+    @Override
+    public void outboxWritten(int events) {
+        Counter.builder(OUTBOX_WRITTEN)
+                .description("Events written to the outbox by committed transactions")
+                .register(this.registry)
+                .increment(events);
+    }
+
+    @Override
+    public void outboxPublished(int events) {
+        Counter.builder(OUTBOX_PUBLISHED)
+                .description("Outbox events published by the relay, confirmed by the broker")
+                .register(this.registry)
+                .increment(events);
+    }
+
+    @Override
+    public void outboxPublishFailed() {
+        Counter.builder(OUTBOX_FAILURES)
+                .description("Runs of the outbox relay that failed, their rows left for the next run")
+                .register(this.registry)
+                .increment();
+    }
+
+    @Override
+    public void outboxLag(Duration lag) {
+        this.outboxLagMillis.set(lag.toMillis());
     }
 
     private Counter partitions(String action) {

@@ -20,6 +20,9 @@ import org.springframework.messaging.Message;
  *   <li>on a batch binding whose business function takes one event, Spring Cloud Function calls it with the first
  *       event of the batch; it is then called again with each of the others, in the same transaction (as the payload,
  *       or as the event's message with its headers when the function takes a {@code Message});
+ *   <li>what the last function of the composition returns (its {@link OutgoingEvent}s) is written to the outbox, in
+ *       the message's transaction, and the function returns {@code null} to the binder: nothing is sent to the output
+ *       binding before the commit; the relay publishes the events after it;
  *   <li>an {@link Error} the function throws ({@code AssertionError}, {@code StackOverflowError},
  *       {@code NoClassDefFoundError}, ...) becomes an {@link IdempotencyException} whose cause it is. The message
  *       channel ends a transaction on exceptions only: an {@code Error} would leave it open on the consumer thread,
@@ -48,16 +51,18 @@ final class SkipBusinessFunctionOnDuplicate implements MethodInterceptor {
         try {
             List<GuardedInvocation.Delivery> moreEvents = GuardedInvocation.takeMoreEvents(this.functionName);
             if (moreEvents.isEmpty()) {
-                return invocation.proceed();
+                return GuardedInvocation.emit(this.functionName, invocation.proceed());
             }
             // Cloned before it proceeds, so that each call of the function goes through the same advice.
             MethodInvocation next = ((ProxyMethodInvocation) invocation).invocableClone();
             boolean messages = invocation.getArguments()[0] instanceof Message<?>;
-            Object result = invocation.proceed();
+            Object result = GuardedInvocation.emit(this.functionName, invocation.proceed());
             for (GuardedInvocation.Delivery event : moreEvents) {
-                ((ProxyMethodInvocation) next)
-                        .invocableClone(messages ? event.message().get() : event.payload())
-                        .proceed();
+                GuardedInvocation.emit(
+                        this.functionName,
+                        ((ProxyMethodInvocation) next)
+                                .invocableClone(messages ? event.message().get() : event.payload())
+                                .proceed());
             }
             return result;
         } catch (Error error) {

@@ -63,13 +63,17 @@ final class TransactionPerMessage implements ChannelInterceptor {
 
     private final IdempotencyMetrics metrics;
 
+    private final @Nullable Outbox outbox;
+
     TransactionPerMessage(
             GuardedBinding binding,
             PlatformTransactionManager transactionManager,
             DataSource dataSource,
             Outage outage,
-            IdempotencyMetrics metrics) {
+            IdempotencyMetrics metrics,
+            @Nullable Outbox outbox) {
         this.binding = binding;
+        this.outbox = outbox;
         this.transactionManager = transactionManager;
         this.dataSource = dataSource;
         this.outage = outage;
@@ -105,7 +109,7 @@ final class TransactionPerMessage implements ChannelInterceptor {
             }
             throw ex;
         }
-        GuardedInvocation.open(this.binding, this.transactionManager, transaction);
+        GuardedInvocation.open(this.binding, this.transactionManager, transaction, this.outbox);
         logger.debug("Began the transaction of a message of {}", this.binding.bindingName());
         return message;
     }

@@ -21,3 +21,22 @@ CREATE TABLE processed_event_scope (
     copied_to     text,
     CONSTRAINT processed_event_scope_pkey PRIMARY KEY (scope)
 );
+
+-- The outbox: the events a guarded function returned, or the service emitted with Outbox.emit, written in the
+-- transaction of their effect and published by the relay once committed. Its first five columns are the ones
+-- Debezium's Outbox Event Router reads by default. One per schema, whatever the table name of processed events.
+CREATE TABLE outbox_event (
+    id            uuid        NOT NULL,
+    aggregatetype text        NOT NULL,
+    aggregateid   text        NOT NULL,
+    type          text        NOT NULL,
+    payload       jsonb       NOT NULL,
+    occurred_at   timestamptz NOT NULL DEFAULT now(),
+    position      bigint      GENERATED ALWAYS AS IDENTITY,
+    published_at  timestamptz,
+    CONSTRAINT outbox_event_pkey PRIMARY KEY (id)
+);
+
+CREATE INDEX outbox_event_unpublished_idx ON outbox_event (position) WHERE published_at IS NULL;
+
+CREATE INDEX outbox_event_published_at_idx ON outbox_event (published_at) WHERE published_at IS NOT NULL;

@@ -6,6 +6,7 @@ import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.function.BiConsumer;
 import java.util.function.Consumer;
 import java.util.function.Function;
@@ -61,7 +62,13 @@ class GuardStartupTests {
         }
 
         @Bean
-        Function<ThingHappened, String> describeThing() {
+        Function<ThingHappened, OutgoingEvent> describeThing() {
+            return thing ->
+                    new OutgoingEvent("test.thing.described.v1", thing.thingId().toString(), Map.of());
+        }
+
+        @Bean
+        Function<ThingHappened, String> nameThing() {
             return thing -> thing.thingId().toString();
         }
 
@@ -167,6 +174,16 @@ class GuardStartupTests {
                 .hasMessageContaining("binding idempotencyGuarddescribeThing-in-0 delivers batches (batch-mode), but"
                         + " 'idempotencyGuard|describeThing' composes a function of one payload")
                 .hasMessageContaining("take a List of payloads, or compose a single Consumer");
+    }
+
+    @Test
+    void aGuardedFunctionReturnsEventsForTheOutboxNotAnOutputSentBeforeTheCommit() {
+        assertThat(startupFailure("idempotencyGuard|nameThing"))
+                .isInstanceOf(IdempotencyException.class)
+                .hasMessageContaining("'idempotencyGuard|nameThing' ends with 'nameThing', a function that returns"
+                        + " java.lang.String")
+                .hasMessageContaining("return an OutgoingEvent (or a List<OutgoingEvent>, or null for none), or make it"
+                        + " a Consumer that emits with Outbox.emit");
     }
 
     @Test

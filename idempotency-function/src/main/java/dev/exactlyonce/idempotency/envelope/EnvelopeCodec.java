@@ -136,6 +136,21 @@ public final class EnvelopeCodec {
     }
 
     /**
+     * The JSON object an outgoing event's payload is written as, with the codec's mapper.
+     *
+     * @throws IllegalArgumentException when the payload is not written as a JSON object (a string, a number, a list)
+     */
+    public ObjectNode writePayload(Object payload) {
+        JsonNode tree = this.jsonMapper.valueToTree(payload);
+        if (!(tree instanceof ObjectNode object)) {
+            throw new IllegalArgumentException(("An event's payload is a JSON object of its fields, and a %s is written"
+                            + " as %s: pass a record or a Map")
+                    .formatted(payload.getClass().getName(), tree.getNodeType()));
+        }
+        return object;
+    }
+
+    /**
      * Parses a UUID in its canonical 36-character form only ({@link UUID#fromString} also accepts shortened forms
      * such as {@code 1-2-3-4-5}, which no producer writes).
      *

@@ -1,0 +1,123 @@
+package dev.exactlyonce.idempotency;
+
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.UuidV7;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.UUID;
+import javax.sql.DataSource;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.transaction.support.TransactionSynchronization;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
+/**
+ * Emits events through the outbox: each is written to the {@code outbox_event} table in the caller's database
+ * transaction, with its event id (a UUID v7) made now, and published by the relay once that transaction committed. A
+ * transaction that rolls back leaves no row and publishes nothing; a row published twice (the relay stopped between
+ * publishing and marking it) carries the same event id, so the consumer's guard discards the copy.
+ *
+ * <p>From a guarded {@code Consumer}, it joins the message's transaction; from a REST controller or any other code,
+ * the {@code @Transactional} method's. Outside a transaction on the service's DataSource it refuses: the row would
+ * commit alone, whatever happened to the effect. A guarded {@code Function} returns its events instead.
+ */
+public final class Outbox {
+
+    private static final String INSERT = """
+            INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload) VALUES (?, ?, ?, ?, ?::jsonb)""";
+
+    private final DataSource dataSource;
+
+    private final JdbcTemplate jdbc;
+
+    private final EnvelopeCodec codec;
+
+    private final String destination;
+
+    private final Runnable afterCommit;
+
+    private final IdempotencyMetrics metrics;
+
+    Outbox(
+            DataSource dataSource,
+            EnvelopeCodec codec,
+            String destination,
+            Runnable afterCommit,
+            IdempotencyMetrics metrics) {
+        this.dataSource = dataSource;
+        this.jdbc = new JdbcTemplate(dataSource);
+        this.codec = codec;
+        this.destination = destination;
+        this.afterCommit = afterCommit;
+        this.metrics = metrics;
+    }
+
+    /**
+     * Writes an event to the outbox, in the caller's transaction, for the destination {@code idempotency.outbox.destination}.
+     *
+     * @param eventName the event's name (its routing key), such as {@code stock.stock.reserved.v1}
+     * @param key what the event is about (the aggregate's id): events of one key are published in the order written
+     * @param payload the event's own fields, written as a JSON object
+     * @return the event's id
+     * @throws IllegalStateException when no transaction on the service's DataSource is under way
+     */
+    public UUID emit(String eventName, String key, Object payload) {
+        return emit(new OutgoingEvent(eventName, key, payload));
+    }
+
+    /**
+     * Writes an event to the outbox, in the caller's transaction, for the destination {@code idempotency.outbox.destination}.
+     *
+     * @return the event's id
+     * @throws IllegalStateException when no transaction on the service's DataSource is under way
+     */
+    public UUID emit(OutgoingEvent event) {
+        return write(this.destination, List.of(event)).get(0);
+    }
+
+    /** Writes events for a destination in the transaction under way; returns their ids, in order. */
+    List<UUID> write(String destination, List<OutgoingEvent> events) {
+        if (!TransactionSynchronizationManager.isActualTransactionActive()
+                || !TransactionSynchronizationManager.hasResource(this.dataSource)) {
+            throw new IllegalStateException(("Outbox.emit writes the event in the transaction of its effect, and no"
+                    + " transaction on the service's DataSource is under way: call it from a guarded function,"
+                    + " or from a @Transactional method"));
+        }
+        List<UUID> ids = new ArrayList<>(events.size());
+        for (OutgoingEvent event : events) {
+            UUID id = UuidV7.generate();
+            this.jdbc.update(
+                    INSERT,
+                    id,
+                    destination,
+                    event.key(),
+                    event.name(),
+                    this.codec.writePayload(event.payload()).toString());
+            ids.add(id);
+        }
+        Written written = (Written) TransactionSynchronizationManager.getResource(this);
+        if (written == null) {
+            written = new Written();
+            TransactionSynchronizationManager.bindResource(this, written);
+            TransactionSynchronizationManager.registerSynchronization(written);
+        }
+        written.rows += events.size();
+        return ids;
+    }
+
+    /** The rows a transaction wrote: counted, and the relay woken up, once it committed. */
+    private final class Written implements TransactionSynchronization {
+
+        private int rows;
+
+        @Override
+        public void afterCommit() {
+            Outbox.this.metrics.outboxWritten(this.rows);
+            Outbox.this.afterCommit.run();
+        }
+
+        @Override
+        public void afterCompletion(int status) {
+            TransactionSynchronizationManager.unbindResourceIfPossible(Outbox.this);
+        }
+    }
+}

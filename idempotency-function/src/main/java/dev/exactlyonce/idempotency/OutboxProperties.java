@@ -1,0 +1,46 @@
+package dev.exactlyonce.idempotency;
+
+import java.time.Duration;
+import org.springframework.boot.context.properties.ConfigurationProperties;
+import org.springframework.boot.context.properties.bind.DefaultValue;
+
+/**
+ * Configuration of the outbox, under the {@code idempotency.outbox} prefix.
+ *
+ * @param destination Where the events emitted with Outbox.emit are published: the exchange (RabbitMQ) or topic
+ *     (Kafka). A guarded function's events go to the destination of its output binding.
+ * @param retention How long a published row is kept before the purge deletes it.
+ * @param relay The relay that publishes the committed rows.
+ */
+@ConfigurationProperties("idempotency.outbox")
+public record OutboxProperties(
+        @DefaultValue("events") String destination,
+        @DefaultValue("7d") Duration retention,
+        @DefaultValue Relay relay) {
+
+    /**
+     * The relay.
+     *
+     * @param enabled Whether this service publishes its outbox's rows. Turn it off when another process publishes
+     *     them (Debezium's Outbox Event Router, for one).
+     * @param batchSize The most rows one run publishes before it waits for their confirms and marks them.
+     * @param pollInterval How often the relay looks for rows when no commit woke it up (rows written by another
+     *     instance, or left by a failed run).
+     * @param confirmTimeout How long the relay waits for the broker to confirm a row before it gives the run up.
+     * @param lagBound The age of the oldest unpublished row past which the outbox's health is DOWN.
+     */
+    public record Relay(
+            @DefaultValue("true") boolean enabled,
+            @DefaultValue("500") int batchSize,
+            @DefaultValue("1s") Duration pollInterval,
+            @DefaultValue("30s") Duration confirmTimeout,
+            @DefaultValue("5m") Duration lagBound) {
+
+        public Relay {
+            if (batchSize < 1) {
+                throw new IllegalArgumentException(
+                        "idempotency.outbox.relay.batch-size must be at least 1, not " + batchSize);
+            }
+        }
+    }
+}

@@ -1,0 +1,54 @@
+package dev.exactlyonce.idempotency;
+
+import java.sql.SQLException;
+import java.time.Duration;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.jdbc.core.JdbcTemplate;
+
+/**
+ * Deletes the outbox rows published longer ago than the retention, in batches, one instance at a time (as
+ * {@link ProcessedEventPurge} does for processed event ids). Rows not yet published are never deleted, however old.
+ */
+final class OutboxPurge {
+
+    private static final Logger logger = LoggerFactory.getLogger(OutboxPurge.class);
+
+    private static final String DELETE_BATCH = """
+            DELETE FROM outbox_event WHERE id IN (
+                SELECT id FROM outbox_event
+                WHERE published_at < now() - make_interval(secs => ?) ORDER BY published_at LIMIT ?)""";
+
+    private final SessionLock lock;
+
+    private final Duration retention;
+
+    private final int batchSize;
+
+    OutboxPurge(DataSource dataSource, Duration retention, int batchSize) {
+        this.lock = new SessionLock(dataSource, "dev.exactlyonce.idempotency.purge", "outbox_event");
+        this.retention = retention;
+        this.batchSize = batchSize;
+    }
+
+    /** Purges now, unless another instance is purging; returns the rows deleted. */
+    long purge() {
+        try {
+            return this.lock.runIfFree(this::deleteBatches).orElse(0L);
+        } catch (SQLException ex) {
+            throw new IdempotencyException("Could not purge outbox_event: " + ex.getMessage(), ex);
+        }
+    }
+
+    private long deleteBatches(JdbcTemplate jdbc) {
+        long rows = 0;
+        int deleted;
+        do {
+            deleted = jdbc.update(DELETE_BATCH, (double) this.retention.toSeconds(), this.batchSize);
+            rows += deleted;
+        } while (deleted == this.batchSize);
+        logger.info("Purged {} outbox row(s) published more than {} ago", rows, this.retention);
+        return rows;
+    }
+}

@@ -1,0 +1,424 @@
+package dev.exactlyonce.idempotency;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatIllegalStateException;
+import static org.awaitility.Awaitility.await;
+
+import com.rabbitmq.client.Channel;
+import com.rabbitmq.client.Connection;
+import com.rabbitmq.client.GetResponse;
+import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import dev.exactlyonce.idempotency.test.TestRabbit;
+import java.math.BigDecimal;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.function.Consumer;
+import java.util.function.Function;
+import java.util.stream.Collectors;
+import java.util.stream.IntStream;
+import javax.sql.DataSource;
+import org.awaitility.Awaitility;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.cloud.stream.binder.BinderFactory;
+import org.springframework.cloud.stream.config.BindingServiceProperties;
+import org.springframework.cloud.stream.function.StreamBridge;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.transaction.support.TransactionTemplate;
+
+/**
+ * The outbox on a real RabbitMQ and PostgreSQL: what a guarded function returns, and what code emits with
+ * {@link Outbox#emit}, is published after its transaction committed, never before, once per event id, in order per
+ * key, by one relay at a time, without skipping a row that committed late.
+ */
+@SpringBootTest(
+        classes = OutboxOnRabbitIT.Service.class,
+        properties = {
+            "spring.cloud.function.definition=idempotencyGuard|noticeThing;idempotencyGuard|auditThing",
+            "spring.cloud.stream.default-binder=rabbit",
+            // Only a commit wakes the relay up in these tests (or a test's own run), so that what it does is theirs.
+            "idempotency.outbox.relay.poll-interval=1h"
+        })
+@EnableIdempotencyTestKit(testBinder = false)
+class OutboxOnRabbitIT {
+
+    /** An amount whose effect makes the commit fail. */
+    static final BigDecimal FAILS_AT_COMMIT = new BigDecimal("13.000");
+
+    static final String NOTICED = "test.thing.noticed.v1";
+
+    static final String AUDITED = "test.thing.audited.v1";
+
+    @Configuration(proxyBeanMethods = false)
+    @EnableAutoConfiguration
+    static class Service {
+
+        /** A function whose result is an event: published through the outbox. */
+        @Bean
+        Function<ThingHappened, OutgoingEvent> noticeThing(JdbcTemplate jdbcTemplate) {
+            return thing -> {
+                jdbcTemplate.update(
+                        "INSERT INTO thing_effect (thing_id, amount) VALUES (?, ?)", thing.thingId(), thing.amount());
+                if (thing.amount().compareTo(FAILS_AT_COMMIT) == 0) {
+                    jdbcTemplate.update("INSERT INTO thing_commit_check (parent_id) VALUES (?)", UUID.randomUUID());
+                }
+                return new OutgoingEvent(
+                        NOTICED,
+                        thing.thingId().toString(),
+                        Map.of("thingId", thing.thingId().toString()));
+            };
+        }
+
+        /** A consumer that emits with the outbox's API. */
+        @Bean
+        Consumer<ThingHappened> auditThing(JdbcTemplate jdbcTemplate, Outbox outbox) {
+            return thing -> {
+                jdbcTemplate.update("INSERT INTO thing_audit (thing_id) VALUES (?)", thing.thingId());
+                outbox.emit(
+                        AUDITED,
+                        thing.thingId().toString(),
+                        Map.of("thingId", thing.thingId().toString()));
+            };
+        }
+    }
+
+    private static final TestRabbit rabbit = TestRabbit.broker();
+
+    private static final String NOTICE_INPUT = rabbit.uniqueName("outbox-notice");
+
+    private static final String AUDIT_INPUT = rabbit.uniqueName("outbox-audit");
+
+    private static final String OUTPUT = rabbit.topicExchange("outbox-out");
+
+    /**
+     * An exchange the binder may not declare, and that does not exist until a test declares it. Named without a dot,
+     * as a binding name in a property must be.
+     */
+    private static final String LATE_EXCHANGE =
+            rabbit.deleteAtExit(rabbit.uniqueName("outbox-late").replace('.', '-'));
+
+    private static final String EMITTED = rabbit.uniqueName("outbox-emitted");
+
+    private static final EnvelopeCodec CODEC = new EnvelopeCodec();
+
+    @DynamicPropertySource
+    static void services(DynamicPropertyRegistry registry) {
+        TestPostgres.newDatabase("outbox").registerDataSource(registry);
+        rabbit.registerConnection(registry);
+        registry.add("idempotency.outbox.destination", () -> OUTPUT);
+        Map.of("idempotencyGuardnoticeThing", NOTICE_INPUT, "idempotencyGuardauditThing", AUDIT_INPUT)
+                .forEach((binding, destination) -> {
+                    rabbit.deleteAtExit(destination + ".things");
+                    String in = "spring.cloud.stream.bindings." + binding + "-in-0.";
+                    registry.add(in + "destination", () -> destination);
+                    registry.add(in + "group", () -> "things");
+                    registry.add(in + "consumer.max-attempts", () -> "2");
+                    registry.add(in + "consumer.back-off-initial-interval", () -> "1");
+                });
+        registry.add("spring.cloud.stream.bindings.idempotencyGuardnoticeThing-out-0.destination", () -> OUTPUT);
+        registry.add(
+                "spring.cloud.stream.rabbit.bindings." + LATE_EXCHANGE + ".producer.declare-exchange", () -> "false");
+    }
+
+    @BeforeAll
+    static void captureEmitted() throws Exception {
+        // A publication to an exchange that does not exist closes its channel; Spring AMQP's channel cache then throws
+        // on a thread of its own, which would fail whichever wait of these tests is under way.
+        Awaitility.doNotCatchUncaughtExceptionsByDefault();
+        try (Connection connection = rabbit.newConnection();
+                Channel channel = connection.createChannel()) {
+            channel.queueDeclare(EMITTED, true, false, false, Map.of());
+            channel.queueBind(EMITTED, OUTPUT, "#");
+        }
+    }
+
+    @AfterAll
+    static void resetAwaitility() {
+        Awaitility.reset();
+    }
+
+    @Autowired
+    JdbcTemplate jdbcTemplate;
+
+    @Autowired
+    TransactionTemplate transactions;
+
+    @Autowired
+    Outbox outbox;
+
+    @Autowired
+    OutboxRelay relay;
+
+    @Autowired
+    DataSource dataSource;
+
+    @Autowired
+    StreamBridge streamBridge;
+
+    @Autowired
+    BinderFactory binderFactory;
+
+    @Autowired
+    BindingServiceProperties bindings;
+
+    @BeforeEach
+    void publishWhatIsLeftAndDrain() {
+        await().atMost(Duration.ofSeconds(30)).until(() -> {
+            this.relay.publishPending();
+            return unpublished() == 0;
+        });
+        rabbit.drain(EMITTED);
+    }
+
+    @Test
+    void aFunctionsEventIsPublishedAfterTheCommitWithTheIdItWasWrittenWithAndOnceForTwoCopies() {
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+
+        rabbit.publish(NOTICE_INPUT, event);
+        rabbit.publish(NOTICE_INPUT, event);
+
+        List<GetResponse> emitted = awaitEmitted(1);
+        EventEnvelope<?> published = CODEC.decode(emitted.get(0).getBody());
+        assertThat(published.eventName()).isEqualTo(NOTICED);
+        assertThat(published.payload().toString())
+                .contains(event.payload().thingId().toString());
+        assertThat(emitted.get(0).getEnvelope().getRoutingKey()).isEqualTo(NOTICED);
+        assertThat(emitted.get(0).getProps().getMessageId())
+                .isEqualTo(published.eventId().toString());
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT aggregateid FROM outbox_event WHERE id = ? AND published_at IS NOT NULL",
+                        String.class,
+                        published.eventId()))
+                .as("the row, keyed by the thing, marked published")
+                .isEqualTo(event.payload().thingId().toString());
+        assertThat(rabbit.messageCount(NOTICE_INPUT + ".things")).isZero();
+        assertThat(rabbit.messageCount(EMITTED)).as("the copy emitted nothing").isZero();
+    }
+
+    @Test
+    void aFunctionWhoseCommitFailsEmitsNothing() {
+        EventEnvelope<ThingHappened> failing = new EventEnvelope<>(
+                UUID.randomUUID(),
+                ThingHappened.NAME,
+                Instant.now(),
+                new ThingHappened(UUID.randomUUID(), FAILS_AT_COMMIT));
+
+        rabbit.publish(NOTICE_INPUT, failing);
+
+        await().atMost(Duration.ofSeconds(30))
+                .untilAsserted(() -> assertThat(rabbit.messageCount(NOTICE_INPUT + ".things.dlq"))
+                        .isEqualTo(1));
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT count(*) FROM thing_effect WHERE thing_id = ?",
+                        Integer.class,
+                        failing.payload().thingId()))
+                .as("the effect rolled back")
+                .isZero();
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT count(*) FROM outbox_event WHERE aggregateid = ?",
+                        Integer.class,
+                        failing.payload().thingId().toString()))
+                .as("no outbox row")
+                .isZero();
+        this.relay.publishPending();
+        assertThat(rabbit.messageCount(EMITTED))
+                .as("nothing was published for the two attempts whose commit failed")
+                .isZero();
+        rabbit.drain(NOTICE_INPUT + ".things.dlq");
+    }
+
+    @Test
+    void aConsumerEmitsWithTheOutboxInItsMessagesTransaction() {
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+
+        rabbit.publish(AUDIT_INPUT, event);
+
+        List<GetResponse> emitted = awaitEmitted(1);
+        EventEnvelope<?> published = CODEC.decode(emitted.get(0).getBody());
+        assertThat(published.eventName()).isEqualTo(AUDITED);
+        assertThat(emitted.get(0).getEnvelope().getRoutingKey()).isEqualTo(AUDITED);
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT count(*) FROM thing_audit WHERE thing_id = ?",
+                        Integer.class,
+                        event.payload().thingId()))
+                .isEqualTo(1);
+    }
+
+    @Test
+    void aTransactionalMethodEmitsAndARollbackLeavesNothingWhileOutsideATransactionEmitRefuses() {
+        assertThatIllegalStateException()
+                .isThrownBy(() -> this.outbox.emit(AUDITED, "k", Map.of("n", 1)))
+                .withMessageContaining("no transaction on the service's DataSource is under way");
+
+        this.transactions.executeWithoutResult(status -> {
+            this.outbox.emit(AUDITED, "rolled-back", Map.of("n", 1));
+            status.setRollbackOnly();
+        });
+        UUID committed = this.transactions.execute(status -> this.outbox.emit(AUDITED, "committed", Map.of("n", 2)));
+
+        List<GetResponse> emitted = awaitEmitted(1);
+        assertThat(CODEC.decode(emitted.get(0).getBody()).eventId()).isEqualTo(committed);
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT count(*) FROM outbox_event WHERE aggregateid = 'rolled-back'", Integer.class))
+                .isZero();
+    }
+
+    @Test
+    void aRowThatCommitsAfterARowWrittenLaterIsPublishedToo() throws Exception {
+        CountDownLatch written = new CountDownLatch(1);
+        CountDownLatch commit = new CountDownLatch(1);
+        CompletableFuture<UUID> first = CompletableFuture.supplyAsync(() -> this.transactions.execute(status -> {
+            UUID id = this.outbox.emit(AUDITED, "first", Map.of("n", 1));
+            written.countDown();
+            release(commit);
+            return id;
+        }));
+        assertThat(written.await(10, TimeUnit.SECONDS)).isTrue();
+        UUID second = this.transactions.execute(status -> this.outbox.emit(AUDITED, "second", Map.of("n", 2)));
+
+        assertThat(eventIds(awaitEmitted(1))).containsExactly(second);
+        commit.countDown();
+
+        assertThat(eventIds(awaitEmitted(1)))
+                .as("the row written first, committed last, is published: not skipped for the second's position")
+                .containsExactly(first.get(10, TimeUnit.SECONDS));
+        assertThat(unpublished()).isZero();
+    }
+
+    @Test
+    void eventsOfAKeyArePublishedInTheOrderTheyWereWritten() {
+        List<UUID> written = new ArrayList<>();
+        for (int transaction = 0; transaction < 10; transaction++) {
+            written.addAll(this.transactions.execute(status -> IntStream.range(0, 50)
+                    .mapToObj(n -> this.outbox.emit(AUDITED, "key-" + (n % 5), Map.of("n", n)))
+                    .toList()));
+        }
+
+        List<GetResponse> emitted = awaitEmitted(500);
+
+        Map<String, List<UUID>> publishedPerKey = byKey(eventIds(emitted));
+        Map<String, List<UUID>> writtenPerKey = byKey(written);
+        assertThat(publishedPerKey).isEqualTo(writtenPerKey);
+    }
+
+    @Test
+    void twoRelaysPublishEachRowOnce() throws Exception {
+        OutboxRelay other = new OutboxRelay(
+                this.dataSource,
+                new OutboxPublisher(
+                        this.streamBridge, this.binderFactory, this.bindings, CODEC, Duration.ofSeconds(30)),
+                50,
+                Duration.ofHours(1),
+                IdempotencyMetrics.NONE);
+        List<UUID> written = this.transactions.execute(status -> IntStream.range(0, 1000)
+                .mapToObj(n -> this.outbox.emit(AUDITED, "key-" + (n % 20), Map.of("n", n)))
+                .toList());
+
+        CompletableFuture<Void> second = CompletableFuture.runAsync(() -> {
+            while (unpublished() > 0) {
+                other.publishPending();
+            }
+        });
+        while (unpublished() > 0) {
+            this.relay.publishPending();
+        }
+        second.get(60, TimeUnit.SECONDS);
+
+        List<UUID> published = eventIds(awaitEmitted(1000));
+        assertThat(published).doesNotHaveDuplicates().containsExactlyInAnyOrderElementsOf(written);
+        assertThat(byKey(published)).isEqualTo(byKey(written));
+    }
+
+    @Test
+    void aRowTheBrokerDoesNotConfirmStaysUnpublishedUntilItCan() throws Exception {
+        UUID event = this.transactions.execute(status -> this.outbox
+                .write(LATE_EXCHANGE, List.of(new OutgoingEvent(AUDITED, "late", Map.of("n", 1))))
+                .get(0));
+
+        try {
+            OutboxRelay.Run run = runRelay();
+
+            assertThat(run.published()).isZero();
+            assertThat(run.failure()).contains(event.toString());
+            assertThat(unpublished()).isEqualTo(1);
+        } finally {
+            try (Connection connection = rabbit.newConnection();
+                    Channel channel = connection.createChannel()) {
+                channel.exchangeDeclare(LATE_EXCHANGE, "topic", true);
+                channel.exchangeBind(OUTPUT, LATE_EXCHANGE, "#");
+            }
+        }
+        await().atMost(Duration.ofSeconds(30)).until(() -> runRelay().published() == 1);
+        assertThat(eventIds(awaitEmitted(1))).containsExactly(event);
+        assertThat(unpublished()).isZero();
+    }
+
+    /** A run of the relay: the test's own, or the one the commit woke up, which must end first. */
+    private OutboxRelay.Run runRelay() {
+        OutboxRelay.Run[] run = new OutboxRelay.Run[1];
+        await().atMost(Duration.ofSeconds(60)).until(() -> (run[0] = this.relay.publishPending()).ran());
+        return run[0];
+    }
+
+    private int unpublished() {
+        return this.jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM outbox_event WHERE published_at IS NULL", Integer.class);
+    }
+
+    private Map<String, List<UUID>> byKey(List<UUID> events) {
+        Map<UUID, String> keys = new LinkedHashMap<>();
+        this.jdbcTemplate.query("SELECT id, aggregateid FROM outbox_event", row -> {
+            keys.put(row.getObject(1, UUID.class), row.getString(2));
+        });
+        return events.stream().collect(Collectors.groupingBy(keys::get, Collectors.toList()));
+    }
+
+    /** Waits for that many messages in the queue of emitted events, takes them, and checks no more come. */
+    private static List<GetResponse> awaitEmitted(int count) {
+        List<GetResponse> emitted = new ArrayList<>();
+        await().atMost(Duration.ofSeconds(60)).untilAsserted(() -> {
+            emitted.addAll(rabbit.drain(EMITTED));
+            assertThat(emitted).hasSizeGreaterThanOrEqualTo(count);
+        });
+        assertThat(emitted).hasSize(count);
+        return emitted;
+    }
+
+    private static List<UUID> eventIds(List<GetResponse> messages) {
+        return messages.stream()
+                .map(message -> CODEC.decode(message.getBody()).eventId())
+                .toList();
+    }
+
+    /** Waits until the test lets the transaction commit. */
+    private static void release(CountDownLatch latch) {
+        try {
+            if (!latch.await(30, TimeUnit.SECONDS)) {
+                throw new IllegalStateException("not released");
+            }
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException(ex);
+        }
+    }
+}
