@@ -3,6 +3,7 @@ package dev.exactlyonce.idempotency;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
@@ -41,6 +42,9 @@ final class OutboxRelay implements SmartLifecycle {
     private static final Logger logger = LoggerFactory.getLogger(OutboxRelay.class);
 
     /** The longest a failing relay waits before it tries again. */
+    /** How long stopping waits for a run under way. */
+    private static final Duration STOP_WAIT = Duration.ofSeconds(2);
+
     static final int MAX_RETRY_SECONDS = 30;
 
     static final Duration MAX_RETRY_DELAY = Duration.ofSeconds(MAX_RETRY_SECONDS);
@@ -81,6 +85,8 @@ final class OutboxRelay implements SmartLifecycle {
     private final IdempotencyMetrics metrics;
 
     private final Semaphore wakeUps = new Semaphore(0);
+
+    private volatile CountDownLatch stopping = new CountDownLatch(1);
 
     private volatile boolean running;
 
@@ -199,9 +205,10 @@ final class OutboxRelay implements SmartLifecycle {
         return Duration.ofSeconds(Math.min(1L << Math.min(failures - 1, 5), MAX_RETRY_SECONDS));
     }
 
-    private static void pause(Duration duration) {
+    /** Waits that long, or until the relay stops. */
+    private void pause(Duration duration) {
         try {
-            Thread.sleep(duration.toMillis());
+            this.stopping.await(duration.toMillis(), TimeUnit.MILLISECONDS);
         } catch (InterruptedException ex) {
             Thread.currentThread().interrupt();
         }
@@ -215,6 +222,7 @@ final class OutboxRelay implements SmartLifecycle {
             return;
         }
         this.running = true;
+        this.stopping = new CountDownLatch(1);
         Thread thread = new Thread(this::relay, "idempotency-outbox-relay");
         thread.setDaemon(true);
         thread.start();
@@ -239,10 +247,13 @@ final class OutboxRelay implements SmartLifecycle {
         this.running = false;
         Thread thread = this.thread;
         if (thread != null) {
+            this.stopping.countDown();
             this.wakeUps.release();
             try {
-                // A run under way finishes: its rows are marked, or published again by the next relay.
-                thread.join(Duration.ofSeconds(30).toMillis());
+                // A run under way gets a moment to finish. One that does not (waiting for a connection of a database
+                // that is away, for the broker's confirms) is abandoned with the daemon thread: its transaction never
+                // commits, so its rows stay unpublished, and the next relay publishes them (again, if they went out).
+                thread.join(STOP_WAIT.toMillis());
             } catch (InterruptedException ex) {
                 Thread.currentThread().interrupt();
             }

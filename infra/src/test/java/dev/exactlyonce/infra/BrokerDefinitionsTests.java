@@ -5,6 +5,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.exactlyonce.infra.shop.ShopBrokerUsers;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.Map;
+import java.util.stream.Collectors;
 import org.junit.jupiter.api.Test;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
@@ -20,6 +22,15 @@ class BrokerDefinitionsTests {
 
     @Test
     void theDefinitionsHoldTheShopsUsersWithTheirPermissions() {
+        Map<String, ShopBrokerUsers.TopicPermission> topics = this.definitions
+                .path("topic_permissions")
+                .valueStream()
+                .collect(Collectors.toMap(
+                        permission -> permission.path("user").asString(),
+                        permission -> new ShopBrokerUsers.TopicPermission(
+                                permission.path("exchange").asString(),
+                                permission.path("write").asString(),
+                                permission.path("read").asString())));
         List<ShopBrokerUsers.User> declared = this.definitions
                 .path("permissions")
                 .valueStream()
@@ -28,7 +39,8 @@ class BrokerDefinitionsTests {
                         permission.path("user").asString(),
                         permission.path("configure").asString(),
                         permission.path("write").asString(),
-                        permission.path("read").asString()))
+                        permission.path("read").asString(),
+                        topics.get(permission.path("user").asString())))
                 .toList();
 
         assertThat(declared).containsExactlyInAnyOrderElementsOf(ShopBrokerUsers.users(""));

@@ -18,8 +18,10 @@ import org.junit.jupiter.api.Test;
 /**
  * The three services run together from their jars on real RabbitMQ and PostgreSQL while every ordinary source of
  * duplicates fires (the relay republishes what it did not mark, every broker connection drops once, a period is
- * replayed), status changes arrive out of order, and billing is killed with {@code kill -9} and started again: every
- * event is applied exactly once, nothing is lost, the queues drain, nothing is dead-lettered.
+ * replayed), status changes arrive out of order, stock is killed with {@code kill -9} while its outbox holds committed
+ * events not yet published, and billing is killed and started again: every event is applied exactly once, across both
+ * hops (order service to stock, stock to shipping through stock's outbox), nothing is lost, the queues drain, nothing
+ * is dead-lettered.
  */
 class ThreeSourcesOfDuplicatesIT {
 
@@ -69,7 +71,11 @@ class ThreeSourcesOfDuplicatesIT {
         assertThat(report.exactlyOnce()).isTrue();
         assertThat(report.services())
                 .extracting(Report.ServiceReport::processed)
-                .containsExactly(ORDERS, 5 * ORDERS, ORDERS);
+                .containsExactly(ORDERS, 6 * ORDERS, ORDERS);
+        assertThat(report.hops()).singleElement().satisfies(hop -> {
+            assertThat(hop.emitted()).as("stock.stock.reserved.v1 written").isEqualTo(ORDERS);
+            assertThat(hop.applied()).as("and applied by shipping, once each").isEqualTo(ORDERS);
+        });
         assertThat(report.published())
                 .as("copies from the relay and the replay")
                 .isGreaterThan(report.written());

@@ -7,10 +7,7 @@ import java.util.UUID;
  * The order events the shipping service reads: each one sets the order's status as of a version of the order. The
  * guard picks the record by the envelope's event name.
  */
-public sealed interface OrderEvent {
-
-    /** The order. */
-    UUID orderId();
+public sealed interface OrderEvent extends ShippingEvent {
 
     /** The order's status as of this event. */
     OrderStatus status();

@@ -7,8 +7,9 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * The shipping service. Its one binding, {@code idempotencyGuard|trackOrderStatus}, consumes {@code shipping.events};
- * the guard discards duplicates, and the versioned upsert discards an event that arrives after a newer one.
+ * The shipping service. Its one binding, {@code idempotencyGuard|trackOrderStatus}, consumes {@code shipping.events}:
+ * the order service's events and the stock service's {@code stock.stock.reserved.v1}. The guard discards duplicates,
+ * and the versioned upsert discards an order event that arrives after a newer one.
  */
 @SpringBootApplication
 public class ShippingServiceApplication {
@@ -18,14 +19,25 @@ public class ShippingServiceApplication {
             ON CONFLICT (order_id) DO UPDATE SET status = EXCLUDED.status, version = EXCLUDED.version
             WHERE order_status.version < EXCLUDED.version""";
 
+    private static final String STOCK_RESERVED = """
+            INSERT INTO order_stock (order_id, reservations) VALUES (?, ?)""";
+
     public static void main(String[] args) {
         SpringApplication.run(ShippingServiceApplication.class, args);
     }
 
-    /** Keeps the newest status of each order: an event older than the stored version changes nothing. */
+    /**
+     * Keeps the newest status of each order (an event older than the stored version changes nothing), and records the
+     * reservation of its stock: an order can leave once it is paid and its stock reserved ({@code order_ready}).
+     */
     @Bean
-    Consumer<OrderEvent> trackOrderStatus(JdbcTemplate jdbcTemplate) {
-        return event ->
-                jdbcTemplate.update(UPSERT, event.orderId(), event.status().name(), event.version());
+    Consumer<ShippingEvent> trackOrderStatus(JdbcTemplate jdbcTemplate) {
+        return event -> {
+            if (event instanceof OrderEvent order) {
+                jdbcTemplate.update(UPSERT, order.orderId(), order.status().name(), order.version());
+            } else if (event instanceof ShippingEvent.StockReservedV1 reserved) {
+                jdbcTemplate.update(STOCK_RESERVED, reserved.orderId(), reserved.reservations());
+            }
+        };
     }
 }

@@ -14,6 +14,8 @@ final class ShopEvents {
 
     static final String STATUS_CHANGED = "order.order.status-changed.v1";
 
+    static final String STOCK_RESERVED = "stock.stock.reserved.v1";
+
     private ShopEvents() {}
 
     static EventEnvelope<Map<String, Object>> placed(UUID orderId) {
@@ -31,6 +33,15 @@ final class ShopEvents {
                                         "productId", UUID.randomUUID().toString(),
                                         "quantity", "1.000",
                                         "unitPrice", "3.50"))));
+    }
+
+    /** As the stock service emits it through its outbox. */
+    static EventEnvelope<Map<String, Object>> stockReserved(UUID orderId, int reservations) {
+        return new EventEnvelope<>(
+                UuidV7.generate(),
+                STOCK_RESERVED,
+                Instant.now(),
+                Map.of("orderId", orderId.toString(), "reservations", reservations));
     }
 
     static EventEnvelope<Map<String, Object>> statusChanged(UUID orderId, String status, long version) {

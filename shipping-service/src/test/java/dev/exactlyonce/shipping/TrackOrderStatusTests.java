@@ -53,6 +53,29 @@ class TrackOrderStatusTests {
         this.probe.reset();
     }
 
+    @Test
+    void anOrderCanLeaveOncePaidAndItsStockReservedAndACopyOfTheReservationAddsNothing() {
+        UUID orderId = UUID.randomUUID();
+        this.deliveries.deliver(ShopEvents.placed(orderId));
+        this.deliveries.deliver(ShopEvents.statusChanged(orderId, "PAID", 2));
+        assertThat(readyToLeave(orderId)).as("paid, stock not yet reserved").isFalse();
+
+        EventEnvelope<Map<String, Object>> reserved = ShopEvents.stockReserved(orderId, 3);
+        this.deliveries.deliver(reserved, 2);
+
+        assertThat(readyToLeave(orderId)).isTrue();
+        assertThat(this.jdbcTemplate.queryForList(
+                        "SELECT reservations FROM order_stock WHERE order_id = ?", Integer.class, orderId))
+                .as("one row for the event and its copy")
+                .containsExactly(3);
+        assertThat(status(orderId)).isEqualTo(Map.of("status", "PAID", "version", 2L));
+    }
+
+    private boolean readyToLeave(UUID orderId) {
+        return Boolean.TRUE.equals(this.jdbcTemplate.queryForObject(
+                "SELECT EXISTS (SELECT 1 FROM order_ready WHERE order_id = ?)", Boolean.class, orderId));
+    }
+
     @ParameterizedTest(name = "shuffle seed {0}")
     @ValueSource(longs = {1, 2, 3, 5, 8, 13, 21, 34})
     void versionsDeliveredShuffledAndDuplicatedLeaveTheNewestStatus(long seed) {

@@ -1,6 +1,8 @@
 package dev.exactlyonce.stock;
 
+import dev.exactlyonce.idempotency.Outbox;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
+import java.util.Map;
 import java.util.function.Consumer;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
@@ -9,7 +11,8 @@ import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * The stock service. Its one binding, {@code idempotencyGuard|reserveStock}, consumes {@code stock.events}; the
- * guard lets each placed order through once, in the transaction of its reservations.
+ * guard lets each placed order through once, in the transaction of its reservations, and the order's
+ * {@code stock.stock.reserved.v1} is written to the outbox in that transaction: published once it committed.
  */
 @SpringBootApplication
 public class StockServiceApplication {
@@ -17,19 +20,34 @@ public class StockServiceApplication {
     private static final String RESERVE = """
             INSERT INTO reservation (id, order_id, product_id, quantity) VALUES (?, ?, ?, ?)""";
 
+    /** What the stock service emits once it reserved an order's lines. */
+    static final String STOCK_RESERVED = "stock.stock.reserved.v1";
+
     public static void main(String[] args) {
         SpringApplication.run(StockServiceApplication.class, args);
     }
 
-    /** Reserves each line of a placed order: one {@code reservation} row per line. */
+    /**
+     * Reserves each line of a placed order (one {@code reservation} row per line), and tells it:
+     * {@code stock.stock.reserved.v1}, keyed by the order.
+     */
     @Bean
-    Consumer<OrderPlacedV1> reserveStock(JdbcTemplate jdbcTemplate) {
-        return order ->
-                jdbcTemplate.batchUpdate(RESERVE, order.lines(), order.lines().size(), (statement, line) -> {
-                    statement.setObject(1, UuidV7.generate());
-                    statement.setObject(2, order.orderId());
-                    statement.setObject(3, line.productId());
-                    statement.setBigDecimal(4, line.quantity());
-                });
+    Consumer<OrderPlacedV1> reserveStock(JdbcTemplate jdbcTemplate, Outbox outbox) {
+        return order -> {
+            jdbcTemplate.batchUpdate(RESERVE, order.lines(), order.lines().size(), (statement, line) -> {
+                statement.setObject(1, UuidV7.generate());
+                statement.setObject(2, order.orderId());
+                statement.setObject(3, line.productId());
+                statement.setBigDecimal(4, line.quantity());
+            });
+            outbox.emit(
+                    STOCK_RESERVED,
+                    order.orderId().toString(),
+                    Map.of(
+                            "orderId",
+                            order.orderId(),
+                            "reservations",
+                            order.lines().size()));
+        };
     }
 }

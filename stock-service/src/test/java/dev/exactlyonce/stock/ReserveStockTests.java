@@ -85,6 +85,19 @@ class ReserveStockTests {
     }
 
     @Test
+    void tellsEachReservedOrderOnceThroughItsOutboxInTheTransactionOfItsReservations() {
+        EventEnvelope<Map<String, Object>> order = Orders.placed(2);
+
+        this.deliveries.deliver(order, 2);
+
+        assertThat(stockReserved(order))
+                .as("one stock.stock.reserved.v1 for the order, keyed by it, for the two copies")
+                .singleElement()
+                .satisfies(payload -> assertThat(payload)
+                        .isEqualTo("{\"orderId\": \"%s\", \"reservations\": 2}".formatted(Orders.orderId(order))));
+    }
+
+    @Test
     void aFailedAttemptReservesNothingAndTheRetryReservesOnce() {
         EventEnvelope<Map<String, Object>> order = Orders.placed(2);
         this.probe.failNext(FUNCTION, 1);
@@ -106,11 +119,15 @@ class ReserveStockTests {
         assertThat(this.probe.invocations(FUNCTION)).isEqualTo(3);
         assertThat(reservations(order)).isZero();
         assertThat(this.processedEvents.rows(order.eventId())).isZero();
+        assertThat(stockReserved(order))
+                .as("nothing emitted by the attempts that rolled back")
+                .isEmpty();
 
         this.deliveries.deliver(order);
 
         assertThat(reservations(order)).isEqualTo(2);
         assertThat(this.processedEvents.rows(order.eventId())).isEqualTo(1);
+        assertThat(stockReserved(order)).hasSize(1);
     }
 
     @Test
@@ -157,6 +174,14 @@ class ReserveStockTests {
 
     private void awaitBlockedClaim() {
         await().atMost(Duration.ofSeconds(10)).until(() -> this.processedEvents.blockedClaims() == 1);
+    }
+
+    /** The payloads of the stock.stock.reserved.v1 the service wrote to its outbox for the order. */
+    private List<String> stockReserved(EventEnvelope<Map<String, Object>> order) {
+        return this.jdbcTemplate.queryForList(
+                "SELECT payload::text FROM outbox_event WHERE type = 'stock.stock.reserved.v1' AND aggregateid = ?",
+                String.class,
+                Orders.orderId(order).toString());
     }
 
     private int reservations(EventEnvelope<Map<String, Object>> order) {

@@ -59,12 +59,33 @@ public final class BrokerAdministration {
             put(
                     "/permissions/%2F/" + encode(user.name()),
                     Map.of("configure", user.configure(), "write", user.write(), "read", user.read()));
+            if (user.topic() != null) {
+                put(
+                        "/topic-permissions/%2F/" + encode(user.name()),
+                        Map.of(
+                                "exchange",
+                                user.topic().exchange(),
+                                "write",
+                                user.topic().write(),
+                                "read",
+                                user.topic().read()));
+            }
             return;
         }
         if (!rabbitmqctl("add_user", user.name(), user.name())) {
             run("change_password", user.name(), user.name());
         }
         run("set_permissions", "-p", "/", user.name(), user.configure(), user.write(), user.read());
+        if (user.topic() != null) {
+            run(
+                    "set_topic_permissions",
+                    "-p",
+                    "/",
+                    user.name(),
+                    user.topic().exchange(),
+                    user.topic().write(),
+                    user.topic().read());
+        }
     }
 
     /** Deletes the user, if it exists. */

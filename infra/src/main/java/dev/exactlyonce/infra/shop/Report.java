@@ -9,9 +9,21 @@ import java.util.List;
  *
  * @param written the events the order service wrote to its outbox
  * @param published the messages its relay published, copies included
+ * @param hops the events a service emitted, through its outbox, for another
  * @param services one line per service
  */
-public record Report(int written, int published, List<ServiceReport> services) {
+public record Report(int written, int published, List<Hop> hops, List<ServiceReport> services) {
+
+    /**
+     * An event one service emits and another consumes: the second hop of a chain that starts at the order service.
+     *
+     * @param event the event's name
+     * @param from the service that emits it
+     * @param to the service that applies it
+     * @param emitted the events written to the outbox of {@code from}
+     * @param applied the effects of them in {@code to}
+     */
+    public record Hop(String event, String from, String to, int emitted, int applied) {}
 
     /**
      * @param service the service
@@ -58,10 +70,16 @@ public record Report(int written, int published, List<ServiceReport> services) {
                     service.effects(),
                     service.differences().isEmpty() ? "exactly once" : String.join("; ", service.differences()));
         }
+        for (Hop hop : this.hops) {
+            out.printf(
+                    "%n%s, %s -> %s: %d written to the outbox of %s (one per order), %d applied by %s.%n",
+                    hop.event(), hop.from(), hop.to(), hop.emitted(), hop.from(), hop.applied(), hop.to());
+        }
         out.printf(
                 "%n%s%n",
                 exactlyOnce()
-                        ? "Verdict: exactly once. Every service applied every event once, whatever the copies."
+                        ? "Verdict: exactly once. Every service applied every event once, whatever the copies,"
+                                + " across both hops."
                         : "Verdict: NOT exactly once; see the differences above.");
     }
 }

@@ -2,6 +2,7 @@ package dev.exactlyonce.infra.shop;
 
 import java.util.List;
 import java.util.stream.Stream;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The shop's users on RabbitMQ, each allowed what it needs and nothing more (RabbitMQ's configure, write and read
@@ -11,8 +12,11 @@ import java.util.stream.Stream;
  *   <li>one per consuming service: it configures (declares) its own queue and dead-letter queue, writes to them (to
  *       bind them) and to the dead-letter exchange {@code DLX} (to dead-letter a message), reads its own queue and the
  *       exchanges its queues are bound to. It declares no exchange: the exchanges are the broker's definitions, and
- *       the services check they exist ({@code declare-exchange: false}, {@code declare-dlx: false});
- *   <li>{@code relay}, the order service's outbox relay: writes to the {@code events} exchange, nothing else;
+ *       the services check they exist ({@code declare-exchange: false}, {@code declare-dlx: false}). A service that
+ *       emits events (stock, through its outbox) also writes to the {@code events} exchange, with the routing keys
+ *       of its own events only (a topic permission: it cannot publish an order's event);
+ *   <li>{@code relay}, the order service's outbox relay: writes to the {@code events} exchange, with the order
+ *       service's routing keys only, nothing else;
  *   <li>{@code replay}, the operator's dead-letter replay command: reads the dead-letter queues and writes to the
  *       default exchange, which delivers to a queue by its name.
  * </ul>
@@ -32,7 +36,21 @@ public final class ShopBrokerUsers {
      * @param write the resources it may publish to, or bind queues of
      * @param read the resources it may consume from, or bind to
      */
-    public record User(String name, String configure, String write, String read) {}
+    public record User(
+            String name,
+            String configure,
+            String write,
+            String read,
+            @Nullable TopicPermission topic) {}
+
+    /**
+     * What a user may publish to a topic exchange, by routing key (RabbitMQ's topic authorisation).
+     *
+     * @param exchange the exchange
+     * @param write the routing keys it may publish with
+     * @param read the routing keys it may consume with (not checked for AMQP 0-9-1 bindings)
+     */
+    public record TopicPermission(String exchange, String write, String read) {}
 
     private ShopBrokerUsers() {}
 
@@ -41,11 +59,13 @@ public final class ShopBrokerUsers {
         String exchange = quote("events" + suffix);
         Stream<User> services = ShopScenario.SERVICES.stream().map(service -> {
             String queue = quote(service.queue(suffix));
+            boolean emits = !service.emits().isEmpty();
             return new User(
                     service.database() + suffix,
                     "^%s(\\.dlq)?$".formatted(queue),
-                    "^(%s(\\.dlq)?|%s)$".formatted(queue, DEAD_LETTER_EXCHANGE),
-                    "^(%s|%s|%s)$".formatted(queue, exchange, DEAD_LETTER_EXCHANGE));
+                    "^(%s(\\.dlq)?|%s%s)$".formatted(queue, DEAD_LETTER_EXCHANGE, emits ? "|" + exchange : ""),
+                    "^(%s|%s|%s)$".formatted(queue, exchange, DEAD_LETTER_EXCHANGE),
+                    emits ? publishing("events" + suffix, service.emits()) : null);
         });
         String deadLetterQueues = ShopScenario.SERVICES.stream()
                 .map(service -> quote(service.queue(suffix)) + "\\.dlq")
@@ -54,13 +74,32 @@ public final class ShopBrokerUsers {
         return Stream.concat(
                         services,
                         Stream.of(
-                                new User("relay" + suffix, "^$", "^%s$".formatted(exchange), "^$"),
+                                new User(
+                                        "relay" + suffix,
+                                        "^$",
+                                        "^%s$".formatted(exchange),
+                                        "^$",
+                                        publishing(
+                                                "events" + suffix,
+                                                List.of(OrderService.PLACED, OrderService.STATUS_CHANGED))),
                                 new User(
                                         "replay" + suffix,
                                         "^$",
                                         "^amq\\.default$",
-                                        "^(%s)$".formatted(deadLetterQueues))))
+                                        "^(%s)$".formatted(deadLetterQueues),
+                                        null)))
                 .toList();
+    }
+
+    /** Publishing to the exchange with those routing keys only. */
+    private static TopicPermission publishing(String exchange, List<String> routingKeys) {
+        return new TopicPermission(
+                exchange,
+                "^(%s)$"
+                        .formatted(String.join(
+                                "|",
+                                routingKeys.stream().map(ShopBrokerUsers::quote).toList())),
+                ".*");
     }
 
     /** The user of a service, such as {@code stock} for {@code stock-service}. */

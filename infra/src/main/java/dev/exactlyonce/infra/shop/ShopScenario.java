@@ -56,23 +56,44 @@ public final class ShopScenario implements AutoCloseable {
             String suffix,
             Path logs) {}
 
-    /** A service of the shop. */
-    public record Service(String name, String database, String binding, List<String> events) {
+    /**
+     * A service of the shop.
+     *
+     * @param name its name, such as {@code stock-service}
+     * @param database its database
+     * @param binding its guarded binding
+     * @param events the events it consumes
+     * @param emits the events it emits, through its outbox
+     */
+    public record Service(String name, String database, String binding, List<String> events, List<String> emits) {
 
         String queue(String suffix) {
             return this.name.substring(0, this.name.indexOf('-')) + ".events" + suffix;
         }
     }
 
+    /** What stock-service emits through its outbox once it reserved an order, and shipping-service consumes. */
+    public static final String STOCK_RESERVED = "stock.stock.reserved.v1";
+
     public static final List<Service> SERVICES = List.of(
-            new Service("stock-service", "stock", "idempotencyGuardreserveStock-in-0", List.of(OrderService.PLACED)),
+            new Service(
+                    "stock-service",
+                    "stock",
+                    "idempotencyGuardreserveStock-in-0",
+                    List.of(OrderService.PLACED),
+                    List.of(STOCK_RESERVED)),
             new Service(
                     "shipping-service",
                     "shipping",
                     "idempotencyGuardtrackOrderStatus-in-0",
-                    List.of(OrderService.PLACED, OrderService.STATUS_CHANGED)),
+                    List.of(OrderService.PLACED, OrderService.STATUS_CHANGED, STOCK_RESERVED),
+                    List.of()),
             new Service(
-                    "billing-service", "billing", "idempotencyGuardinvoiceOrder-in-0", List.of(OrderService.PLACED)));
+                    "billing-service",
+                    "billing",
+                    "idempotencyGuardinvoiceOrder-in-0",
+                    List.of(OrderService.PLACED),
+                    List.of()));
 
     private static final JsonMapper json = JsonMapper.builder().build();
 
@@ -170,7 +191,10 @@ public final class ShopScenario implements AutoCloseable {
             this.ports.put(service.name(), freePort());
             this.managementPorts.put(service.name(), freePort());
             this.jdbc.put(service.name(), jdbc(service.database()));
-            starting.add(CompletableFuture.runAsync(() -> startService(service)));
+            // The emitting service's relay is held back until it is killed: what it commits meanwhile waits in its
+            // outbox, as if its process died between the commit and the publication.
+            boolean holdRelay = !service.emits().isEmpty();
+            starting.add(CompletableFuture.runAsync(() -> startService(service, holdRelay)));
         }
         CompletableFuture.allOf(starting.toArray(CompletableFuture[]::new)).join();
         say(
@@ -229,6 +253,12 @@ public final class ShopScenario implements AutoCloseable {
         say("duplicate source 2, the broker: every service's broker connection dropped; the broker redelivers what"
                 + " was delivered and not acknowledged, committed or not");
 
+        for (Service emitting : SERVICES) {
+            if (!emitting.emits().isEmpty()) {
+                killWithUnpublishedEvents(emitting);
+            }
+        }
+
         midway.run();
 
         int replayed = this.relay.replay(from, middle);
@@ -240,11 +270,39 @@ public final class ShopScenario implements AutoCloseable {
     public void killAndRestart(String service) {
         this.processes.get(service).kill();
         say("%s killed (kill -9) in the middle of its work", service);
-        startService(SERVICES.stream()
-                .filter(s -> s.name().equals(service))
-                .findFirst()
-                .orElseThrow());
+        startService(
+                SERVICES.stream()
+                        .filter(s -> s.name().equals(service))
+                        .findFirst()
+                        .orElseThrow(),
+                false);
         say("%s started again", service);
+    }
+
+    /**
+     * Kills an emitting service, whose relay was held back, once its outbox holds committed events: they were never
+     * published when the process died. Started again, its relay publishes them.
+     */
+    private void killWithUnpublishedEvents(Service service) throws Exception {
+        JdbcTemplate db = this.jdbc.get(service.name());
+        waitFor(() -> unpublished(db) > 0, "events in the outbox of " + service.name());
+        this.processes.get(service.name()).kill();
+        say(
+                "%s killed (kill -9) with %d event(s) %s committed in its outbox and not yet published",
+                service.name(), unpublished(db), service.emits());
+        startService(service, false);
+        say("%s started again; its outbox relay publishes what the killed process committed", service.name());
+    }
+
+    private static int unpublished(JdbcTemplate db) {
+        return count(db, "SELECT count(*) FROM outbox_event WHERE published_at IS NULL");
+    }
+
+    /** The events a service must process: one per order, or every order event and stock reservation (shipping). */
+    private int expected(Service service) {
+        return service.events().contains(OrderService.STATUS_CHANGED)
+                ? this.orderService.events() + this.orders.size()
+                : this.orders.size();
     }
 
     /** What each service made of the scenario. */
@@ -257,7 +315,7 @@ public final class ShopScenario implements AutoCloseable {
                 this.orders.stream().map(OrderService.PlacedOrder::amount).reduce(BigDecimal.ZERO, BigDecimal::add);
         for (Service service : SERVICES) {
             JdbcTemplate db = this.jdbc.get(service.name());
-            int expected = service.events().size() == 2 ? this.orderService.events() : this.orders.size();
+            int expected = expected(service);
             List<String> effects = new ArrayList<>();
             List<String> differences = new ArrayList<>();
             switch (service.name()) {
@@ -266,6 +324,11 @@ public final class ShopScenario implements AutoCloseable {
                     effects.add(reservations + " reservations");
                     if (reservations != lines) {
                         differences.add("%d reservations for %d order lines".formatted(reservations, lines));
+                    }
+                    int emitted = count(db, "SELECT count(*) FROM outbox_event");
+                    if (emitted != this.orders.size()) {
+                        differences.add(
+                                "%d %s emitted for %d orders".formatted(emitted, STOCK_RESERVED, this.orders.size()));
                     }
                 }
                 case "shipping-service" -> {
@@ -279,6 +342,15 @@ public final class ShopScenario implements AutoCloseable {
                     effects.add(newest + " newest statuses");
                     if (newest != statuses.size() || copied.size() != statuses.size()) {
                         differences.add("%d of %d orders at their newest status".formatted(newest, statuses.size()));
+                    }
+                    int reserved = count(db, "SELECT count(DISTINCT order_id) FROM order_stock");
+                    int reservedTwice = count(
+                            db,
+                            "SELECT count(*) FROM (SELECT 1 FROM order_stock GROUP BY order_id HAVING count(*) > 1) t");
+                    effects.add(reserved + " stock reservations");
+                    if (reserved != this.orders.size() || reservedTwice > 0) {
+                        differences.add("stock reserved for %d of %d orders, %d of them more than once"
+                                .formatted(reserved, this.orders.size(), reservedTwice));
                     }
                 }
                 default -> {
@@ -319,7 +391,14 @@ public final class ShopScenario implements AutoCloseable {
                     String.join(", ", effects),
                     differences));
         }
-        return new Report(this.orderService.events(), this.relay.published(), services);
+        JdbcTemplate stock = this.jdbc.get("stock-service");
+        Report.Hop hop = new Report.Hop(
+                STOCK_RESERVED,
+                "stock-service",
+                "shipping-service",
+                count(stock, "SELECT count(*) FROM outbox_event WHERE type = '" + STOCK_RESERVED + "'"),
+                count(this.jdbc.get("shipping-service"), "SELECT count(*) FROM order_stock"));
+        return new Report(this.orderService.events(), this.relay.published(), List.of(hop), services);
     }
 
     /**
@@ -394,30 +473,36 @@ public final class ShopScenario implements AutoCloseable {
         }
     }
 
-    private void startService(Service service) {
+    private void startService(Service service, boolean holdRelay) {
         String binding = "spring.cloud.stream.bindings." + service.binding() + ".";
         String role = this.databases.name(service.database());
+        List<String> properties = new ArrayList<>(List.of(
+                // The outbox relay publishes to the run's exchange, which the service's user may not declare.
+                "idempotency.outbox.destination=" + this.exchange,
+                "spring.cloud.stream.rabbit.bindings[" + this.exchange + "].producer.declare-exchange=false",
+                "idempotency.outbox.relay.enabled=" + !holdRelay));
+        properties.addAll(List.of(
+                "spring.datasource.url="
+                        + this.databases
+                                .url(role)
+                                .replaceFirst("//[^/]+/", "//127.0.0.1:" + this.databaseLink.port() + "/"),
+                "spring.datasource.username=" + role,
+                "spring.datasource.password=" + role,
+                "spring.rabbitmq.host=127.0.0.1",
+                "spring.rabbitmq.port=" + this.brokerLink.port(),
+                "spring.rabbitmq.username=" + ShopBrokerUsers.userOf(service, this.settings.suffix()),
+                "spring.rabbitmq.password=" + ShopBrokerUsers.userOf(service, this.settings.suffix()),
+                binding + "destination=" + this.exchange,
+                binding + "group=" + service.queue(this.settings.suffix()),
+                binding + "consumer.back-off-initial-interval=200",
+                binding + "consumer.back-off-max-interval=1000",
+                "billing.payment-provider.url=" + this.provider.url(),
+                "server.port=" + this.ports.get(service.name()),
+                "management.server.port=" + this.managementPorts.get(service.name())));
         ServiceProcess process = ServiceProcess.start(
                 ServiceProcess.jar(this.settings.servicesDir(), service.name()),
                 service.name(),
-                List.of(
-                        "spring.datasource.url="
-                                + this.databases
-                                        .url(role)
-                                        .replaceFirst("//[^/]+/", "//127.0.0.1:" + this.databaseLink.port() + "/"),
-                        "spring.datasource.username=" + role,
-                        "spring.datasource.password=" + role,
-                        "spring.rabbitmq.host=127.0.0.1",
-                        "spring.rabbitmq.port=" + this.brokerLink.port(),
-                        "spring.rabbitmq.username=" + ShopBrokerUsers.userOf(service, this.settings.suffix()),
-                        "spring.rabbitmq.password=" + ShopBrokerUsers.userOf(service, this.settings.suffix()),
-                        binding + "destination=" + this.exchange,
-                        binding + "group=" + service.queue(this.settings.suffix()),
-                        binding + "consumer.back-off-initial-interval=200",
-                        binding + "consumer.back-off-max-interval=1000",
-                        "billing.payment-provider.url=" + this.provider.url(),
-                        "server.port=" + this.ports.get(service.name()),
-                        "management.server.port=" + this.managementPorts.get(service.name())),
+                properties,
                 this.settings.logs().resolve(service.name() + ".log"));
         synchronized (this.processes) {
             this.processes.put(service.name(), process);
@@ -432,7 +517,7 @@ public final class ShopScenario implements AutoCloseable {
             Map<String, Integer> processed = new LinkedHashMap<>();
             boolean done = queued == 0;
             for (Service service : SERVICES) {
-                int expected = service.events().size() == 2 ? this.orderService.events() : this.orders.size();
+                int expected = expected(service);
                 int count = processed(service.name());
                 processed.put(service.name(), count);
                 done &= count >= expected;
