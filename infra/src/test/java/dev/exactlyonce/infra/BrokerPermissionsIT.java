@@ -11,6 +11,7 @@ import com.rabbitmq.client.ConnectionFactory;
 import dev.exactlyonce.idempotency.test.TestRabbit;
 import dev.exactlyonce.infra.shop.BrokerAdministration;
 import dev.exactlyonce.infra.shop.ShopBrokerUsers;
+import dev.exactlyonce.infra.shop.ShopScenario;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.util.List;
@@ -81,6 +82,27 @@ class BrokerPermissionsIT {
             assertRefused(() -> publish(stock, "", queue("shipping")));
             assertRefused(() -> publish(stock, EXCHANGE, "order.order.placed.v1"));
         }
+    }
+
+    @Test
+    void stockPublishesItsOwnEventToTheExchangeAndNoOtherAndTheRelayNotStocks() throws Exception {
+        String shipping = queue("shipping");
+        try (Connection admin = rabbit.newConnection();
+                Channel channel = admin.createChannel()) {
+            channel.queueBind(shipping, EXCHANGE, ShopScenario.STOCK_RESERVED);
+        }
+        try (Connection stock = connectAs("stock")) {
+            publish(stock, EXCHANGE, ShopScenario.STOCK_RESERVED);
+            assertRefused(() -> publish(stock, EXCHANGE, "order.order.status-changed.v1"));
+        }
+        try (Connection relay = connectAs("relay")) {
+            assertRefused(() -> publish(relay, EXCHANGE, ShopScenario.STOCK_RESERVED));
+        }
+        assertThat(rabbit.drain(shipping))
+                .extracting(message -> message.getEnvelope().getRoutingKey())
+                .as("stock's event, routed to shipping's queue; not the refused one")
+                .contains(ShopScenario.STOCK_RESERVED)
+                .doesNotContain("order.order.status-changed.v1");
     }
 
     @Test

@@ -56,11 +56,11 @@ public record Report(int written, int published, List<Hop> hops, List<ServiceRep
                         + " the replay included; the broker's redeliveries come on top).%n%n",
                 this.written, this.published);
         out.printf(
-                "%-18s %8s %10s %11s %13s %7s  %-34s %s%n",
+                "%-18s %8s %10s %11s %13s %7s  %-44s %s%n",
                 "service", "events", "processed", "duplicates", "dead letters", "took", "effects", "verdict");
         for (ServiceReport service : this.services) {
             out.printf(
-                    "%-18s %8d %10d %11d %13d %6.1fs  %-34s %s%n",
+                    "%-18s %8d %10d %11d %13d %6.1fs  %-44s %s%n",
                     service.service(),
                     service.expected(),
                     service.processed(),
