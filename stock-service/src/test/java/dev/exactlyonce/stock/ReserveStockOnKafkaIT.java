@@ -57,13 +57,16 @@ import tools.jackson.databind.json.JsonMapper;
 @ActiveProfiles("kafka")
 @EmbeddedKafka(
         partitions = 4,
-        topics = {ReserveStockOnKafkaIT.TOPIC, ReserveStockOnKafkaIT.DEAD_LETTERS})
+        topics = {ReserveStockOnKafkaIT.TOPIC, ReserveStockOnKafkaIT.DEAD_LETTERS, ReserveStockOnKafkaIT.STOCK_RESERVED
+        })
 @EnableIdempotencyTestKit(testBinder = false)
 class ReserveStockOnKafkaIT {
 
     static final String TOPIC = "order.order.placed.v1";
 
     static final String DEAD_LETTERS = "stock.events.dlq";
+
+    static final String STOCK_RESERVED = "stock.stock.reserved.v1";
 
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
@@ -104,6 +107,32 @@ class ReserveStockOnKafkaIT {
         assertThat(reservations(order)).isEqualTo(2);
         assertThat(this.processedEvents.rows(order.eventId())).isEqualTo(1);
         assertThat(this.probe.invocations("reserveStock")).isEqualTo(1);
+    }
+
+    @Test
+    void theOutboxPublishesTheReservationOnceToItsTopicKeyedByTheOrderAfterTheCommit() {
+        EventEnvelope<Map<String, Object>> order = Orders.placed(2);
+
+        send(order, "key-3");
+        send(order, "key-3");
+
+        String orderId = Orders.orderId(order).toString();
+        await().atMost(Duration.ofSeconds(60))
+                .until(() -> this.jdbcTemplate.queryForObject(
+                                "SELECT count(*) FROM outbox_event WHERE aggregateid = ? AND published_at IS NOT NULL",
+                                Integer.class,
+                                orderId)
+                        == 1);
+        UUID eventId = this.jdbcTemplate.queryForObject(
+                "SELECT id FROM outbox_event WHERE aggregateid = ?", UUID.class, orderId);
+        List<ConsumerRecord<String, byte[]>> published = records(STOCK_RESERVED, orderId);
+        assertThat(published).singleElement().satisfies(record -> {
+            assertThat(record.key()).isEqualTo(orderId);
+            EventEnvelope<?> envelope = this.codec.decode(record.value());
+            assertThat(envelope.eventId()).isEqualTo(eventId);
+            assertThat(envelope.eventName()).isEqualTo(STOCK_RESERVED);
+            assertThat(envelope.payload().toString()).contains("\"reservations\":2");
+        });
     }
 
     @Test
@@ -264,6 +293,33 @@ class ReserveStockOnKafkaIT {
             }
         }
         throw new AssertionError("No dead letter of " + id + " within 60 s");
+    }
+
+    /** The records of the topic whose value contains that text, read from the start until none came for 2 s. */
+    private List<ConsumerRecord<String, byte[]>> records(String topic, String text) {
+        Properties properties = new Properties();
+        properties.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
+        properties.put(ConsumerConfig.GROUP_ID_CONFIG, "test-" + UUID.randomUUID());
+        properties.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        List<ConsumerRecord<String, byte[]>> found = new ArrayList<>();
+        try (KafkaConsumer<String, byte[]> consumer =
+                new KafkaConsumer<>(properties, new StringDeserializer(), new ByteArrayDeserializer())) {
+            consumer.subscribe(List.of(topic));
+            long quietSince = System.nanoTime();
+            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
+            while (System.nanoTime() < deadline
+                    && (found.isEmpty()
+                            || System.nanoTime() - quietSince
+                                    < Duration.ofSeconds(2).toNanos())) {
+                for (ConsumerRecord<String, byte[]> record : consumer.poll(Duration.ofMillis(500))) {
+                    if (new String(record.value(), UTF_8).contains(text)) {
+                        found.add(record);
+                        quietSince = System.nanoTime();
+                    }
+                }
+            }
+        }
+        return found;
     }
 
     private void awaitAttempts(EventEnvelope<?> event, int count) {
