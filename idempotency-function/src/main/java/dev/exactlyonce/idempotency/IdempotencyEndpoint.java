@@ -12,7 +12,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * The {@code idempotency} Actuator endpoint: how big the table of processed event ids is (the planner's estimate, and
- * its size on disk), how old its oldest row is, and the retention that bounds it. It only reads: the purge, which
+ * its size on disk), how old its oldest row is, the retention that bounds it, and what waits in the outbox. It only reads: the purge, which
  * deletes rows, is an operation of {@link PurgingIdempotencyEndpoint}, registered in its place when
  * {@code idempotency.endpoint.purge-enabled} is true.
  */
@@ -40,6 +40,7 @@ public class IdempotencyEndpoint {
      * @param retention how long ids are kept
      * @param replayHorizon how late a copy can arrive, which the retention covers
      * @param partitioned whether the table is range-partitioned (old ids then go with whole partitions)
+     * @param outbox what waits in the outbox, when the schema has one
      */
     public record Status(
             String table,
@@ -49,15 +50,28 @@ public class IdempotencyEndpoint {
             @Nullable Duration oldestAge,
             Duration retention,
             Duration replayHorizon,
-            boolean partitioned) {}
+            boolean partitioned,
+            @Nullable Outbox outbox) {}
+
+    /**
+     * The outbox's backlog.
+     *
+     * @param unpublished the rows not yet published
+     * @param oldestWrittenAt when the oldest of them was written, if there is one
+     * @param lag how long it has waited (zero when there is none)
+     */
+    public record Outbox(long unpublished, @Nullable Instant oldestWrittenAt, Duration lag) {}
 
     private final JdbcTemplate jdbcTemplate;
 
     private final IdempotencyProperties properties;
 
+    private final OutboxBacklog outbox;
+
     IdempotencyEndpoint(DataSource dataSource, IdempotencyProperties properties) {
         this.jdbcTemplate = new JdbcTemplate(dataSource);
         this.properties = properties;
+        this.outbox = new OutboxBacklog(dataSource);
     }
 
     @ReadOperation
@@ -74,6 +88,7 @@ public class IdempotencyEndpoint {
                 oldestProcessedAt != null ? Duration.between(oldestProcessedAt, Instant.now()) : null,
                 this.properties.retention(),
                 this.properties.replayHorizon().total(),
-                this.properties.partitioning().enabled());
+                this.properties.partitioning().enabled(),
+                this.outbox.read());
     }
 }

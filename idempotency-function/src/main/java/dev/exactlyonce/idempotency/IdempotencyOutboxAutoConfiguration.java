@@ -5,9 +5,12 @@ import javax.sql.DataSource;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator;
+import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.cloud.stream.binder.BinderFactory;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.StreamBridge;
@@ -60,6 +63,19 @@ class IdempotencyOutboxAutoConfiguration {
                     relay.batchSize(),
                     relay.pollInterval(),
                     metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
+        }
+    }
+
+    /** {@code DOWN} when the oldest unpublished row has waited longer than the lag bound. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(HealthIndicator.class)
+    static class Health {
+
+        @Bean
+        @ConditionalOnEnabledHealthIndicator("outbox")
+        HealthIndicator outboxHealthIndicator(DataSource dataSource, OutboxProperties properties) {
+            return new OutboxHealthIndicator(
+                    new OutboxBacklog(dataSource), properties.relay().lagBound());
         }
     }
 

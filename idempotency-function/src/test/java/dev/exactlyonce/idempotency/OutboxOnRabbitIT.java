@@ -34,7 +34,10 @@ import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.health.contributor.HealthIndicator;
+import org.springframework.boot.health.contributor.Status;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.cloud.stream.binder.BinderFactory;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
@@ -57,7 +60,8 @@ import org.springframework.transaction.support.TransactionTemplate;
             "spring.cloud.function.definition=idempotencyGuard|noticeThing;idempotencyGuard|auditThing",
             "spring.cloud.stream.default-binder=rabbit",
             // Only a commit wakes the relay up in these tests (or a test's own run), so that what it does is theirs.
-            "idempotency.outbox.relay.poll-interval=1h"
+            "idempotency.outbox.relay.poll-interval=1h",
+            "idempotency.outbox.relay.lag-bound=1s"
         })
 @EnableIdempotencyTestKit(testBinder = false)
 class OutboxOnRabbitIT {
@@ -171,6 +175,13 @@ class OutboxOnRabbitIT {
 
     @Autowired
     DataSource dataSource;
+
+    @Autowired
+    IdempotencyProperties properties;
+
+    @Autowired
+    @Qualifier("outboxHealthIndicator")
+    HealthIndicator outboxHealth;
 
     @Autowired
     StreamBridge streamBridge;
@@ -361,6 +372,18 @@ class OutboxOnRabbitIT {
             assertThat(run.published()).isZero();
             assertThat(run.failure()).contains(event.toString());
             assertThat(unpublished()).isEqualTo(1);
+            await().atMost(Duration.ofSeconds(10))
+                    .untilAsserted(() -> assertThat(this.outboxHealth.health().getStatus())
+                            .as("the row has waited longer than the lag bound")
+                            .isEqualTo(Status.DOWN));
+            assertThat(new IdempotencyEndpoint(this.dataSource, this.properties)
+                            .status()
+                            .outbox())
+                    .as("the idempotency endpoint shows the backlog")
+                    .satisfies(outbox -> {
+                        assertThat(outbox.unpublished()).isEqualTo(1);
+                        assertThat(outbox.lag()).isGreaterThan(Duration.ofSeconds(1));
+                    });
         } finally {
             try (Connection connection = rabbit.newConnection();
                     Channel channel = connection.createChannel()) {
@@ -371,6 +394,7 @@ class OutboxOnRabbitIT {
         await().atMost(Duration.ofSeconds(30)).until(() -> runRelay().published() == 1);
         assertThat(eventIds(awaitEmitted(1))).containsExactly(event);
         assertThat(unpublished()).isZero();
+        assertThat(this.outboxHealth.health().getStatus()).isEqualTo(Status.UP);
     }
 
     /** A run of the relay: the test's own, or the one the commit woke up, which must end first. */
