@@ -73,6 +73,13 @@ final class OutboxPublisher {
 
     private static final String KAFKA_KEY = "kafka_messageKey";
 
+    /**
+     * The most rows in flight at once. Spring AMQP keeps a channel whose confirms are pending out of its cache (25
+     * channels by default) until they arrive, so each row in flight holds a channel: past the cache, every send would
+     * open and close one.
+     */
+    static final int MAX_IN_FLIGHT = 20;
+
     private final StreamBridge streamBridge;
 
     private final BinderFactory binderFactory;
@@ -110,6 +117,7 @@ final class OutboxPublisher {
             Set<String> keys = new HashSet<>();
             int end = start;
             while (end < rows.size()
+                    && end - start < MAX_IN_FLIGHT
                     && keys.add(
                             rows.get(end).destination() + '\n' + rows.get(end).key())) {
                 end++;

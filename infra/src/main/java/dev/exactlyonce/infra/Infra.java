@@ -2,6 +2,7 @@ package dev.exactlyonce.infra;
 
 import com.rabbitmq.client.Connection;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.infra.bench.OutboxBenchmark;
 import dev.exactlyonce.infra.bench.PipelineBenchmark;
 import dev.exactlyonce.infra.bench.PostgresServer;
 import dev.exactlyonce.infra.bench.PurgeBenchmark;
@@ -52,14 +53,20 @@ public final class Infra {
               bench-pipeline [--messages <n>] [--seconds <s>] [--rate <r>] [--concurrency <c>] [--ack-every <a>]
                              [--prefetch <p>] [--rounds <k>]
                   Throughput and p50/p99 latency of the whole pipeline (RabbitMQ, binder, transaction, guard,
-                  handler, commit, ack) without the guard, with it, with duplicates only, behind Spring
-                  Integration's idempotent receiver, and in batches (one event per call, a function of a list,
+                  handler, commit, ack) without the guard, with it, emitting an event through the outbox, with
+                  duplicates only, behind Spring Integration's idempotent receiver, and in batches (one event per call, a function of a list,
                   duplicates only, and without a bound on a batch's wait), with the ratios between them. <n> events
                   (default 10,000) per throughput run; <s> seconds (default 5) of events at <r> per second
                   (default 400, the same offered load for every scenario) for latency;
                   <c> consumers per binding (default 2); a broker ack every <a> messages (default 1); <p>
                   unacknowledged messages per consumer (default 100). Every scenario runs <k> times (default 3),
                   in turn, and the median run is reported: the machine's noise hits all scenarios alike.
+
+              bench-outbox [--events <n>] [--rate <r>] [--seconds <s>] [--rounds <k>]
+                  The outbox relay: events/s published with publisher confirms while <n> events (default 20,000)
+                  are written in transactions of 500, and the p50/p99 from a commit to the event's arrival at a
+                  consumer, one event per transaction at <r> per second (default 400) for <s> seconds (default
+                  10); <k> rounds (default 3), median and range.
 
             RabbitMQ is read from SPRING_RABBITMQ_HOST, SPRING_RABBITMQ_PORT, SPRING_RABBITMQ_USERNAME,
             SPRING_RABBITMQ_PASSWORD and SPRING_RABBITMQ_VIRTUAL_HOST (default localhost:5672, guest).
@@ -83,6 +90,7 @@ public final class Infra {
                 case "replay-dead-letters" -> replayDeadLetters(args, out);
                 case "bench-purge" -> benchPurge(args, out);
                 case "bench-pipeline" -> benchPipeline(args, out);
+                case "bench-outbox" -> benchOutbox(args, out);
                 default -> {
                     err.printf("Unknown command '%s'.%n%n%s", args[0], USAGE);
                     yield 2;
@@ -154,6 +162,20 @@ public final class Infra {
                 .run(
                         Integer.parseInt(options.getOrDefault("--messages", "10000")),
                         Duration.ofSeconds(Long.parseLong(options.getOrDefault("--seconds", "5"))));
+        return 0;
+    }
+
+    private static int benchOutbox(String[] args, PrintStream out) throws Exception {
+        Map<String, String> options = options(args, "--events", "--rate", "--seconds", "--rounds");
+        new OutboxBenchmark(
+                        PostgresServer.fromEnvironment(System.getenv()),
+                        System.getenv(),
+                        out,
+                        Integer.parseInt(options.getOrDefault("--rounds", "3")))
+                .run(
+                        Integer.parseInt(options.getOrDefault("--events", "20000")),
+                        Double.parseDouble(options.getOrDefault("--rate", "400")),
+                        Duration.ofSeconds(Long.parseLong(options.getOrDefault("--seconds", "10"))));
         return 0;
     }
 

@@ -78,6 +78,10 @@ public final class PipelineBenchmark {
 
     private static final Scenario GUARD = new Scenario("with guard", "idempotencyGuard|recordEffect", false, false);
 
+    /** With the guard, the handler emitting one event through the outbox, published by the relay meanwhile. */
+    private static final Scenario EMITS = new Scenario(
+            "with guard, emitting an event (outbox)", "idempotencyGuard|recordEffectAndEmit", false, false);
+
     private static final Scenario DUPLICATES =
             new Scenario("duplicates only (guard discards all)", "idempotencyGuard|recordEffect", false, true);
 
@@ -110,6 +114,7 @@ public final class PipelineBenchmark {
     private static final List<Scenario> SCENARIOS = List.of(
             WITHOUT_GUARD,
             GUARD,
+            EMITS,
             DUPLICATES,
             PEER,
             BATCH,
@@ -196,7 +201,7 @@ public final class PipelineBenchmark {
             PrintStream report = this.out;
             this.out = new PrintStream(PrintStream.nullOutputStream());
             for (Scenario scenario : SCENARIOS) {
-                jdbc.execute("TRUNCATE effect, processed_event, int_metadata_store");
+                jdbc.execute("TRUNCATE effect, processed_event, int_metadata_store, outbox_event");
                 run(scenario, database, run, connection, jdbc, Math.min(messages, 5_000), Duration.ofSeconds(2));
             }
             this.out = report;
@@ -204,7 +209,7 @@ public final class PipelineBenchmark {
                 this.out.printf("round %d of %d%n", round, this.rounds);
                 List<Figures> thisRound = new ArrayList<>();
                 for (Scenario scenario : SCENARIOS) {
-                    jdbc.execute("TRUNCATE effect, processed_event, int_metadata_store");
+                    jdbc.execute("TRUNCATE effect, processed_event, int_metadata_store, outbox_event");
                     thisRound.add(run(scenario, database, run, connection, jdbc, messages, latencySpan));
                 }
                 rounds.add(thisRound);
@@ -310,6 +315,8 @@ public final class PipelineBenchmark {
                 rabbitBindings + "binding-routing-key=" + PipelineBenchmarkApplication.EVENT,
                 rabbitBindings + "prefetch=" + (scenario.batch() ? 200 : this.prefetch),
                 "idempotency.purge.enabled=false",
+                // The outbox's events go to the run's exchange, which routes them nowhere (no queue is bound).
+                "idempotency.outbox.destination=" + exchange,
                 "logging.level.root=WARN",
                 "logging.level.dev.exactlyonce.idempotency.IdempotencyGuard=ERROR"));
         if (scenario.batch()) {
@@ -432,6 +439,7 @@ public final class PipelineBenchmark {
 
     private static final List<Ratio> RATIOS = List.of(
             Ratio.atLeast("with guard / without guard", GUARD, WITHOUT_GUARD, 0.90),
+            Ratio.atLeast("emitting an event through the outbox / with guard", EMITS, GUARD, 0.85),
             Ratio.atLeast("duplicates discarded / processing (with guard)", DUPLICATES, GUARD, 3),
             Ratio.atLeast("with guard / peer", GUARD, PEER, 1.0),
             Ratio.atLeast("batch mode / single-message mode, events/s", BATCH, GUARD, 5),

@@ -1,5 +1,6 @@
 package dev.exactlyonce.infra.bench;
 
+import dev.exactlyonce.idempotency.Outbox;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.EventName;
@@ -33,6 +34,9 @@ class PipelineBenchmarkApplication {
 
     static final String EVENT = "bench.effect.v1";
 
+    /** What {@code recordEffectAndEmit} emits. */
+    static final String EMITTED = "bench.effect.recorded.v1";
+
     private static final String INSERT = "INSERT INTO effect (id, amount) VALUES (?, ?)";
 
     /**
@@ -48,6 +52,15 @@ class PipelineBenchmarkApplication {
     @Bean
     Consumer<Effect> recordEffect(JdbcTemplate jdbc) {
         return effect -> jdbc.update(INSERT, effect.id(), effect.amount());
+    }
+
+    /** Behind the guard, emitting one event through the outbox: {@code idempotencyGuard|recordEffectAndEmit}. */
+    @Bean
+    Consumer<Effect> recordEffectAndEmit(JdbcTemplate jdbc, Outbox outbox) {
+        return effect -> {
+            jdbc.update(INSERT, effect.id(), effect.amount());
+            outbox.emit(EMITTED, effect.id().toString(), effect);
+        };
     }
 
     /** Behind the guard, in batches: {@code idempotencyGuard|recordEffects}. */
