@@ -195,6 +195,8 @@ public final class TestPostgres {
         static TestPostgres postgres() {
             org.testcontainers.postgresql.PostgreSQLContainer container =
                     new org.testcontainers.postgresql.PostgreSQLContainer("postgres:16-alpine");
+            // Logical decoding, for tests that read the outbox through change data capture (Debezium).
+            container.withCommand("postgres", "-c", "fsync=off", "-c", "wal_level=logical");
             container.start();
             logger.info("Tests use PostgreSQL in container {}", container.getContainerId());
             return new TestPostgres(
