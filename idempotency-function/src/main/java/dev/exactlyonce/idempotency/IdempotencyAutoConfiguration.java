@@ -60,7 +60,12 @@ class IdempotencyAutoConfiguration {
         return new EnvelopeCodec();
     }
 
+    /**
+     * Only where a definition composes it: Spring Cloud Function binds a service's only function when no definition
+     * names one, and a service that just emits through the outbox would consume on the guard's behalf.
+     */
     @Bean(IdempotencyGuard.NAME)
+    @ConditionalOnGuardedDefinition
     @ConditionalOnSingleCandidate(DataSource.class)
     @ConditionalOnMissingBean(name = IdempotencyGuard.NAME)
     IdempotencyGuard idempotencyGuard(
