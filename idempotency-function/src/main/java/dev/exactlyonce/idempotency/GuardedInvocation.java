@@ -183,6 +183,9 @@ final class GuardedInvocation {
             throw new IdempotencyException(
                     "%s returned events, and the service has no outbox to write them to".formatted(functionName));
         }
+        if (result instanceof Message<?> message) {
+            result = message.getPayload();
+        }
         List<OutgoingEvent> events = new ArrayList<>();
         if (result instanceof OutgoingEvent event) {
             events.add(event);

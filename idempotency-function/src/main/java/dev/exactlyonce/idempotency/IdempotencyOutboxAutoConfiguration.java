@@ -66,9 +66,13 @@ class IdempotencyOutboxAutoConfiguration {
         }
     }
 
-    /** {@code DOWN} when the oldest unpublished row has waited longer than the lag bound. */
+    /**
+     * {@code DOWN} when the oldest unpublished row has waited longer than the lag bound. Only with the relay: without
+     * it (Debezium publishes the rows) no row is ever marked published.
+     */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(HealthIndicator.class)
+    @ConditionalOnBooleanProperty(name = "idempotency.outbox.relay.enabled", matchIfMissing = true)
     static class Health {
 
         @Bean
@@ -79,7 +83,10 @@ class IdempotencyOutboxAutoConfiguration {
         }
     }
 
-    /** Deletes the rows published longer ago than {@code idempotency.outbox.retention}. */
+    /**
+     * Deletes the rows published longer ago than {@code idempotency.outbox.retention}; without the relay (Debezium
+     * reads the rows from the write-ahead log), the rows written longer ago.
+     */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnBooleanProperty(name = "idempotency.purge.enabled", matchIfMissing = true)
     static class Purge {
@@ -88,7 +95,10 @@ class IdempotencyOutboxAutoConfiguration {
         Schedule idempotencyOutboxPurgeSchedule(
                 DataSource dataSource, IdempotencyProperties idempotency, OutboxProperties properties) {
             OutboxPurge purge = new OutboxPurge(
-                    dataSource, properties.retention(), idempotency.purge().batchSize());
+                    dataSource,
+                    properties.retention(),
+                    idempotency.purge().batchSize(),
+                    properties.relay().enabled());
             return new Schedule(
                     "idempotency-outbox-purge",
                     purge::purge,

@@ -2,10 +2,14 @@ package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
+import java.sql.Connection;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
 import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.jdbc.core.ConnectionCallback;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
@@ -22,8 +26,17 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  */
 public final class Outbox {
 
+    /**
+     * Takes the key's transaction-level advisory lock before the row gets its position: two transactions that write
+     * events of one key then take their positions in the order they commit, and the relay, which publishes by
+     * position, publishes them in that order too (without it, a transaction that wrote first but committed last would
+     * have its event published after the other's, or before it, depending on when the relay ran).
+     */
     private static final String INSERT = """
-            INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload) VALUES (?, ?, ?, ?, ?::jsonb)""";
+            INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload)
+            SELECT ?, ?, ?, ?, ?::jsonb FROM (SELECT pg_advisory_xact_lock(hashtext(?), hashtext(?))) AS key_lock""";
+
+    private static final Logger logger = LoggerFactory.getLogger(Outbox.class);
 
     private final DataSource dataSource;
 
@@ -77,7 +90,9 @@ public final class Outbox {
     /** Writes events for a destination in the transaction under way; returns their ids, in order. */
     List<UUID> write(String destination, List<OutgoingEvent> events) {
         if (!TransactionSynchronizationManager.isActualTransactionActive()
-                || !TransactionSynchronizationManager.hasResource(this.dataSource)) {
+                || !TransactionSynchronizationManager.hasResource(this.dataSource)
+                // A transaction of another resource can leave a connection of the DataSource bound in auto-commit.
+                || !Boolean.FALSE.equals(this.jdbc.execute((ConnectionCallback<Boolean>) Connection::getAutoCommit))) {
             throw new IllegalStateException(("Outbox.emit writes the event in the transaction of its effect, and no"
                     + " transaction on the service's DataSource is under way: call it from a guarded function,"
                     + " or from a @Transactional method"));
@@ -91,7 +106,9 @@ public final class Outbox {
                     destination,
                     event.key(),
                     event.name(),
-                    this.codec.writePayload(event.payload()).toString());
+                    this.codec.writePayload(event.payload()).toString(),
+                    destination,
+                    event.key());
             ids.add(id);
         }
         Written written = (Written) TransactionSynchronizationManager.getResource(this);
@@ -110,9 +127,25 @@ public final class Outbox {
         private int rows;
 
         @Override
+        public void suspend() {
+            // An inner transaction (REQUIRES_NEW) counts and wakes the relay for its own rows.
+            TransactionSynchronizationManager.unbindResourceIfPossible(Outbox.this);
+        }
+
+        @Override
+        public void resume() {
+            TransactionSynchronizationManager.bindResource(Outbox.this, this);
+        }
+
+        @Override
         public void afterCommit() {
-            Outbox.this.metrics.outboxWritten(this.rows);
-            Outbox.this.afterCommit.run();
+            // The transaction committed: nothing here may fail its caller, who would retry and emit a second time.
+            try {
+                Outbox.this.metrics.outboxWritten(this.rows);
+                Outbox.this.afterCommit.run();
+            } catch (RuntimeException ex) {
+                logger.warn("Could not wake the outbox relay up after a commit; it polls: {}", ex.toString());
+            }
         }
 
         @Override

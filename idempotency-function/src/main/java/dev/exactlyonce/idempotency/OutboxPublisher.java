@@ -58,10 +58,10 @@ final class OutboxPublisher {
     /**
      * What a publication did.
      *
-     * @param confirmed how many of the rows, from the first, the broker confirmed
-     * @param failure why the next one was not, if it was not
+     * @param confirmed the rows the broker confirmed
+     * @param failure why a row was not, if one was not (the first such reason)
      */
-    record Published(int confirmed, @Nullable String failure) {}
+    record Published(List<UUID> confirmed, @Nullable String failure) {}
 
     private enum Confirms {
         RABBIT,
@@ -106,86 +106,106 @@ final class OutboxPublisher {
     }
 
     /**
-     * Publishes the rows in their order, and stops at the first one the broker did not take. The rows go in waves of
-     * distinct keys: a row is sent once the previous row of its key was confirmed. The binder's channels (on
-     * RabbitMQ, a channel whose confirms are pending is not reused) do not keep the order of two messages in flight
-     * at once, so two of one key are never in flight at once.
+     * Publishes the rows in their order. They go in waves of distinct keys: a row is sent once the previous row of its
+     * key was confirmed. The binder's channels do not keep the order of two messages in flight at once (on RabbitMQ, a
+     * channel whose confirms are pending is not reused), so two of one key are never in flight at once. A row the
+     * broker does not take holds back the later rows of its key, in this run, and no other: a destination that
+     * refuses everything, or one poison row, does not stop the other keys.
      */
     Published publish(List<Row> rows) {
-        int start = 0;
-        while (start < rows.size()) {
-            Set<String> keys = new HashSet<>();
-            int end = start;
-            while (end < rows.size()
-                    && end - start < MAX_IN_FLIGHT
-                    && keys.add(
-                            rows.get(end).destination() + '\n' + rows.get(end).key())) {
-                end++;
-            }
-            Published wave = publishWave(rows.subList(start, end));
-            if (wave.failure() != null) {
-                return new Published(start + wave.confirmed(), wave.failure());
-            }
-            start = end;
-        }
-        return new Published(rows.size(), null);
-    }
-
-    private Published publishWave(List<Row> rows) {
-        List<CompletableFuture<Boolean>> confirms = new ArrayList<>(rows.size());
+        Set<String> failedKeys = new HashSet<>();
+        List<UUID> confirmed = new ArrayList<>(rows.size());
         String failure = null;
-        for (Row row : rows) {
-            Confirms confirm = this.destinations.computeIfAbsent(row.destination(), this::prepare);
-            MessageBuilder<byte[]> message = MessageBuilder.withPayload(this.codec.encode(new EventEnvelope<>(
-                            row.id(),
-                            row.eventName(),
-                            row.occurredAt(),
-                            this.codec.decodePayload(row.payload().getBytes(UTF_8)))))
-                    .setHeader(MessageHeaders.CONTENT_TYPE, "application/json")
-                    .setHeader(EventHeaders.EVENT_ID, row.id().toString())
-                    .setHeader(EventHeaders.EVENT_NAME, row.eventName());
-            CompletableFuture<Boolean> confirmed = switch (confirm) {
-                case RABBIT -> RabbitConfirm.correlate(message, row.id());
-                case SYNC -> {
-                    message.setHeader(KAFKA_KEY, row.key().getBytes(UTF_8));
-                    yield CompletableFuture.completedFuture(true);
+        List<Row> pending = rows;
+        while (!pending.isEmpty()) {
+            List<Row> wave = new ArrayList<>();
+            List<Row> later = new ArrayList<>();
+            Set<String> keys = new HashSet<>();
+            for (Row row : pending) {
+                String key = row.destination() + '\n' + row.key();
+                if (failedKeys.contains(key)) {
+                    continue;
                 }
-                case NONE -> CompletableFuture.completedFuture(true);
-            };
-            try {
-                if (!this.streamBridge.send(row.destination(), message.build())) {
-                    failure = "the binder did not take event " + row.id();
-                    break;
+                if (wave.size() < MAX_IN_FLIGHT && keys.add(key)) {
+                    wave.add(row);
+                } else {
+                    later.add(row);
+                    // Later rows of a key waiting for this wave wait too, so that they keep their order.
+                    keys.add(key);
                 }
-            } catch (RuntimeException ex) {
-                failure = "could not publish event %s to %s: %s".formatted(row.id(), row.destination(), ex);
-                break;
             }
-            confirms.add(confirmed);
-        }
-        long deadline = System.nanoTime() + this.confirmTimeout.toNanos();
-        int confirmed = 0;
-        for (CompletableFuture<Boolean> confirm : confirms) {
-            UUID eventId = rows.get(confirmed).id();
-            try {
-                if (!confirm.get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)) {
-                    return new Published(confirmed, "the broker refused (nack) event " + eventId);
+            for (Outcome outcome : publishWave(wave)) {
+                if (outcome.failure() == null) {
+                    confirmed.add(outcome.row().id());
+                } else {
+                    failedKeys.add(
+                            outcome.row().destination() + '\n' + outcome.row().key());
+                    failure = failure != null ? failure : outcome.failure();
                 }
-            } catch (TimeoutException ex) {
-                return new Published(
-                        confirmed,
-                        ("no confirm of event %s within %s (idempotency.outbox.relay.confirm-timeout); on RabbitMQ,"
-                                        + " check that spring.rabbitmq.publisher-confirm-type is correlated")
-                                .formatted(eventId, this.confirmTimeout));
-            } catch (ExecutionException ex) {
-                return new Published(confirmed, "event %s was not confirmed: %s".formatted(eventId, ex.getCause()));
-            } catch (InterruptedException ex) {
-                Thread.currentThread().interrupt();
-                return new Published(confirmed, "interrupted while waiting for the broker's confirms");
             }
-            confirmed++;
+            pending = later;
         }
         return new Published(confirmed, failure);
+    }
+
+    /** What became of a row: published and confirmed, or not, and why. */
+    private record Outcome(Row row, @Nullable String failure) {}
+
+    private List<Outcome> publishWave(List<Row> rows) {
+        List<Outcome> outcomes = new ArrayList<>(rows.size());
+        List<Row> sent = new ArrayList<>(rows.size());
+        List<CompletableFuture<Boolean>> confirms = new ArrayList<>(rows.size());
+        for (Row row : rows) {
+            try {
+                Confirms confirm = this.destinations.computeIfAbsent(row.destination(), this::prepare);
+                MessageBuilder<byte[]> message = MessageBuilder.withPayload(this.codec.encode(new EventEnvelope<>(
+                                row.id(),
+                                row.eventName(),
+                                row.occurredAt(),
+                                this.codec.decodePayload(row.payload().getBytes(UTF_8)))))
+                        .setHeader(MessageHeaders.CONTENT_TYPE, "application/json")
+                        .setHeader(EventHeaders.EVENT_ID, row.id().toString())
+                        .setHeader(EventHeaders.EVENT_NAME, row.eventName());
+                CompletableFuture<Boolean> confirmed = switch (confirm) {
+                    case RABBIT -> RabbitConfirm.correlate(message, row.id());
+                    case SYNC -> {
+                        message.setHeader(KAFKA_KEY, row.key().getBytes(UTF_8));
+                        yield CompletableFuture.completedFuture(true);
+                    }
+                    case NONE -> CompletableFuture.completedFuture(true);
+                };
+                if (!this.streamBridge.send(row.destination(), message.build())) {
+                    outcomes.add(new Outcome(row, "the binder did not take event " + row.id()));
+                    continue;
+                }
+                sent.add(row);
+                confirms.add(confirmed);
+            } catch (RuntimeException ex) {
+                outcomes.add(new Outcome(
+                        row, "could not publish event %s to %s: %s".formatted(row.id(), row.destination(), ex)));
+            }
+        }
+        long deadline = System.nanoTime() + this.confirmTimeout.toNanos();
+        for (int i = 0; i < sent.size(); i++) {
+            UUID eventId = sent.get(i).id();
+            String failure;
+            try {
+                failure = confirms.get(i).get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)
+                        ? null
+                        : "the broker refused (nack) event " + eventId;
+            } catch (TimeoutException ex) {
+                failure = ("no confirm of event %s within %s (idempotency.outbox.relay.confirm-timeout); on RabbitMQ,"
+                                + " check that spring.rabbitmq.publisher-confirm-type is correlated")
+                        .formatted(eventId, this.confirmTimeout);
+            } catch (ExecutionException ex) {
+                failure = "event %s was not confirmed: %s".formatted(eventId, ex.getCause());
+            } catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+                failure = "interrupted while waiting for the broker's confirms";
+            }
+            outcomes.add(new Outcome(sent.get(i), failure));
+        }
+        return outcomes;
     }
 
     /** Sets the destination's producer defaults, before its first publication binds it; says how it confirms. */

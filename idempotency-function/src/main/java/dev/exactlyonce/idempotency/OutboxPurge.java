@@ -9,16 +9,23 @@ import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * Deletes the outbox rows published longer ago than the retention, in batches, one instance at a time (as
- * {@link ProcessedEventPurge} does for processed event ids). Rows not yet published are never deleted, however old.
+ * {@link ProcessedEventPurge} does for processed event ids). Rows not yet published are never deleted, however old,
+ * unless the relay is off: another process (Debezium) publishes them, and nothing marks them.
  */
 final class OutboxPurge {
 
     private static final Logger logger = LoggerFactory.getLogger(OutboxPurge.class);
 
-    private static final String DELETE_BATCH = """
+    private static final String DELETE_PUBLISHED = """
             DELETE FROM outbox_event WHERE id IN (
                 SELECT id FROM outbox_event
                 WHERE published_at < now() - make_interval(secs => ?) ORDER BY published_at LIMIT ?)""";
+
+    /** Without the relay, nothing marks rows published: Debezium reads them from the write-ahead log once committed. */
+    private static final String DELETE_WRITTEN = """
+            DELETE FROM outbox_event WHERE id IN (
+                SELECT id FROM outbox_event
+                WHERE occurred_at < now() - make_interval(secs => ?) ORDER BY occurred_at LIMIT ?)""";
 
     private final SessionLock lock;
 
@@ -26,10 +33,13 @@ final class OutboxPurge {
 
     private final int batchSize;
 
-    OutboxPurge(DataSource dataSource, Duration retention, int batchSize) {
+    private final String deleteSql;
+
+    OutboxPurge(DataSource dataSource, Duration retention, int batchSize, boolean relayed) {
         this.lock = new SessionLock(dataSource, "dev.exactlyonce.idempotency.purge", "outbox_event");
         this.retention = retention;
         this.batchSize = batchSize;
+        this.deleteSql = relayed ? DELETE_PUBLISHED : DELETE_WRITTEN;
     }
 
     /** Purges now, unless another instance is purging; returns the rows deleted. */
@@ -45,7 +55,7 @@ final class OutboxPurge {
         long rows = 0;
         int deleted;
         do {
-            deleted = jdbc.update(DELETE_BATCH, (double) this.retention.toSeconds(), this.batchSize);
+            deleted = jdbc.update(this.deleteSql, (double) this.retention.toSeconds(), this.batchSize);
             rows += deleted;
         } while (deleted == this.batchSize);
         logger.info("Purged {} outbox row(s) published more than {} ago", rows, this.retention);

@@ -28,7 +28,8 @@ import org.springframework.transaction.support.TransactionTemplate;
  *       {@code published_at IS NULL}, never by a position past the last one published: a transaction that wrote a
  *       row before another but commits after it is published by the next run, not skipped;
  *   <li>publishes them ({@link OutboxPublisher}) and waits for the broker's confirms;
- *   <li>marks the rows the broker confirmed, in order up to the first that failed, and commits.
+ *   <li>marks the rows the broker confirmed, and commits. A row it did not confirm stays unpublished, and so do the
+ *       later rows of its key (read in this run, they wait for the next); other keys go on.
  * </ol>
  *
  * <p>A relay that stops between publishing and marking (killed, or its commit failed) publishes those rows again on
@@ -90,7 +91,7 @@ final class OutboxRelay implements SmartLifecycle {
 
     private volatile boolean running;
 
-    private @Nullable Thread thread;
+    private volatile @Nullable Thread thread;
 
     OutboxRelay(
             DataSource dataSource,
@@ -140,12 +141,10 @@ final class OutboxRelay implements SmartLifecycle {
                 return new Run(true, 0, null);
             }
             OutboxPublisher.Published published = this.publisher.publish(rows);
-            if (published.confirmed() > 0) {
-                this.jdbc.update(MARK, (Object) rows.subList(0, published.confirmed()).stream()
-                        .map(OutboxPublisher.Row::id)
-                        .toArray(UUID[]::new));
+            if (!published.confirmed().isEmpty()) {
+                this.jdbc.update(MARK, (Object) published.confirmed().toArray(UUID[]::new));
             }
-            return new Run(true, published.confirmed(), published.failure());
+            return new Run(true, published.confirmed().size(), published.failure());
         });
         if (run.published() > 0) {
             this.metrics.outboxPublished(run.published());
@@ -158,19 +157,24 @@ final class OutboxRelay implements SmartLifecycle {
 
     private void relay() {
         int failures = 0;
-        while (this.running) {
+        // A thread given up by stop() (its run outlasted the wait) ends once it sees it is no longer the relay's.
+        while (this.running && Thread.currentThread() == this.thread) {
             String failure;
+            boolean progress = false;
             try {
                 Run run = publishPending();
                 while (this.running && run.failure() == null && run.published() == this.batchSize) {
                     run = publishPending();
                 }
                 failure = run.failure();
+                progress = run.published() > 0;
             } catch (RuntimeException ex) {
                 this.metrics.outboxPublishFailed();
                 failure = ex.toString();
             }
-            if (failure != null) {
+            // A run that published nothing backs off; one that published the other keys' rows goes on as usual (its
+            // failed rows are tried again by the next run).
+            if (failure != null && !progress) {
                 failures++;
                 Duration retry = retryDelay(failures);
                 if (failures == 1) {
@@ -186,7 +190,9 @@ final class OutboxRelay implements SmartLifecycle {
                 pause(retry);
                 continue;
             }
-            if (failures > 0) {
+            if (failure != null) {
+                logger.debug("The outbox relay published some rows and not others: {}", failure);
+            } else if (failures > 0) {
                 logger.info("The outbox relay publishes again, after {} failed run(s)", failures);
                 failures = 0;
             }
@@ -225,8 +231,8 @@ final class OutboxRelay implements SmartLifecycle {
         this.stopping = new CountDownLatch(1);
         Thread thread = new Thread(this::relay, "idempotency-outbox-relay");
         thread.setDaemon(true);
-        thread.start();
         this.thread = thread;
+        thread.start();
         logger.info(
                 "Relaying the outbox: batches of up to {}, after each commit and every {}",
                 this.batchSize,

@@ -47,6 +47,9 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.support.AbstractPlatformTransactionManager;
+import org.springframework.transaction.support.DefaultTransactionStatus;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
@@ -361,16 +364,22 @@ class OutboxOnRabbitIT {
     }
 
     @Test
-    void aRowTheBrokerDoesNotConfirmStaysUnpublishedUntilItCan() throws Exception {
-        UUID event = this.transactions.execute(status -> this.outbox
-                .write(LATE_EXCHANGE, List.of(new OutgoingEvent(AUDITED, "late", Map.of("n", 1))))
-                .get(0));
+    void aRowTheBrokerDoesNotConfirmStaysUnpublishedUntilItCanAndHoldsBackNoOtherKey() throws Exception {
+        UUID[] events = this.transactions.execute(status -> new UUID[] {
+            this.outbox
+                    .write(LATE_EXCHANGE, List.of(new OutgoingEvent(AUDITED, "late", Map.of("n", 1))))
+                    .get(0),
+            this.outbox.emit(AUDITED, "on-time", Map.of("n", 2))
+        });
+        UUID event = events[0];
 
         try {
             OutboxRelay.Run run = runRelay();
 
-            assertThat(run.published()).isZero();
             assertThat(run.failure()).contains(event.toString());
+            assertThat(eventIds(awaitEmitted(1)))
+                    .as("the row of another key, written after it, is not held back")
+                    .containsExactly(events[1]);
             assertThat(unpublished()).isEqualTo(1);
             await().atMost(Duration.ofSeconds(10))
                     .untilAsserted(() -> assertThat(this.outboxHealth.health().getStatus())
@@ -395,6 +404,82 @@ class OutboxOnRabbitIT {
         assertThat(eventIds(awaitEmitted(1))).containsExactly(event);
         assertThat(unpublished()).isZero();
         assertThat(this.outboxHealth.health().getStatus()).isEqualTo(Status.UP);
+    }
+
+    @Test
+    void twoTransactionsWritingEventsOfOneKeyTakeTheirPositionsInTheOrderTheyCommit() throws Exception {
+        CountDownLatch written = new CountDownLatch(1);
+        CountDownLatch commit = new CountDownLatch(1);
+        CompletableFuture<UUID> first = CompletableFuture.supplyAsync(() -> this.transactions.execute(status -> {
+            UUID id = this.outbox.emit(AUDITED, "one-key", Map.of("n", 1));
+            written.countDown();
+            release(commit);
+            return id;
+        }));
+        assertThat(written.await(10, TimeUnit.SECONDS)).isTrue();
+
+        CompletableFuture<UUID> second = CompletableFuture.supplyAsync(
+                () -> this.transactions.execute(status -> this.outbox.emit(AUDITED, "one-key", Map.of("n", 2))));
+        Thread.sleep(500); // Long enough for the second transaction to reach its insert, were it not held.
+        assertThat(second)
+                .as("the second writer of the key waits for the first to end")
+                .isNotDone();
+        commit.countDown();
+
+        UUID firstId = first.get(10, TimeUnit.SECONDS);
+        UUID secondId = second.get(10, TimeUnit.SECONDS);
+        assertThat(this.jdbcTemplate.queryForList(
+                        "SELECT id FROM outbox_event WHERE aggregateid = 'one-key' ORDER BY position", UUID.class))
+                .containsExactly(firstId, secondId);
+        assertThat(eventIds(awaitEmitted(2))).containsExactly(firstId, secondId);
+    }
+
+    @Test
+    void anInnerTransactionOfItsOwnPublishesItsEventsWhenItCommitsWhateverTheOuterOneDoes() {
+        TransactionTemplate inner = new TransactionTemplate(this.transactions.getTransactionManager());
+        inner.setPropagationBehavior(TransactionDefinition.PROPAGATION_REQUIRES_NEW);
+        UUID[] innerEvent = new UUID[1];
+
+        this.transactions.executeWithoutResult(outer -> {
+            this.outbox.emit(AUDITED, "outer", Map.of("n", 1));
+            innerEvent[0] = inner.execute(status -> this.outbox.emit(AUDITED, "inner", Map.of("n", 2)));
+            outer.setRollbackOnly();
+        });
+
+        assertThat(eventIds(awaitEmitted(1)))
+                .as("the inner transaction's commit woke the relay; the outer one's rows rolled back")
+                .containsExactly(innerEvent[0]);
+        assertThat(unpublished()).isZero();
+    }
+
+    @Test
+    void aConnectionInAutoCommitUnderAnotherTransactionManagerIsNoTransactionToEmitIn() {
+        TransactionTemplate other = new TransactionTemplate(new AbstractPlatformTransactionManager() {
+            @Override
+            protected Object doGetTransaction() {
+                return new Object();
+            }
+
+            @Override
+            protected void doBegin(Object transaction, TransactionDefinition definition) {}
+
+            @Override
+            protected void doCommit(DefaultTransactionStatus status) {}
+
+            @Override
+            protected void doRollback(DefaultTransactionStatus status) {}
+        });
+
+        assertThatIllegalStateException()
+                .isThrownBy(() -> other.executeWithoutResult(status -> {
+                    // Binds a connection of the DataSource to the transaction's synchronization, in auto-commit.
+                    this.jdbcTemplate.queryForObject("SELECT 1", Integer.class);
+                    this.outbox.emit(AUDITED, "auto-commit", Map.of("n", 1));
+                }))
+                .withMessageContaining("no transaction on the service's DataSource is under way");
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT count(*) FROM outbox_event WHERE aggregateid = 'auto-commit'", Integer.class))
+                .isZero();
     }
 
     /** A run of the relay: the test's own, or the one the commit woke up, which must end first. */

@@ -242,6 +242,15 @@ public final class PipelineBenchmark {
         String queue = "bench." + key + "." + run;
         String binding = scenario.definition().replace("|", "") + "-in-0";
         Completions completions = new Completions();
+        if (scenario == EMITS) {
+            // The emitted events reach a queue, as they would in a shop (a message routed nowhere comes back to the
+            // publisher, with a log line); the queue keeps the newest only.
+            try (Channel channel = broker.createChannel()) {
+                channel.exchangeDeclare(exchange, "topic", true);
+                channel.queueDeclare(queue + ".emitted", false, false, false, Map.of("x-max-length", 1));
+                channel.queueBind(queue + ".emitted", exchange, PipelineBenchmarkApplication.EMITTED);
+            }
+        }
         try (ConfigurableApplicationContext context = start(scenario, database, exchange, queue, binding)) {
             context.getBean(binding, InterceptableChannel.class).addInterceptor(completions);
             List<EventEnvelope<?>> events = events(messages);
@@ -287,6 +296,7 @@ public final class PipelineBenchmark {
         } finally {
             try (Channel channel = broker.createChannel()) {
                 channel.queueDelete(queue);
+                channel.queueDelete(queue + ".emitted");
                 channel.exchangeDelete(exchange);
             }
         }
