@@ -62,6 +62,7 @@ class IdempotencyOutboxAutoConfiguration {
                     new OutboxPublisher(streamBridge, binderFactory, bindings, codec, relay.confirmTimeout()),
                     relay.batchSize(),
                     relay.pollInterval(),
+                    relay.linger(),
                     metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
         }
     }

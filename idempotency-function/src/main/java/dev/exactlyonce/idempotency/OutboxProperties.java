@@ -26,6 +26,9 @@ public record OutboxProperties(
      * @param batchSize The most rows one run publishes before it waits for their confirms and marks them.
      * @param pollInterval How often the relay looks for rows when no commit woke it up (rows written by another
      *     instance, or left by a failed run).
+     * @param linger How long the relay waits, once a commit woke it up, for more commits to join its run: a stream of
+     *     small transactions then costs the relay a transaction per linger rather than one per commit, at the price of
+     *     that much latency. Zero publishes at once.
      * @param confirmTimeout How long the relay waits for the broker to confirm a row before it gives the run up.
      * @param lagBound The age of the oldest unpublished row past which the outbox's health is DOWN.
      */
@@ -33,6 +36,7 @@ public record OutboxProperties(
             @DefaultValue("true") boolean enabled,
             @DefaultValue("500") int batchSize,
             @DefaultValue("1s") Duration pollInterval,
+            @DefaultValue("10ms") Duration linger,
             @DefaultValue("30s") Duration confirmTimeout,
             @DefaultValue("5m") Duration lagBound) {
 

@@ -34,7 +34,8 @@ import org.springframework.transaction.support.TransactionTemplate;
  *
  * <p>A relay that stops between publishing and marking (killed, or its commit failed) publishes those rows again on
  * its next run, with the same event ids: the consumers' guards discard the copies. It runs right after a commit that
- * wrote rows ({@link #wake()}), again at once while it finds full batches, and every {@code poll-interval} otherwise.
+ * wrote rows ({@link #wake()}, after {@code linger}, so that the rows of the next commits join the run), again at once
+ * while it finds full batches, and every {@code poll-interval} otherwise.
  * After a failed run (the broker or the database away) it tries again in 1 s, then less and less often, up to every
  * {@value #MAX_RETRY_SECONDS} s.
  */
@@ -83,6 +84,8 @@ final class OutboxRelay implements SmartLifecycle {
 
     private final Duration pollInterval;
 
+    private final Duration linger;
+
     private final IdempotencyMetrics metrics;
 
     private final Semaphore wakeUps = new Semaphore(0);
@@ -98,12 +101,14 @@ final class OutboxRelay implements SmartLifecycle {
             OutboxPublisher publisher,
             int batchSize,
             Duration pollInterval,
+            Duration linger,
             IdempotencyMetrics metrics) {
         this.jdbc = new JdbcTemplate(dataSource);
         this.transactions = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
         this.publisher = publisher;
         this.batchSize = batchSize;
         this.pollInterval = pollInterval;
+        this.linger = linger;
         this.metrics = metrics;
     }
 
@@ -197,7 +202,12 @@ final class OutboxRelay implements SmartLifecycle {
                 failures = 0;
             }
             try {
-                this.wakeUps.tryAcquire(this.pollInterval.toMillis(), TimeUnit.MILLISECONDS);
+                if (this.wakeUps.tryAcquire(this.pollInterval.toMillis(), TimeUnit.MILLISECONDS)
+                        && !this.linger.isZero()) {
+                    // Woken by a commit: let the next commits' rows join this run, so that a stream of small
+                    // transactions costs the relay one transaction per linger, not one per commit.
+                    pause(this.linger);
+                }
                 this.wakeUps.drainPermits();
             } catch (InterruptedException ex) {
                 Thread.currentThread().interrupt();

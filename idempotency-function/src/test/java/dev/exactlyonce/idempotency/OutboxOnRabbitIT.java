@@ -343,6 +343,7 @@ class OutboxOnRabbitIT {
                         this.streamBridge, this.binderFactory, this.bindings, CODEC, Duration.ofSeconds(30)),
                 50,
                 Duration.ofHours(1),
+                Duration.ZERO,
                 IdempotencyMetrics.NONE);
         List<UUID> written = this.transactions.execute(status -> IntStream.range(0, 1000)
                 .mapToObj(n -> this.outbox.emit(AUDITED, "key-" + (n % 20), Map.of("n", n)))
