@@ -62,6 +62,8 @@ class DatabaseOutageOnRabbitIT {
         rabbit.registerConnection(registry);
         registry.add(BINDING + "destination", () -> EXCHANGE);
         registry.add(BINDING + "group", () -> QUEUE);
+        // stock.stock.reserved.v1 goes to the run's exchange too: the production one, events, is not on this broker.
+        registry.add("idempotency.outbox.destination", () -> EXCHANGE);
     }
 
     /** Straight to the database, not through the proxy the service uses. */
