@@ -3,6 +3,8 @@ package dev.exactlyonce.idempotency;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
 import java.sql.Connection;
+import java.sql.Timestamp;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.UUID;
@@ -37,6 +39,10 @@ public final class Outbox {
             SELECT ?, ?, ?, ?, ?::jsonb FROM (SELECT pg_advisory_xact_lock(hashtext(?), hashtext(?))) AS key_lock""";
 
     private static final Logger logger = LoggerFactory.getLogger(Outbox.class);
+
+    private static final String REPUBLISH = """
+            UPDATE outbox_event SET published_at = NULL
+            WHERE occurred_at >= ? AND occurred_at < ? AND published_at IS NOT NULL""";
 
     private final DataSource dataSource;
 
@@ -85,6 +91,22 @@ public final class Outbox {
      */
     public UUID emit(OutgoingEvent event) {
         return write(this.destination, List.of(event)).get(0);
+    }
+
+    /**
+     * Publishes again the events written in a period (an operator replaying it after an incident downstream): their
+     * rows are marked unpublished, and the relay publishes them again, in order, with the ids they were written with,
+     * so that a consumer that applied them discards the copies. Rows already purged are gone
+     * ({@code idempotency.outbox.retention}).
+     *
+     * @param from the start of the period, included
+     * @param to its end, excluded
+     * @return how many events will be published again
+     */
+    public int republish(Instant from, Instant to) {
+        int rows = this.jdbc.update(REPUBLISH, Timestamp.from(from), Timestamp.from(to));
+        this.afterCommit.run();
+        return rows;
     }
 
     /** Writes events for a destination in the transaction under way; returns their ids, in order. */

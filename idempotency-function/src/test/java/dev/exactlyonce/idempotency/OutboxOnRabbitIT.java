@@ -483,6 +483,21 @@ class OutboxOnRabbitIT {
                 .isZero();
     }
 
+    @Test
+    void aPeriodRepublishedGoesOutAgainInOrderWithTheIdsItWasWrittenWith() {
+        Instant from = Instant.now().minusMillis(1);
+        List<UUID> written = this.transactions.execute(status -> List.of(
+                this.outbox.emit(AUDITED, "replayed", Map.of("n", 1)),
+                this.outbox.emit(AUDITED, "replayed", Map.of("n", 2))));
+        assertThat(eventIds(awaitEmitted(2))).containsExactlyElementsOf(written);
+
+        int republished = this.outbox.republish(from, Instant.now().plusSeconds(1));
+
+        assertThat(republished).isEqualTo(2);
+        assertThat(eventIds(awaitEmitted(2))).containsExactlyElementsOf(written);
+        assertThat(unpublished()).isZero();
+    }
+
     /** A run of the relay: the test's own, or the one the commit woke up, which must end first. */
     private OutboxRelay.Run runRelay() {
         OutboxRelay.Run[] run = new OutboxRelay.Run[1];

@@ -263,6 +263,11 @@ public final class ShopScenario implements AutoCloseable {
 
         int replayed = this.relay.replay(from, middle);
         say("duplicate source 3, a replay: the %d events of the first half of the period published again", replayed);
+        for (Service emitting : SERVICES) {
+            if (!emitting.emits().isEmpty()) {
+                replayOutbox(emitting);
+            }
+        }
         awaitQuiet();
     }
 
@@ -292,6 +297,20 @@ public final class ShopScenario implements AutoCloseable {
                 service.name(), unpublished(db), service.emits());
         startService(service, false);
         say("%s started again; its outbox relay publishes what the killed process committed", service.name());
+    }
+
+    /**
+     * Replays everything an emitting service's outbox published, as an operator would ({@code Outbox.republish} in
+     * the service, or the same statement): its relay publishes the events again, with the ids they were written with.
+     */
+    private void replayOutbox(Service service) throws Exception {
+        JdbcTemplate db = this.jdbc.get(service.name());
+        waitFor(() -> unpublished(db) == 0, "the outbox of " + service.name() + " to be published");
+        int replayed = db.update("UPDATE outbox_event SET published_at = NULL WHERE published_at IS NOT NULL");
+        waitFor(() -> unpublished(db) == 0, "the outbox of " + service.name() + " to be published again");
+        say(
+                "and on the second hop: %s's outbox replayed, its %d event(s) %s published again with their ids",
+                service.name(), replayed, service.emits());
     }
 
     private static int unpublished(JdbcTemplate db) {
