@@ -23,9 +23,14 @@ final class OutboxBacklog {
         this.jdbc = new JdbcTemplate(dataSource);
     }
 
+    /** Whether the schema the service's connections use holds the outbox table. */
+    static boolean tableExists(JdbcTemplate jdbc) {
+        return Boolean.TRUE.equals(jdbc.queryForObject(TABLE_EXISTS, Boolean.class));
+    }
+
     /** The backlog now, or {@code null} when the service's schema has no outbox table. */
     IdempotencyEndpoint.@Nullable Outbox read() {
-        if (!Boolean.TRUE.equals(this.jdbc.queryForObject(TABLE_EXISTS, Boolean.class))) {
+        if (!tableExists(this.jdbc)) {
             return null;
         }
         return this.jdbc.queryForObject(BACKLOG, (row, index) -> {

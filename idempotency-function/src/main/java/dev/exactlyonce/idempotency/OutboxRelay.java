@@ -59,9 +59,6 @@ final class OutboxRelay implements SmartLifecycle {
                    extract(epoch FROM clock_timestamp() - occurred_at) AS waited
             FROM outbox_event WHERE published_at IS NULL ORDER BY position LIMIT ?""";
 
-    private static final String TABLE_EXISTS = """
-            SELECT to_regclass('outbox_event') IS NOT NULL""";
-
     private static final String MARK = """
             UPDATE outbox_event SET published_at = now() WHERE id = ANY (?)""";
 
@@ -252,7 +249,7 @@ final class OutboxRelay implements SmartLifecycle {
     /** Whether the table exists; assumed so when the database cannot say (the runs then report what is wrong). */
     private boolean tableExists() {
         try {
-            return Boolean.TRUE.equals(this.jdbc.queryForObject(TABLE_EXISTS, Boolean.class));
+            return OutboxBacklog.tableExists(this.jdbc);
         } catch (RuntimeException ex) {
             return true;
         }

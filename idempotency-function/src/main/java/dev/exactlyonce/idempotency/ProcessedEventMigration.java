@@ -32,6 +32,9 @@ final class ProcessedEventMigration implements InitializingBean {
 
     static final String PARTITIONED_LOCATION = "classpath:db/idempotency/postgresql-partitioned";
 
+    /** The migrations that do not depend on the mode: the outbox. */
+    static final String COMMON_LOCATION = "classpath:db/idempotency/postgresql-common";
+
     private static final String DEFAULT_TABLE = "processed_event";
 
     private static final String TABLE_EXISTS = """
@@ -68,7 +71,7 @@ final class ProcessedEventMigration implements InitializingBean {
                 .schemas(service.getSchemas())
                 .defaultSchema(service.getDefaultSchema())
                 .table(historyTable(this.tableName))
-                .locations(this.location)
+                .locations(this.location, COMMON_LOCATION)
                 .placeholders(Map.of("table", this.tableName))
                 .baselineOnMigrate(true)
                 .baselineVersion(tableExists(service) ? "1" : "0")

@@ -26,9 +26,6 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.core.NestedExceptionUtils;
 import org.springframework.messaging.Message;
 import org.springframework.transaction.PlatformTransactionManager;
-import org.springframework.transaction.TransactionDefinition;
-import org.springframework.transaction.support.AbstractPlatformTransactionManager;
-import org.springframework.transaction.support.DefaultTransactionStatus;
 import reactor.core.publisher.Flux;
 
 /** Start-up fails, saying what to change, wherever the guard's guarantee could not hold. */
@@ -86,21 +83,7 @@ class GuardStartupTests {
         @Bean
         @ConditionalOnBooleanProperty("test.other-transaction-manager")
         PlatformTransactionManager otherTransactionManager() {
-            return new AbstractPlatformTransactionManager() {
-                @Override
-                protected Object doGetTransaction() {
-                    return new Object();
-                }
-
-                @Override
-                protected void doBegin(Object transaction, TransactionDefinition definition) {}
-
-                @Override
-                protected void doCommit(DefaultTransactionStatus status) {}
-
-                @Override
-                protected void doRollback(DefaultTransactionStatus status) {}
-            };
+            return new ResourcelessTransactionManager();
         }
     }
 

@@ -48,8 +48,6 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.transaction.TransactionDefinition;
-import org.springframework.transaction.support.AbstractPlatformTransactionManager;
-import org.springframework.transaction.support.DefaultTransactionStatus;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
@@ -421,7 +419,13 @@ class OutboxOnRabbitIT {
 
         CompletableFuture<UUID> second = CompletableFuture.supplyAsync(
                 () -> this.transactions.execute(status -> this.outbox.emit(AUDITED, "one-key", Map.of("n", 2))));
-        Thread.sleep(500); // Long enough for the second transaction to reach its insert, were it not held.
+        await().atMost(Duration.ofSeconds(10))
+                .alias("the second writer of the key waits on the first's lock")
+                .until(() -> this.jdbcTemplate.queryForObject(
+                                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                                        + " AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+                                Integer.class)
+                        == 1);
         assertThat(second)
                 .as("the second writer of the key waits for the first to end")
                 .isNotDone();
@@ -455,21 +459,7 @@ class OutboxOnRabbitIT {
 
     @Test
     void aConnectionInAutoCommitUnderAnotherTransactionManagerIsNoTransactionToEmitIn() {
-        TransactionTemplate other = new TransactionTemplate(new AbstractPlatformTransactionManager() {
-            @Override
-            protected Object doGetTransaction() {
-                return new Object();
-            }
-
-            @Override
-            protected void doBegin(Object transaction, TransactionDefinition definition) {}
-
-            @Override
-            protected void doCommit(DefaultTransactionStatus status) {}
-
-            @Override
-            protected void doRollback(DefaultTransactionStatus status) {}
-        });
+        TransactionTemplate other = new TransactionTemplate(new ResourcelessTransactionManager());
 
         assertThatIllegalStateException()
                 .isThrownBy(() -> other.executeWithoutResult(status -> {

@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.test.TestDatabase;
@@ -134,17 +135,13 @@ class OutboxThroughDebeziumIT {
     }
 
     /** Waits until the connector streams from its replication slot: rows committed from then on reach it. */
-    private static void awaitStreaming(JdbcTemplate jdbc, String slot) throws InterruptedException {
-        long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-        while (!Boolean.TRUE.equals(jdbc.queryForObject(
-                "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = ? AND active)",
-                Boolean.class,
-                slot))) {
-            if (System.nanoTime() > deadline) {
-                throw new AssertionError("Debezium did not start streaming from slot " + slot + " within 60 s");
-            }
-            TimeUnit.MILLISECONDS.sleep(100);
-        }
+    private static void awaitStreaming(JdbcTemplate jdbc, String slot) {
+        await().atMost(Duration.ofSeconds(60))
+                .alias("Debezium streams from slot " + slot)
+                .until(() -> Boolean.TRUE.equals(jdbc.queryForObject(
+                        "SELECT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = ? AND active)",
+                        Boolean.class,
+                        slot)));
     }
 
     private static String header(SourceRecord record, String name) {

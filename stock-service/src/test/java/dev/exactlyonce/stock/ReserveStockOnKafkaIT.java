@@ -276,23 +276,9 @@ class ReserveStockOnKafkaIT {
 
     /** The dead letter whose value contains that text. */
     private ConsumerRecord<String, byte[]> deadLetter(String id) {
-        Properties properties = new Properties();
-        properties.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
-        properties.put(ConsumerConfig.GROUP_ID_CONFIG, "test-" + UUID.randomUUID());
-        properties.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
-        try (KafkaConsumer<String, byte[]> consumer =
-                new KafkaConsumer<>(properties, new StringDeserializer(), new ByteArrayDeserializer())) {
-            consumer.subscribe(List.of(DEAD_LETTERS));
-            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-            while (System.nanoTime() < deadline) {
-                for (ConsumerRecord<String, byte[]> record : consumer.poll(Duration.ofMillis(500))) {
-                    if (new String(record.value(), UTF_8).contains(id)) {
-                        return record;
-                    }
-                }
-            }
-        }
-        throw new AssertionError("No dead letter of " + id + " within 60 s");
+        List<ConsumerRecord<String, byte[]>> deadLetters = records(DEAD_LETTERS, id);
+        assertThat(deadLetters).as("a dead letter of " + id + " within 60 s").isNotEmpty();
+        return deadLetters.get(0);
     }
 
     /** The records of the topic whose value contains that text, read from the start until none came for 2 s. */

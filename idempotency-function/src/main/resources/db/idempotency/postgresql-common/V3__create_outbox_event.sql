@@ -2,9 +2,9 @@
 -- transaction of their effect; the relay publishes the rows once they are committed, then sets published_at. One
 -- outbox per schema, whatever the table name of processed events (hence IF NOT EXISTS). The first five columns are
 -- the ones Debezium's Outbox Event Router reads by default: id (the event id, a UUID v7), aggregatetype (the
--- destination), aggregateid (the key: events of one key are published in the order they were written), type (the
--- event name) and payload. position is the order of writing; the relay never skips an unpublished row, whatever
--- order transactions committed in.
+-- destination), aggregateid (the key: events of one key are published in the order their transactions committed),
+-- type (the event name) and payload. position is the order of writing; the relay never skips an unpublished row,
+-- whatever order transactions committed in. The same in both modes (plain and partitioned processed_event).
 CREATE TABLE IF NOT EXISTS outbox_event (
     id            uuid        NOT NULL,
     aggregatetype text        NOT NULL,
