@@ -474,6 +474,41 @@ class OutboxOnRabbitIT {
     }
 
     @Test
+    void aRunWhoseCommitFailsAfterPublishingLeavesItsRowsUnpublishedAndTheNextRunPublishesThemAgainWithTheirIds() {
+        // The database refuses the relay's first mark, as a commit that fails after the broker confirmed (a dropped
+        // connection, a failover): the rows went out, and they are still unpublished.
+        this.jdbcTemplate.execute("""
+                CREATE SEQUENCE outbox_mark_attempt;
+                CREATE FUNCTION fail_first_outbox_mark() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF nextval('outbox_mark_attempt') = 1 THEN
+                        RAISE EXCEPTION 'the relay''s first mark fails (injected by the test)';
+                    END IF;
+                    RETURN NULL;
+                END $$;
+                CREATE TRIGGER fail_first_outbox_mark BEFORE UPDATE ON outbox_event
+                    FOR EACH STATEMENT EXECUTE FUNCTION fail_first_outbox_mark()""");
+        try {
+            List<UUID> written = this.transactions.execute(status -> List.of(
+                    this.outbox.emit(AUDITED, "marked-late", Map.of("n", 1)),
+                    this.outbox.emit(AUDITED, "marked-late", Map.of("n", 2))));
+
+            List<UUID> published = eventIds(awaitEmitted(4));
+
+            assertThat(published)
+                    .as("published, not marked, published again by the next run: in order, with the same ids")
+                    .containsExactly(written.get(0), written.get(1), written.get(0), written.get(1));
+            assertThat(this.jdbcTemplate.queryForObject("SELECT last_value FROM outbox_mark_attempt", Long.class))
+                    .as("the first mark failed, the second committed")
+                    .isEqualTo(2);
+            assertThat(unpublished()).isZero();
+        } finally {
+            this.jdbcTemplate.execute("DROP TRIGGER fail_first_outbox_mark ON outbox_event;"
+                    + " DROP FUNCTION fail_first_outbox_mark(); DROP SEQUENCE outbox_mark_attempt");
+        }
+    }
+
+    @Test
     void aPeriodRepublishedGoesOutAgainInOrderWithTheIdsItWasWrittenWith() {
         Instant from = Instant.now().minusMillis(1);
         List<UUID> written = this.transactions.execute(status -> List.of(
