@@ -28,7 +28,8 @@ import java.util.concurrent.atomic.AtomicLong;
  *   <li>{@value #HALTS} (counter): halts of the guarded bindings' consumption for an outage;
  *   <li>{@value #HALTED} (timer): how long each halt lasted, recorded when consumption resumes;
  *   <li>{@value #OUTBOX_WRITTEN}, {@value #OUTBOX_PUBLISHED} (counters): events written to the outbox by committed
- *       transactions, and published by the relay (confirmed by the broker);
+ *       transactions, and published by the relay (confirmed by the broker; a run whose mark failed publishes its
+ *       rows again, and they count again);
  *   <li>{@value #OUTBOX_FAILURES} (counter): runs of the relay that failed, their rows left for the next run;
  *   <li>{@value #OUTBOX_LAG} (gauge, seconds): how long the oldest unpublished row has waited, as the relay last saw
  *       it.
@@ -154,7 +155,7 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
     @Override
     public void outboxPublished(int events) {
         Counter.builder(OUTBOX_PUBLISHED)
-                .description("Outbox events published by the relay, confirmed by the broker")
+                .description("Outbox events published by the relay and confirmed by the broker, copies included")
                 .register(this.registry)
                 .increment(events);
     }

@@ -43,10 +43,10 @@ final class OutboxRelay implements SmartLifecycle {
 
     private static final Logger logger = LoggerFactory.getLogger(OutboxRelay.class);
 
-    /** The longest a failing relay waits before it tries again. */
     /** How long stopping waits for a run under way. */
     private static final Duration STOP_WAIT = Duration.ofSeconds(2);
 
+    /** The longest a failing relay waits before it tries again. */
     static final int MAX_RETRY_SECONDS = 30;
 
     static final Duration MAX_RETRY_DELAY = Duration.ofSeconds(MAX_RETRY_SECONDS);
@@ -143,14 +143,14 @@ final class OutboxRelay implements SmartLifecycle {
                 return new Run(true, 0, null);
             }
             OutboxPublisher.Published published = this.publisher.publish(rows);
+            // Counted as they went out: a run whose mark then fails published them all the same (and its next run
+            // publishes them again, counted again).
+            this.metrics.outboxPublished(published.confirmed().size());
             if (!published.confirmed().isEmpty()) {
                 this.jdbc.update(MARK, (Object) published.confirmed().toArray(UUID[]::new));
             }
             return new Run(true, published.confirmed().size(), published.failure());
         });
-        if (run.published() > 0) {
-            this.metrics.outboxPublished(run.published());
-        }
         if (run.failure() != null) {
             this.metrics.outboxPublishFailed();
         }
@@ -181,8 +181,9 @@ final class OutboxRelay implements SmartLifecycle {
                 Duration retry = retryDelay(failures);
                 if (failures == 1) {
                     logger.warn(
-                            "The outbox relay could not publish; its rows wait, and it tries again in {}, then less"
-                                    + " and less often, up to every {}: {}",
+                            "A run of the outbox relay failed; its rows stay unpublished (any it sent go out again,"
+                                    + " with their ids), and it tries again in {}, then less and less often, up to"
+                                    + " every {}: {}",
                             retry,
                             MAX_RETRY_DELAY,
                             failure);

@@ -17,8 +17,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * The three services run together from their jars on real RabbitMQ and PostgreSQL while every ordinary source of
- * duplicates fires (the relay republishes what it did not mark, every broker connection drops once, a period is
- * replayed), status changes arrive out of order, stock is killed with {@code kill -9} while its outbox holds committed
+ * duplicates fires (the order service's relay publishes again what its failed commit did not mark, every broker
+ * connection drops once, a period is replayed), stock is killed with {@code kill -9} while its outbox holds committed
  * events not yet published, and billing is killed and started again: every event is applied exactly once, across both
  * hops (order service to stock, stock to shipping through stock's outbox), nothing is lost, the queues drain, nothing
  * is dead-lettered.

@@ -1,8 +1,9 @@
 package dev.exactlyonce.infra.shop;
 
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
-import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.Outbox;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.math.BigDecimal;
 import java.math.RoundingMode;
 import java.time.Instant;
@@ -12,63 +13,86 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.UUID;
-import javax.sql.DataSource;
+import org.springframework.boot.Banner;
+import org.springframework.boot.SpringBootConfiguration;
+import org.springframework.boot.WebApplicationType;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.Lifecycle;
+import org.springframework.context.annotation.Bean;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
- * Plays the order service: it writes each order, and each change of its status, together with the event that tells
- * it, in one transaction of its own database: the outbox row, whose event id (a UUID v7) is set here, once.
+ * Plays the order service: a Spring Boot service of its own, in the scenario's process, that writes each order, and
+ * each change of its status, together with the event that tells it, in one transaction of its own database, through
+ * the library's {@link Outbox} (the event id, a UUID v7, is set there, once). The library's outbox relay publishes the
+ * events once committed, to the {@code events} exchange, in order per order, with publisher confirms.
  */
-public final class OrderService {
+public final class OrderService implements AutoCloseable {
 
     static final String PLACED = "order.order.placed.v1";
 
     static final String STATUS_CHANGED = "order.order.status-changed.v1";
 
-    private static final String SCHEMA = """
-            CREATE TABLE IF NOT EXISTS orders (
-                id          uuid        PRIMARY KEY,
-                customer_id uuid        NOT NULL,
-                currency    char(3)     NOT NULL,
-                status      text        NOT NULL,
-                version     bigint      NOT NULL,
-                created_at  timestamptz NOT NULL DEFAULT now()
-            );
-            CREATE TABLE IF NOT EXISTS order_line (
-                order_id   uuid           NOT NULL REFERENCES orders (id),
-                line       int            NOT NULL,
-                product_id uuid           NOT NULL,
-                quantity   numeric(12, 3) NOT NULL,
-                unit_price numeric(12, 2) NOT NULL,
-                PRIMARY KEY (order_id, line)
-            );
-            CREATE TABLE IF NOT EXISTS outbox (
-                id           bigserial   PRIMARY KEY,
-                event_id     uuid        NOT NULL UNIQUE,
-                event_name   text        NOT NULL,
-                body         bytea       NOT NULL,
-                created_at   timestamptz NOT NULL DEFAULT now(),
-                published_at timestamptz
-            );
-            CREATE INDEX IF NOT EXISTS outbox_unpublished_idx ON outbox (id) WHERE published_at IS NULL""";
-
     private static final String[] STATUSES = {"PAID", "READY_TO_SHIP", "CANCELLED"};
+
+    /** The order service: its tables, the library's outbox and relay, a meter registry; no function is bound. */
+    @SpringBootConfiguration
+    @EnableAutoConfiguration
+    static class Application {
+
+        @Bean
+        SimpleMeterRegistry orderServiceMeters() {
+            return new SimpleMeterRegistry();
+        }
+    }
+
+    private final ConfigurableApplicationContext context;
 
     private final JdbcTemplate jdbc;
 
     private final TransactionTemplate transactions;
 
-    private final EnvelopeCodec codec = new EnvelopeCodec();
+    private final Outbox outbox;
+
+    private final MeterRegistry meters;
 
     private final Random random;
 
-    public OrderService(DataSource dataSource, long seed) {
-        this.jdbc = new JdbcTemplate(dataSource);
-        this.transactions = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+    private OrderService(ConfigurableApplicationContext context, long seed) {
+        this.context = context;
+        this.jdbc = context.getBean(JdbcTemplate.class);
+        this.transactions = new TransactionTemplate(context.getBean(PlatformTransactionManager.class));
+        this.outbox = context.getBean(Outbox.class);
+        this.meters = context.getBean(MeterRegistry.class);
         this.random = new Random(seed);
-        this.jdbc.execute(SCHEMA);
+    }
+
+    /**
+     * Starts the order service on an empty database, which it gives its tables and the library's.
+     *
+     * @param properties its settings ({@code name=value}): the database, the broker and its user, the outbox's
+     *     destination
+     * @param seed what the orders are drawn from
+     */
+    public static OrderService start(List<String> properties, long seed) {
+        List<String> arguments = new ArrayList<>(List.of(
+                "spring.sql.init.mode=always",
+                "spring.sql.init.schema-locations=classpath:dev/exactlyonce/idempotency/schema-postgresql.sql,"
+                        + "classpath:dev/exactlyonce/infra/shop/orders.sql",
+                // It binds no function: the relay's output is its only binding.
+                "spring.cloud.stream.function.autodetect=false",
+                "spring.application.name=order-service"));
+        arguments.addAll(properties);
+        ConfigurableApplicationContext context = new SpringApplicationBuilder(Application.class)
+                .web(WebApplicationType.NONE)
+                .bannerMode(Banner.Mode.OFF)
+                .logStartupInfo(false)
+                .run(arguments.stream().map(property -> "--" + property).toArray(String[]::new));
+        return new OrderService(context, seed);
     }
 
     /** A placed order: what the services must make of it. */
@@ -112,7 +136,7 @@ public final class OrderService {
                         new BigDecimal((String) lines.get(line).get("quantity")),
                         new BigDecimal((String) lines.get(line).get("unitPrice")));
             }
-            outbox(PLACED, payload);
+            this.outbox.emit(PLACED, orderId.toString(), payload);
         });
         return new PlacedOrder(orderId, count, amount.setScale(2, RoundingMode.HALF_EVEN));
     }
@@ -127,8 +151,29 @@ public final class OrderService {
                     "UPDATE orders SET version = version + 1 WHERE id = ? RETURNING version", Long.class, orderId);
             String next = STATUSES[(int) Math.min(version - 2, STATUSES.length - 1)];
             this.jdbc.update("UPDATE orders SET status = ? WHERE id = ?", next, orderId);
-            outbox(STATUS_CHANGED, Map.of("orderId", orderId.toString(), "status", next, "version", version));
+            this.outbox.emit(
+                    STATUS_CHANGED,
+                    orderId.toString(),
+                    Map.of("orderId", orderId.toString(), "status", next, "version", version));
         });
+    }
+
+    /**
+     * Holds the relay back (its thread stops; what commits meanwhile waits in the outbox), or lets it go on, as a
+     * deployment stopping and starting the service's relay would.
+     */
+    public void holdRelay(boolean held) {
+        Lifecycle relay = this.context.getBean("idempotencyOutboxRelay", Lifecycle.class);
+        if (held) {
+            relay.stop();
+        } else {
+            relay.start();
+        }
+    }
+
+    /** Publishes again, with their ids, the events written in the period ({@link Outbox#republish}); how many. */
+    public int republish(Instant from, Instant to) {
+        return this.outbox.republish(from, to);
     }
 
     /** The status and version each order has now, as the shipping service must end up copying it. */
@@ -142,16 +187,21 @@ public final class OrderService {
 
     /** How many events the order service has written. */
     public int events() {
-        return this.jdbc.queryForObject("SELECT count(*) FROM outbox", Integer.class);
+        return this.jdbc.queryForObject("SELECT count(*) FROM outbox_event", Integer.class);
     }
 
-    private void outbox(String eventName, Map<String, Object> payload) {
-        EventEnvelope<Map<String, Object>> event =
-                new EventEnvelope<>(UuidV7.generate(), eventName, Instant.now(), payload);
-        this.jdbc.update(
-                "INSERT INTO outbox (event_id, event_name, body) VALUES (?, ?, ?)",
-                event.eventId(),
-                eventName,
-                this.codec.encode(event));
+    /** How many events its relay has not published yet. */
+    public int unpublished() {
+        return this.jdbc.queryForObject("SELECT count(*) FROM outbox_event WHERE published_at IS NULL", Integer.class);
+    }
+
+    /** How many messages its relay has published, copies included (the broker confirmed them). */
+    public int published() {
+        return (int) this.meters.counter("idempotency.outbox.published").count();
+    }
+
+    @Override
+    public void close() {
+        this.context.close();
     }
 }

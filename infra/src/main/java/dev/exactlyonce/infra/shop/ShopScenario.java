@@ -20,7 +20,6 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Random;
 import java.util.UUID;
 import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
@@ -97,6 +96,24 @@ public final class ShopScenario implements AutoCloseable {
 
     private static final JsonMapper json = JsonMapper.builder().build();
 
+    /**
+     * Makes the order service's database refuse the relay's first mark (the update of {@code published_at} that
+     * commits with a run), once, and keep how many rows it refused: a commit that fails after the broker confirmed.
+     */
+    private static final String REFUSE_FIRST_MARK = """
+            CREATE SEQUENCE relay_marks;
+            CREATE SEQUENCE relay_refused_rows MINVALUE 0 START 0;
+            CREATE FUNCTION refuse_first_mark() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF nextval('relay_marks') = 1 THEN
+                    PERFORM setval('relay_refused_rows', (SELECT count(*) FROM marked));
+                    RAISE EXCEPTION 'the commit of the relay''s run fails (injected by the scenario)';
+                END IF;
+                RETURN NULL;
+            END $$;
+            CREATE TRIGGER refuse_first_mark AFTER UPDATE ON outbox_event REFERENCING NEW TABLE AS marked
+                FOR EACH STATEMENT EXECUTE FUNCTION refuse_first_mark()""";
+
     private final Settings settings;
 
     private final Consumer<String> progress;
@@ -126,9 +143,6 @@ public final class ShopScenario implements AutoCloseable {
     /** Between the services and PostgreSQL, to take the database away from them. */
     private TcpProxy databaseLink;
 
-    /** The order service's relay, as the broker user {@code relay}. */
-    private Connection broker;
-
     /** Setting up and watching the broker, as its administrator. */
     private Connection admin;
 
@@ -137,8 +151,6 @@ public final class ShopScenario implements AutoCloseable {
     private final List<ShopBrokerUsers.User> brokerUsers;
 
     private OrderService orderService;
-
-    private OutboxRelay relay;
 
     private final String exchange;
 
@@ -178,8 +190,6 @@ public final class ShopScenario implements AutoCloseable {
                         this.brokerUsers.stream()
                                 .map(ShopBrokerUsers.User::name)
                                 .toList()));
-        String relayUser = "relay" + this.settings.suffix();
-        this.broker = connectionFactory(relayUser, relayUser).newConnection("order-service-relay");
         this.provider = PaymentProvider.start(0);
         this.brokerLink = TcpProxy.to(this.settings.rabbitHost(), this.settings.rabbitPort());
         this.databaseLink = TcpProxy.to(this.settings.postgresHost(), this.settings.postgresPort());
@@ -200,48 +210,53 @@ public final class ShopScenario implements AutoCloseable {
         say(
                 "%s started from their jars (logs in %s)",
                 String.join(", ", this.processes.keySet()), this.settings.logs());
-        this.orderService = new OrderService(dataSource("orders"), 42);
-        this.relay = new OutboxRelay(dataSource("orders"), this.broker, this.exchange);
+        this.orderService = startOrderService();
+        say("order service started, emitting through the library's outbox, published by its relay as the broker user"
+                + " relay");
         return this;
     }
 
     /**
-     * Runs the scenario: {@code count} orders, each placed then changed three times; the relay publishes status
-     * changes in shuffled order, then stops once between publishing and marking; every broker connection of the
-     * services drops once; the first half of the period is replayed. {@code midway} runs between the connection drop
-     * and the replay.
+     * Runs the scenario: {@code count} orders, each placed then changed three times, published by the relay as they
+     * commit; then one more change each, which the relay publishes and fails to mark (its database refuses the commit
+     * once), so that it publishes them again; every broker connection of the services drops once; the first half of
+     * the period is replayed. {@code midway} runs between the connection drop and the replay.
      */
     public void run(int count, Runnable midway) throws Exception {
         Instant from = Instant.now();
-        this.relay.shuffle(new Random(7));
         for (int i = 0; i < count; i++) {
             this.orders.add(this.orderService.placeOrder());
-            if ((i + 1) % 50 == 0) {
-                this.relay.publishAll();
-            }
         }
         Instant middle = Instant.now();
         for (int version = 2; version <= 4; version++) {
             for (OrderService.PlacedOrder order : this.orders) {
                 this.orderService.advance(order.orderId());
             }
-            this.relay.publishAll();
         }
+        waitFor(() -> this.orderService.unpublished() == 0, "the order service's outbox to be published");
         say(
-                "order service: %d orders placed, %d status changes; %d events in its outbox, published by the relay,"
-                        + " status changes in shuffled order",
+                "order service: %d orders placed, %d status changes; %d events in its outbox, published by its relay"
+                        + " as they committed",
                 count, 3 * count, this.orderService.events());
 
+        // The relay is held while the next changes commit, so that one run publishes them all; its database then
+        // refuses that run's commit, once: the broker confirmed the events, and they are still unpublished.
+        this.orderService.holdRelay(true);
         for (int i = 0; i < count; i++) {
             this.orderService.advance(this.orders.get(i).orderId());
         }
-        this.relay.crashBeforeMarking();
-        try {
-            this.relay.publishPending(count);
-        } catch (OutboxRelay.Crash crash) {
-            say("duplicate source 1, the relay: %s; restarted, it publishes them again", crash.getMessage());
-        }
-        this.relay.publishAll();
+        JdbcTemplate orders = new JdbcTemplate(dataSource("orders"));
+        orders.execute(REFUSE_FIRST_MARK);
+        this.orderService.holdRelay(false);
+        waitFor(
+                () -> count(orders, "SELECT last_value FROM relay_marks") >= 2 && this.orderService.unpublished() == 0,
+                "the order service's relay to publish again what it could not mark");
+        int refused = count(orders, "SELECT last_value FROM relay_refused_rows");
+        orders.execute("DROP TRIGGER refuse_first_mark ON outbox_event");
+        say(
+                "duplicate source 1, the relay: its commit after the broker confirmed %d event(s) failed; its next run"
+                        + " published them again, with their ids",
+                refused);
 
         waitFor(
                 () -> processed("shipping-service") >= this.orderService.events() / 2,
@@ -261,7 +276,8 @@ public final class ShopScenario implements AutoCloseable {
 
         midway.run();
 
-        int replayed = this.relay.replay(from, middle);
+        int replayed = this.orderService.republish(from, middle);
+        waitFor(() -> this.orderService.unpublished() == 0, "the replayed events to be published");
         say("duplicate source 3, a replay: the %d events of the first half of the period published again", replayed);
         for (Service emitting : SERVICES) {
             if (!emitting.emits().isEmpty()) {
@@ -417,7 +433,7 @@ public final class ShopScenario implements AutoCloseable {
                 "shipping-service",
                 count(stock, "SELECT count(*) FROM outbox_event WHERE type = '" + STOCK_RESERVED + "'"),
                 count(this.jdbc.get("shipping-service"), "SELECT count(*) FROM order_stock"));
-        return new Report(this.orderService.events(), this.relay.published(), List.of(hop), services);
+        return new Report(this.orderService.events(), this.orderService.published(), List.of(hop), services);
     }
 
     /**
@@ -470,6 +486,9 @@ public final class ShopScenario implements AutoCloseable {
             return;
         }
         this.closed = true;
+        if (this.orderService != null) {
+            this.orderService.close();
+        }
         this.processes.values().forEach(ServiceProcess::close);
         if (this.provider != null) {
             this.provider.close();
@@ -481,15 +500,33 @@ public final class ShopScenario implements AutoCloseable {
             this.brokerLink.close();
         }
         this.dataSources.forEach(HikariDataSource::close);
-        for (Connection connection : new Connection[] {this.broker, this.admin}) {
-            try {
-                if (connection != null && connection.isOpen()) {
-                    connection.close();
-                }
-            } catch (IOException | RuntimeException ex) {
-                // closing anyway
+        try {
+            if (this.admin != null && this.admin.isOpen()) {
+                this.admin.close();
             }
+        } catch (IOException | RuntimeException ex) {
+            // closing anyway
         }
+    }
+
+    /** Starts the order service on its database, as its role, publishing to the run's exchange as the relay user. */
+    private OrderService startOrderService() {
+        String role = this.databases.name("orders");
+        String relay = "relay" + this.settings.suffix();
+        return OrderService.start(
+                List.of(
+                        "spring.datasource.url=" + this.databases.url(role),
+                        "spring.datasource.username=" + role,
+                        "spring.datasource.password=" + role,
+                        "spring.rabbitmq.host=" + this.settings.rabbitHost(),
+                        "spring.rabbitmq.port=" + this.settings.rabbitPort(),
+                        "spring.rabbitmq.username=" + relay,
+                        "spring.rabbitmq.password=" + relay,
+                        "idempotency.outbox.destination=" + this.exchange,
+                        "spring.cloud.stream.rabbit.bindings[" + this.exchange + "].producer.declare-exchange=false",
+                        // The scenario says what the relay's failure was; the relay's own warning would repeat it.
+                        "logging.level.dev.exactlyonce.idempotency.OutboxRelay=ERROR"),
+                42);
     }
 
     private void startService(Service service, boolean holdRelay) {
