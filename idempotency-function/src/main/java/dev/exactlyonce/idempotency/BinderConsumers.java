@@ -264,12 +264,13 @@ final class BinderConsumers {
         }
         List<String> missing = RabbitQueues.missingExchanges(this.beanFactory, expected);
         if (!missing.isEmpty()) {
-            throw new IdempotencyException(("binding %s declares no exchange (declare-exchange: false, declare-dlx:"
-                            + " false), and the broker has none named %s: its queue would receive nothing, or its dead"
-                            + " letters would be lost. Declare them in the broker's definitions"
-                            + " (infra/rabbitmq/definitions.json shows the shop's), or let the binding declare them"
-                            + " with a broker user that may configure them")
-                    .formatted(bindingName, missing));
+            throw new StartupRefusal(
+                    ("Binding %s declares no exchange (declare-exchange: false, declare-dlx: false), and the broker has"
+                                    + " none named %s: its queue would receive nothing, or its dead letters would be"
+                                    + " lost")
+                            .formatted(bindingName, missing),
+                    "Declare them in the broker's definitions (infra/rabbitmq/definitions.json shows the shop's), or"
+                            + " let the binding declare them with a broker user that may configure them");
         }
     }
 

@@ -118,10 +118,10 @@ final class ClaimScopes {
         }
         for (String bindingName : this.properties.bindings().keySet()) {
             if (!scopes.containsKey(bindingName)) {
-                throw new IdempotencyException(("idempotency.bindings.%s names no guarded binding; the guarded bindings"
-                                + " are %s. Rename the entry after its binding (after a function was renamed, its"
-                                + " binding was too)")
-                        .formatted(bindingName, List.copyOf(scopes.keySet())));
+                throw new StartupRefusal(
+                        "idempotency.bindings.%s names no guarded binding; the guarded bindings are %s"
+                                .formatted(bindingName, List.copyOf(scopes.keySet())),
+                        "Rename the entry after its binding (after a function was renamed, its binding was too)");
             }
         }
         this.transactions.executeWithoutResult(
@@ -130,11 +130,12 @@ final class ClaimScopes {
 
     private void reconcile(JdbcTemplate jdbc, Map<String, String> scopes, Map<String, List<String>> formerScopes) {
         if (!Boolean.TRUE.equals(jdbc.queryForObject(EXISTS, Boolean.class, this.registry))) {
-            throw new IdempotencyException(("The table %s, where the library records the scopes of the claims in %s,"
-                            + " does not exist. It is part of the library's schema: let the library migrate it"
-                            + " (idempotency.migrate-with-flyway, with Flyway), or create it as"
-                            + " dev/exactlyonce/idempotency/schema-postgresql.sql does")
-                    .formatted(this.registry, this.tableName));
+            throw new StartupRefusal(
+                    ("The table %s, where the library records the scopes of the claims in %s, does not exist. It is"
+                                    + " part of the library's schema")
+                            .formatted(this.registry, this.tableName),
+                    "Let the library migrate it (idempotency.migrate-with-flyway, with Flyway), or create it as"
+                            + " dev/exactlyonce/idempotency/schema-postgresql.sql does");
         }
         jdbc.queryForObject(LOCK, Object.class, this.tableName);
         Set<String> used = new LinkedHashSet<>(scopes.values());
@@ -173,7 +174,7 @@ final class ClaimScopes {
             }
         }
         if (!unaccounted.isEmpty()) {
-            throw new IdempotencyException(unaccountedMessage(unaccounted, scopes));
+            throw unaccounted(unaccounted, scopes);
         }
         used.forEach(scope -> jdbc.update(REGISTER.formatted(this.registry), scope));
     }
@@ -209,23 +210,27 @@ final class ClaimScopes {
         return heirs;
     }
 
-    private String unaccountedMessage(List<String> unaccounted, Map<String, String> scopes) {
+    private StartupRefusal unaccounted(List<String> unaccounted, Map<String, String> scopes) {
         String example = scopes.keySet().iterator().next();
-        return ("%s holds claims under scope(s) %s, which no guarded binding uses any more (they use %s): the key scope"
-                        + " changed, or a function was renamed or composed anew. A copy of an event claimed there"
-                        + " (a replay, a relay's republication) would be applied a second time. Declare which binding"
-                        + " takes those claims over, for example %s (in YAML: former-scopes: [%s], where \"\" is the"
-                        + " service scope), or, if re-processing is intended, %s. Name a binding's scope"
-                        + " (idempotency.bindings.<binding>.scope) to keep it through renames")
-                .formatted(
-                        this.tableName,
-                        unaccounted.stream().map(ClaimScopes::quoted).collect(Collectors.joining(", ")),
-                        scopes.entrySet().stream()
-                                .map(entry -> quoted(entry.getValue()) + " for " + entry.getKey())
-                                .collect(Collectors.joining(", ")),
-                        indexed("idempotency.bindings." + example + ".former-scopes", unaccounted),
-                        unaccounted.stream().map(scope -> "\"" + scope + "\"").collect(Collectors.joining(", ")),
-                        indexed("idempotency.retired-scopes", unaccounted));
+        return new StartupRefusal(
+                ("%s holds claims under scope(s) %s, which no guarded binding uses any more (they use %s): the key"
+                                + " scope changed, or a function was renamed or composed anew. A copy of an event"
+                                + " claimed there (a replay, a relay's republication) would be applied a second time")
+                        .formatted(
+                                this.tableName,
+                                unaccounted.stream().map(ClaimScopes::quoted).collect(Collectors.joining(", ")),
+                                scopes.entrySet().stream()
+                                        .map(entry -> quoted(entry.getValue()) + " for " + entry.getKey())
+                                        .collect(Collectors.joining(", "))),
+                ("Declare which binding takes those claims over, for example %s (in YAML: former-scopes: [%s], where"
+                                + " \"\" is the service scope), or, if re-processing is intended, %s. Name a binding's"
+                                + " scope (idempotency.bindings.<binding>.scope) to keep it through renames")
+                        .formatted(
+                                indexed("idempotency.bindings." + example + ".former-scopes", unaccounted),
+                                unaccounted.stream()
+                                        .map(scope -> "\"" + scope + "\"")
+                                        .collect(Collectors.joining(", ")),
+                                indexed("idempotency.retired-scopes", unaccounted)));
     }
 
     /** The properties that set a list, one per element: {@code name[0]=a, name[1]=b} (an element may be empty). */

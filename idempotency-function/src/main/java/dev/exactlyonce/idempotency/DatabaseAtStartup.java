@@ -46,11 +46,10 @@ final class DatabaseAtStartup implements BeanPostProcessor {
             }
             Duration waited = Duration.ofNanos(System.nanoTime() - start);
             if (waited.plus(interval).compareTo(this.settings.startupWait()) > 0) {
-                throw new IdempotencyException(
-                        ("The database of DataSource '%s' did not answer within %s (%s): start-up"
-                                        + " stops. Start the database, or let the service wait longer"
-                                        + " (idempotency.outage.startup-wait)")
+                throw new StartupRefusal(
+                        "The database of DataSource '%s' did not answer within %s (%s): start-up stops"
                                 .formatted(beanName, this.settings.startupWait(), failure.getMessage()),
+                        "Start the database, or let the service wait longer (idempotency.outage.startup-wait)",
                         failure);
             }
             logger.warn(

@@ -71,23 +71,23 @@ final class FunctionDefinitions {
 
     private static void checkComposition(String definition, List<String> parts) {
         if (!parts.get(0).equals(IdempotencyGuard.NAME)) {
-            throw new IdempotencyException(("'%s' composes %s after %s, where no transaction holds it. Put it"
-                            + " first: spring.cloud.function.definition=%s|%s")
-                    .formatted(
-                            definition,
-                            IdempotencyGuard.NAME,
-                            parts.get(0),
-                            IdempotencyGuard.NAME,
-                            String.join(
-                                    "|",
-                                    parts.stream()
-                                            .filter(part -> !part.equals(IdempotencyGuard.NAME))
-                                            .toList())));
+            throw new StartupRefusal(
+                    "'%s' composes %s after %s, where no transaction holds it"
+                            .formatted(definition, IdempotencyGuard.NAME, parts.get(0)),
+                    "Put it first: spring.cloud.function.definition=%s|%s"
+                            .formatted(
+                                    IdempotencyGuard.NAME,
+                                    String.join(
+                                            "|",
+                                            parts.stream()
+                                                    .filter(part -> !part.equals(IdempotencyGuard.NAME))
+                                                    .toList())));
         }
         if (parts.size() == 1 || parts.lastIndexOf(IdempotencyGuard.NAME) != 0) {
-            throw new IdempotencyException(
-                    "'%s' must compose %s once, followed by the business function it protects: %s|yourFunction"
-                            .formatted(definition, IdempotencyGuard.NAME, IdempotencyGuard.NAME));
+            throw new StartupRefusal(
+                    "'%s' must compose %s once, followed by the business function it protects"
+                            .formatted(definition, IdempotencyGuard.NAME),
+                    "Compose it as %s|yourFunction".formatted(IdempotencyGuard.NAME));
         }
     }
 }

@@ -194,19 +194,22 @@ final class GuardedBindings implements SmartInitializingSingleton {
     private BindableFunctionProxyFactory bindable(
             String definition, List<String> parts, Collection<BindableFunctionProxyFactory> bindables) {
         if (!this.beanFactory.containsBean(IdempotencyGuard.NAME)) {
-            throw new IdempotencyException(("'%s' needs the service's DataSource to record processed events, and"
-                            + " there is none (or several and none is @Primary). Add spring-boot-starter-jdbc and"
-                            + " the PostgreSQL driver, and set spring.datasource.url")
-                    .formatted(definition.trim()));
+            throw new StartupRefusal(
+                    ("'%s' needs the service's DataSource to record processed events, and there is none (or several"
+                                    + " and none is @Primary)")
+                            .formatted(definition.trim()),
+                    "Add spring-boot-starter-jdbc and the PostgreSQL driver, and set spring.datasource.url");
         }
         return bindables.stream()
                 .filter(bindable -> FunctionDefinitions.parts(bindable.getFunctionDefinition())
                         .equals(parts))
                 .findFirst()
-                .orElseThrow(() -> new IdempotencyException(("'%s' was not bound to a destination, so its messages"
-                                + " would not run in the guard's transaction. Check that every function it names"
-                                + " is a bean and that the composition is valid (a Consumer can only come last)")
-                        .formatted(definition.trim())));
+                .orElseThrow(() -> new StartupRefusal(
+                        ("'%s' was not bound to a destination, so its messages would not run in the guard's"
+                                        + " transaction")
+                                .formatted(definition.trim()),
+                        "Check that every function it names is a bean and that the composition is valid (a Consumer"
+                                + " can only come last)"));
     }
 
     private static boolean isList(Type type) {
@@ -225,16 +228,19 @@ final class GuardedBindings implements SmartInitializingSingleton {
                 .getConsumerProperties(bindingName)
                 .isBatchMode();
         if (takesList && !batchMode) {
-            throw new IdempotencyException(("'%s' composes a function of a list of payloads, but binding %s does not"
-                            + " deliver batches: set spring.cloud.stream.bindings.%s.consumer.batch-mode=true, or take"
-                            + " one payload")
-                    .formatted(definition, bindingName, bindingName));
+            throw new StartupRefusal(
+                    "'%s' composes a function of a list of payloads, but binding %s does not deliver batches"
+                            .formatted(definition, bindingName),
+                    "Set spring.cloud.stream.bindings.%s.consumer.batch-mode=true, or take one payload"
+                            .formatted(bindingName));
         }
         if (batchMode && !takesList && !(businessFunctions.size() == 1 && isConsumer(businessFunctions.get(0)))) {
-            throw new IdempotencyException(("binding %s delivers batches (batch-mode), but '%s' composes a function of"
-                            + " one payload whose results would be one per event: take a List of payloads, or"
-                            + " compose a single Consumer, which the library calls once per event of the batch")
-                    .formatted(bindingName, definition));
+            throw new StartupRefusal(
+                    ("Binding %s delivers batches (batch-mode), but '%s' composes a function of one payload whose"
+                                    + " results would be one per event")
+                            .formatted(bindingName, definition),
+                    "Take a List of payloads, or compose a single Consumer, which the library calls once per event of"
+                            + " the batch");
         }
         return batchMode;
     }
@@ -266,11 +272,12 @@ final class GuardedBindings implements SmartInitializingSingleton {
                         && OutgoingEvent.class.isAssignableFrom(
                                 output.as(Iterable.class).getGeneric(0).resolve(OutgoingEvent.class)));
         if (!events) {
-            throw new IdempotencyException(("'%s' ends with '%s', a function that returns %s. What a guarded function"
-                            + " returns is published through the outbox, after the message's transaction committed:"
-                            + " return an OutgoingEvent (or a List<OutgoingEvent>, or null for none), or make it a"
-                            + " Consumer that emits with Outbox.emit")
-                    .formatted(definition, last, output));
+            throw new StartupRefusal(
+                    ("'%s' ends with '%s', a function that returns %s. What a guarded function returns is published"
+                                    + " through the outbox, after the message's transaction committed")
+                            .formatted(definition, last, output),
+                    "Return an OutgoingEvent (or a List<OutgoingEvent>, or null for none), or make it a Consumer that"
+                            + " emits with Outbox.emit");
         }
         String outputBinding = bindable.getOutputs().iterator().next();
         return this.beanFactory.getBean(BindingServiceProperties.class).getBindingDestination(outputBinding);
@@ -287,9 +294,10 @@ final class GuardedBindings implements SmartInitializingSingleton {
             String found = this.beanFactory.containsBean(name)
                     ? "a " + this.beanFactory.getType(name)
                     : "no bean of that name (a FunctionRegistration or a function from another catalog)";
-            throw new IdempotencyException(("'%s' composes '%s' after %s, but it cannot be protected: it is %s."
-                            + " Declare it as a java.util.function.Consumer or Function @Bean named '%s'")
-                    .formatted(definition, name, IdempotencyGuard.NAME, found, name));
+            throw new StartupRefusal(
+                    "'%s' composes '%s' after %s, but it cannot be protected: it is %s"
+                            .formatted(definition, name, IdempotencyGuard.NAME, found),
+                    "Declare it as a java.util.function.Consumer or Function @Bean named '%s'".formatted(name));
         }
     }
 
@@ -297,25 +305,27 @@ final class GuardedBindings implements SmartInitializingSingleton {
         FunctionCatalog catalog = this.beanFactory.getBean(FunctionCatalog.class);
         FunctionInvocationWrapper function = catalog.lookup(businessFunction);
         if (function == null || function.isSupplier() || function.getInputType() == null) {
-            throw new IdempotencyException("'%s' composes '%s', which takes no input; compose a Consumer or Function"
-                    .formatted(definition, businessFunction));
+            throw new StartupRefusal(
+                    "'%s' composes '%s', which takes no input".formatted(definition, businessFunction),
+                    "Compose a Consumer or Function");
         }
         Type inputType = function.getInputType();
         if (FunctionTypeUtils.isPublisher(inputType)) {
-            throw new IdempotencyException(("'%s' composes '%s', a reactive function: its work would run after the"
-                            + " transaction of the message ends. Take the payload (or Message<payload>) instead of"
-                            + " a Flux or Mono")
-                    .formatted(definition, businessFunction));
+            throw new StartupRefusal(
+                    "'%s' composes '%s', a reactive function: its work would run after the transaction of the message ends"
+                            .formatted(definition, businessFunction),
+                    "Take the payload (or Message<payload>) instead of a Flux or Mono");
         }
         Type payloadType =
                 FunctionTypeUtils.isMessage(inputType) ? FunctionTypeUtils.getGenericType(inputType) : inputType;
         Class<?> rawType = ResolvableType.forType(payloadType).resolve(Object.class);
         if (isText(rawType)) {
-            throw new IdempotencyException(("'%s' composes '%s', a function of %s: the guard hands it the event's"
-                            + " payload, a JSON object mapped to a type, so every message would be rejected. Take a"
-                            + " record of the payload's fields (annotated @EventName), or a JsonNode or Map to read"
-                            + " the payload as it is")
-                    .formatted(definition, businessFunction, rawType.getSimpleName()));
+            throw new StartupRefusal(
+                    ("'%s' composes '%s', a function of %s: the guard hands it the event's payload, a JSON object"
+                                    + " mapped to a type, so every message would be rejected")
+                            .formatted(definition, businessFunction, rawType.getSimpleName()),
+                    "Take a record of the payload's fields (annotated @EventName), or a JsonNode or Map to read the"
+                            + " payload as it is");
         }
         return payloadType;
     }
@@ -332,18 +342,20 @@ final class GuardedBindings implements SmartInitializingSingleton {
         DataSource dataSource = this.dataSources.getObject();
         PlatformTransactionManager transactionManager = this.transactionManagers.getIfUnique();
         if (transactionManager == null) {
-            throw new IdempotencyException(("'%s' needs a transaction manager for the service's DataSource, and there"
-                            + " is none (or several and none is @Primary). Keep Spring Boot's"
-                            + " DataSourceTransactionManagerAutoConfiguration, or mark yours @Primary")
-                    .formatted(definition));
+            throw new StartupRefusal(
+                    ("'%s' needs a transaction manager for the service's DataSource, and there is none (or several and"
+                                    + " none is @Primary)")
+                            .formatted(definition),
+                    "Keep Spring Boot's DataSourceTransactionManagerAutoConfiguration, or mark yours @Primary");
         }
         if (!bindsConnectionOf(transactionManager, dataSource)) {
-            throw new IdempotencyException(("'%s': the transaction manager, a %s, does not bind the DataSource's"
-                            + " connection to the thread, so the guard's claim would not commit with the business"
-                            + " effect (every message would fail). Use a DataSourceTransactionManager (or a"
-                            + " JdbcTransactionManager, or a JpaTransactionManager) on the DataSource the guard"
-                            + " writes to, @Primary if there are several")
-                    .formatted(definition, transactionManager.getClass().getName()));
+            throw new StartupRefusal(
+                    ("'%s': the transaction manager, a %s, does not bind the DataSource's connection to the thread, so"
+                                    + " the guard's claim would not commit with the business effect (every message"
+                                    + " would fail)")
+                            .formatted(definition, transactionManager.getClass().getName()),
+                    "Use a DataSourceTransactionManager (or a JdbcTransactionManager, or a JpaTransactionManager) on"
+                            + " the DataSource the guard writes to, @Primary if there are several");
         }
         return transactionManager;
     }
@@ -392,12 +404,14 @@ final class GuardedBindings implements SmartInitializingSingleton {
     private InterceptableChannel inputChannel(GuardedBinding binding) {
         Object channel = this.beanFactory.getBean(binding.bindingName());
         if (!(channel instanceof InterceptableChannel interceptable)) {
-            throw new IdempotencyException(("binding %s of '%s' is a %s; the guard needs a subscribable message"
-                            + " channel (a reactive or pollable binding cannot hold a transaction per message)")
-                    .formatted(
-                            binding.bindingName(),
-                            binding.definition(),
-                            channel.getClass().getName()));
+            throw new StartupRefusal(
+                    ("Binding %s of '%s' is a %s; the guard needs a subscribable message channel (a reactive or"
+                                    + " pollable binding cannot hold a transaction per message)")
+                            .formatted(
+                                    binding.bindingName(),
+                                    binding.definition(),
+                                    channel.getClass().getName()),
+                    "Bind it as a message-driven consumer, without reactive types and without a polled consumer");
         }
         return interceptable;
     }

@@ -31,9 +31,11 @@ final class PayloadTypes {
         List<Class<?>> unnamed = new ArrayList<>();
         collect(rawType, byEventName, unnamed);
         if (!byEventName.isEmpty() && !unnamed.isEmpty()) {
-            throw new IdempotencyException(("%s permits %s, which has no @EventName: annotate every permitted type"
-                            + " of %s with the name of the event it maps")
-                    .formatted(rawType.getName(), unnamed.get(0).getName(), rawType.getSimpleName()));
+            throw new StartupRefusal(
+                    "%s permits %s, which has no @EventName"
+                            .formatted(rawType.getName(), unnamed.get(0).getName()),
+                    "Annotate every permitted type of %s with the name of the event it maps"
+                            .formatted(rawType.getSimpleName()));
         }
         return new PayloadTypes(inputType, byEventName);
     }
@@ -64,8 +66,10 @@ final class PayloadTypes {
         if (eventName != null) {
             Type previous = byEventName.putIfAbsent(eventName.value(), type);
             if (previous != null && previous != type) {
-                throw new IdempotencyException("%s and %s both map event '%s'; give each event one type"
-                        .formatted(previous.getTypeName(), type.getTypeName(), eventName.value()));
+                throw new StartupRefusal(
+                        "%s and %s both map event '%s'"
+                                .formatted(previous.getTypeName(), type.getTypeName(), eventName.value()),
+                        "Give each event one type");
             }
         } else if (type.isSealed()) {
             for (Class<?> permitted : type.getPermittedSubclasses()) {

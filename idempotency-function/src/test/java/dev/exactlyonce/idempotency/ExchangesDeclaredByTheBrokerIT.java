@@ -56,7 +56,7 @@ class ExchangesDeclaredByTheBrokerIT {
 
         assertThatThrownBy(() -> start(missing).close())
                 .satisfies(failure -> assertThat(Failures.find(failure, IdempotencyException.class))
-                        .hasMessageContaining("binding idempotencyGuardrecordThing-in-0 declares no exchange")
+                        .hasMessageContaining("Binding idempotencyGuardrecordThing-in-0 declares no exchange")
                         .hasMessageContaining("the broker has none named [" + missing + "]"));
     }
 

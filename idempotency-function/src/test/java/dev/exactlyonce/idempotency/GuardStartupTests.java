@@ -11,6 +11,7 @@ import java.util.function.BiConsumer;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.WebApplicationType;
@@ -19,6 +20,8 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProp
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration;
+import org.springframework.boot.test.system.CapturedOutput;
+import org.springframework.boot.test.system.OutputCaptureExtension;
 import org.springframework.cloud.stream.binder.test.EnableTestBinder;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
@@ -108,6 +111,18 @@ class GuardStartupTests {
     }
 
     @Test
+    @ExtendWith(OutputCaptureExtension.class)
+    void aRefusalIsReportedAsBootsDescriptionAndActionNotAStackTrace(CapturedOutput output) {
+        assertThat(startupFailure("recordThing|idempotencyGuard")).isInstanceOf(StartupRefusal.class);
+
+        assertThat(output.getAll())
+                .contains("APPLICATION FAILED TO START")
+                .containsPattern("Description:\\s+'recordThing\\|idempotencyGuard' composes idempotencyGuard after"
+                        + " recordThing, where no transaction holds it\\.\\s+Action:\\s+Put it first:"
+                        + " spring.cloud.function.definition=idempotencyGuard\\|recordThing\\.");
+    }
+
+    @Test
     void theGuardMustProtectSomething() {
         assertThat(startupFailure("idempotencyGuard"))
                 .isInstanceOf(IdempotencyException.class)
@@ -154,9 +169,9 @@ class GuardStartupTests {
                         "idempotencyGuard|describeThing",
                         "spring.cloud.stream.bindings.idempotencyGuarddescribeThing-in-0.consumer.batch-mode=true"))
                 .isInstanceOf(IdempotencyException.class)
-                .hasMessageContaining("binding idempotencyGuarddescribeThing-in-0 delivers batches (batch-mode), but"
+                .hasMessageContaining("Binding idempotencyGuarddescribeThing-in-0 delivers batches (batch-mode), but"
                         + " 'idempotencyGuard|describeThing' composes a function of one payload")
-                .hasMessageContaining("take a List of payloads, or compose a single Consumer");
+                .hasMessageContaining("Take a List of payloads, or compose a single Consumer");
     }
 
     @Test
@@ -165,7 +180,7 @@ class GuardStartupTests {
                 .isInstanceOf(IdempotencyException.class)
                 .hasMessageContaining("'idempotencyGuard|nameThing' ends with 'nameThing', a function that returns"
                         + " java.lang.String")
-                .hasMessageContaining("return an OutgoingEvent (or a List<OutgoingEvent>, or null for none), or make it"
+                .hasMessageContaining("Return an OutgoingEvent (or a List<OutgoingEvent>, or null for none), or make it"
                         + " a Consumer that emits with Outbox.emit");
     }
 
