@@ -32,6 +32,7 @@ import org.springframework.expression.spel.standard.SpelExpressionParser;
 import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.MessageHeaders;
 import org.springframework.messaging.support.MessageBuilder;
+import tools.jackson.databind.util.RawValue;
 
 /**
  * Publishes outbox rows through the binder ({@link StreamBridge}, to the row's destination), in the envelope, and
@@ -158,11 +159,9 @@ final class OutboxPublisher {
         for (Row row : rows) {
             try {
                 Confirms confirm = this.destinations.computeIfAbsent(row.destination(), this::prepare);
+                // The payload is the jsonb column's text, a JSON object: written into the envelope as it is.
                 MessageBuilder<byte[]> message = MessageBuilder.withPayload(this.codec.encode(new EventEnvelope<>(
-                                row.id(),
-                                row.eventName(),
-                                row.occurredAt(),
-                                this.codec.decodePayload(row.payload().getBytes(UTF_8)))))
+                                row.id(), row.eventName(), row.occurredAt(), new RawValue(row.payload()))))
                         .setHeader(MessageHeaders.CONTENT_TYPE, "application/json")
                         .setHeader(EventHeaders.EVENT_ID, row.id().toString())
                         .setHeader(EventHeaders.EVENT_NAME, row.eventName());

@@ -51,9 +51,10 @@ public final class Infra {
                   127.0.0.1:5432, PGUSER postgres), dropped at the end.
 
               bench-pipeline [--messages <n>] [--seconds <s>] [--rate <r>] [--concurrency <c>] [--ack-every <a>]
-                             [--prefetch <p>] [--rounds <k>]
+                             [--prefetch <p>] [--rounds <k>] [--scenarios <id>,...]
                   Throughput and p50/p99 latency of the whole pipeline (RabbitMQ, binder, transaction, guard,
-                  handler, commit, ack) without the guard, with it, emitting an event through the outbox, with
+                  handler, commit, ack) without the guard, with it, emitting an event through the outbox (with
+                  the relay publishing it, and without), with
                   duplicates only, behind Spring Integration's idempotent receiver, and in batches (one event per call, a function of a list,
                   duplicates only, and without a bound on a batch's wait), with the ratios between them. <n> events
                   (default 10,000) per throughput run; <s> seconds (default 5) of events at <r> per second
@@ -61,6 +62,9 @@ public final class Infra {
                   <c> consumers per binding (default 2); a broker ack every <a> messages (default 1); <p>
                   unacknowledged messages per consumer (default 100). Every scenario runs <k> times (default 3),
                   in turn, and the median run is reported: the machine's noise hits all scenarios alike.
+                  --scenarios runs only those (ids: without-guard, guard, emit, emit-without-relay, duplicates,
+                  peer, batch, batch-of-lists, batch-duplicates, batch-unbounded, batch-ceiling,
+                  message-ceiling), and the ratios between them.
 
               bench-outbox [--events <n>] [--rate <r>] [--seconds <s>] [--rounds <k>]
                   The outbox relay: events/s published with publisher confirms while <n> events (default 20,000)
@@ -149,7 +153,15 @@ public final class Infra {
 
     private static int benchPipeline(String[] args, PrintStream out) throws Exception {
         Map<String, String> options = options(
-                args, "--messages", "--seconds", "--concurrency", "--ack-every", "--rate", "--prefetch", "--rounds");
+                args,
+                "--messages",
+                "--seconds",
+                "--concurrency",
+                "--ack-every",
+                "--rate",
+                "--prefetch",
+                "--rounds",
+                "--scenarios");
         new PipelineBenchmark(
                         PostgresServer.fromEnvironment(System.getenv()),
                         System.getenv(),
@@ -158,7 +170,10 @@ public final class Infra {
                         Integer.parseInt(options.getOrDefault("--ack-every", "1")),
                         Double.parseDouble(options.getOrDefault("--rate", "400")),
                         Integer.parseInt(options.getOrDefault("--prefetch", "100")),
-                        Integer.parseInt(options.getOrDefault("--rounds", "3")))
+                        Integer.parseInt(options.getOrDefault("--rounds", "3")),
+                        options.containsKey("--scenarios")
+                                ? List.of(options.get("--scenarios").split(","))
+                                : List.of())
                 .run(
                         Integer.parseInt(options.getOrDefault("--messages", "10000")),
                         Duration.ofSeconds(Long.parseLong(options.getOrDefault("--seconds", "5"))));

@@ -15,6 +15,7 @@ import tools.jackson.databind.JavaType;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 import tools.jackson.databind.node.ObjectNode;
+import tools.jackson.databind.util.RawValue;
 
 /**
  * Reads and writes the JSON event envelope.
@@ -123,7 +124,10 @@ public final class EnvelopeCodec {
         }
     }
 
-    /** Writes an envelope; the payload is written with the codec's mapper. */
+    /**
+     * Writes an envelope; the payload is written with the codec's mapper, or, given as a {@link RawValue} (a JSON
+     * object's text, as a database returns a {@code jsonb} column), written as it is, without being parsed.
+     */
     public byte[] encode(EventEnvelope<?> envelope) {
         ObjectNode root = this.jsonMapper.createObjectNode();
         root.put(EVENT_ID, envelope.eventId().toString());
@@ -131,7 +135,11 @@ public final class EnvelopeCodec {
         if (envelope.occurredAt() != null) {
             root.put(OCCURRED_AT, envelope.occurredAt().toString());
         }
-        root.set(PAYLOAD, this.jsonMapper.valueToTree(envelope.payload()));
+        if (envelope.payload() instanceof RawValue raw) {
+            root.putRawValue(PAYLOAD, raw);
+        } else {
+            root.set(PAYLOAD, this.jsonMapper.valueToTree(envelope.payload()));
+        }
         return this.jsonMapper.writeValueAsBytes(root);
     }
 

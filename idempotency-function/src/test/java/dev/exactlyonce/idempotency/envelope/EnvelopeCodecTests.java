@@ -14,6 +14,7 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.util.RawValue;
 
 class EnvelopeCodecTests {
 
@@ -55,6 +56,24 @@ class EnvelopeCodecTests {
         assertThat(decoded.occurredAt()).isEqualTo(envelope.occurredAt());
         Order payload = this.codec.readPayload(decoded, Order.class);
         assertThat(payload).isEqualTo(envelope.payload());
+    }
+
+    @Test
+    void writesAPayloadGivenAsJsonTextAsItIs() {
+        UUID eventId = UUID.randomUUID();
+        String payload = "{\"orderId\": \"%s\", \"lines\": [{\"productId\": \"%s\", \"quantity\": 1.500}]}"
+                .formatted(UUID.randomUUID(), UUID.randomUUID());
+
+        byte[] body = this.codec.encode(new EventEnvelope<>(
+                eventId, "order.placed", Instant.parse("2026-11-29T10:15:30Z"), new RawValue(payload)));
+
+        assertThat(new String(body, UTF_8)).contains("\"payload\":" + payload);
+        EventEnvelope<JsonNode> decoded = this.codec.decode(body);
+        assertThat(decoded.eventId()).isEqualTo(eventId);
+        Order order = this.codec.readPayload(decoded, Order.class);
+        assertThat(order.lines())
+                .singleElement()
+                .satisfies(line -> assertThat(line.quantity()).isEqualTo(new BigDecimal("1.500")));
     }
 
     @Test

@@ -23,7 +23,6 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
-import java.util.function.ToDoubleFunction;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.Banner;
 import org.springframework.boot.WebApplicationType;
@@ -64,41 +63,55 @@ public final class PipelineBenchmark {
      * and further properties of the service.
      */
     private record Scenario(
-            String name, String definition, boolean batch, boolean duplicates, List<String> properties) {
+            String id, String name, String definition, boolean batch, boolean duplicates, List<String> properties) {
 
-        Scenario(String name, String definition, boolean batch, boolean duplicates) {
-            this(name, definition, batch, duplicates, List.of());
+        Scenario(String id, String name, String definition, boolean batch, boolean duplicates) {
+            this(id, name, definition, batch, duplicates, List.of());
         }
     }
 
     private record Figures(Scenario scenario, double perSecond, double p50, double p99) {}
 
-    private static final Scenario WITHOUT_GUARD =
-            new Scenario("without guard (same transactional handler)", "recordEffectWithoutGuard", false, false);
+    private static final Scenario WITHOUT_GUARD = new Scenario(
+            "without-guard", "without guard (same transactional handler)", "recordEffectWithoutGuard", false, false);
 
-    private static final Scenario GUARD = new Scenario("with guard", "idempotencyGuard|recordEffect", false, false);
+    private static final Scenario GUARD =
+            new Scenario("guard", "with guard", "idempotencyGuard|recordEffect", false, false);
 
     /** With the guard, the handler emitting one event through the outbox, published by the relay meanwhile. */
     private static final Scenario EMITS = new Scenario(
-            "with guard, emitting an event (outbox)", "idempotencyGuard|recordEffectAndEmit", false, false);
+            "emit", "with guard, emitting an event (outbox)", "idempotencyGuard|recordEffectAndEmit", false, false);
 
-    private static final Scenario DUPLICATES =
-            new Scenario("duplicates only (guard discards all)", "idempotencyGuard|recordEffect", false, true);
+    /**
+     * The same without the relay (as with Debezium publishing the rows): what the outbox's write costs the
+     * transaction alone, apart from the publication's work on the same cores.
+     */
+    private static final Scenario EMITS_WITHOUT_RELAY = new Scenario(
+            "emit-without-relay",
+            "with guard, writing an event to the outbox, relay off",
+            "idempotencyGuard|recordEffectAndEmit",
+            false,
+            false,
+            List.of("idempotency.outbox.relay.enabled=false"));
+
+    private static final Scenario DUPLICATES = new Scenario(
+            "duplicates", "duplicates only (guard discards all)", "idempotencyGuard|recordEffect", false, true);
 
     private static final Scenario PEER =
-            new Scenario("peer: Spring Integration idempotent receiver", "recordEffectWithPeer", false, false);
+            new Scenario("peer", "peer: Spring Integration idempotent receiver", "recordEffectWithPeer", false, false);
 
-    private static final Scenario BATCH =
-            new Scenario("batch mode, one event per call (default)", "idempotencyGuard|recordEffect", true, false);
+    private static final Scenario BATCH = new Scenario(
+            "batch", "batch mode, one event per call (default)", "idempotencyGuard|recordEffect", true, false);
 
-    private static final Scenario BATCH_OF_LISTS =
-            new Scenario("batch mode, a function of a list", "idempotencyGuard|recordEffects", true, false);
+    private static final Scenario BATCH_OF_LISTS = new Scenario(
+            "batch-of-lists", "batch mode, a function of a list", "idempotencyGuard|recordEffects", true, false);
 
-    private static final Scenario BATCH_DUPLICATES =
-            new Scenario("batch mode, duplicates only", "idempotencyGuard|recordEffect", true, true);
+    private static final Scenario BATCH_DUPLICATES = new Scenario(
+            "batch-duplicates", "batch mode, duplicates only", "idempotencyGuard|recordEffect", true, true);
 
     /** Batch mode as it was before batches were bounded in time: handed on only when full or after a 20 ms gap. */
     private static final Scenario BATCH_UNBOUNDED = new Scenario(
+            "batch-unbounded",
             "batch mode, no bound on a batch's wait",
             "idempotencyGuard|recordEffects",
             true,
@@ -106,15 +119,16 @@ public final class PipelineBenchmark {
             List.of("idempotency.batch.max-wait=0", "receive-timeout=20"));
 
     private static final Scenario BATCH_CEILING =
-            new Scenario("ceiling: batches to a no-op, no database", "discardAll", true, false);
+            new Scenario("batch-ceiling", "ceiling: batches to a no-op, no database", "discardAll", true, false);
 
     private static final Scenario MESSAGE_CEILING =
-            new Scenario("ceiling: messages to a no-op, no database", "discardOne", false, false);
+            new Scenario("message-ceiling", "ceiling: messages to a no-op, no database", "discardOne", false, false);
 
     private static final List<Scenario> SCENARIOS = List.of(
             WITHOUT_GUARD,
             GUARD,
             EMITS,
+            EMITS_WITHOUT_RELAY,
             DUPLICATES,
             PEER,
             BATCH,
@@ -140,6 +154,8 @@ public final class PipelineBenchmark {
 
     private final int rounds;
 
+    private final List<Scenario> scenarios;
+
     private final EnvelopeCodec codec = new EnvelopeCodec();
 
     /**
@@ -152,6 +168,8 @@ public final class PipelineBenchmark {
      *     scenario (half the scenario's throughput if that is lower)
      * @param prefetch unacknowledged messages each consumer may hold
      * @param rounds how many times every scenario runs, in turn; the median run of each is reported
+     * @param scenarios the ids of the scenarios to run, all of them when empty
+     * @throws IllegalArgumentException naming the scenarios, when an id is not one of them
      */
     public PipelineBenchmark(
             PostgresServer postgres,
@@ -161,7 +179,8 @@ public final class PipelineBenchmark {
             int ackEvery,
             double latencyRate,
             int prefetch,
-            int rounds) {
+            int rounds,
+            List<String> scenarios) {
         this.postgres = postgres;
         this.rabbit = rabbit;
         this.out = out;
@@ -170,6 +189,22 @@ public final class PipelineBenchmark {
         this.latencyRate = latencyRate;
         this.prefetch = prefetch;
         this.rounds = rounds;
+        this.scenarios = select(scenarios);
+    }
+
+    private static List<Scenario> select(List<String> ids) {
+        List<String> known = SCENARIOS.stream().map(Scenario::id).toList();
+        for (String id : ids) {
+            if (!known.contains(id)) {
+                throw new IllegalArgumentException(
+                        "Unknown scenario '%s'; the scenarios are %s.".formatted(id, String.join(", ", known)));
+            }
+        }
+        return ids.isEmpty()
+                ? SCENARIOS
+                : SCENARIOS.stream()
+                        .filter(scenario -> ids.contains(scenario.id()))
+                        .toList();
     }
 
     public void run(int messages, Duration latencySpan) throws Exception {
@@ -200,7 +235,7 @@ public final class PipelineBenchmark {
             this.out.printf("warming up (every scenario, %,d events, not reported)%n", Math.min(messages, 5_000));
             PrintStream report = this.out;
             this.out = new PrintStream(PrintStream.nullOutputStream());
-            for (Scenario scenario : SCENARIOS) {
+            for (Scenario scenario : this.scenarios) {
                 jdbc.execute("TRUNCATE effect, processed_event, int_metadata_store, outbox_event");
                 run(scenario, database, run, connection, jdbc, Math.min(messages, 5_000), Duration.ofSeconds(2));
             }
@@ -208,13 +243,13 @@ public final class PipelineBenchmark {
             for (int round = 1; round <= this.rounds; round++) {
                 this.out.printf("round %d of %d%n", round, this.rounds);
                 List<Figures> thisRound = new ArrayList<>();
-                for (Scenario scenario : SCENARIOS) {
+                for (Scenario scenario : this.scenarios) {
                     jdbc.execute("TRUNCATE effect, processed_event, int_metadata_store, outbox_event");
                     thisRound.add(run(scenario, database, run, connection, jdbc, messages, latencySpan));
                 }
                 rounds.add(thisRound);
             }
-            for (int i = 0; i < SCENARIOS.size(); i++) {
+            for (int i = 0; i < this.scenarios.size(); i++) {
                 int scenario = i;
                 figures.add(
                         median(rounds.stream().map(round -> round.get(scenario)).toList()));
@@ -269,7 +304,7 @@ public final class PipelineBenchmark {
                     .changeState(binding, BindingsLifecycleController.State.STARTED);
             completions.await(messages, Duration.ofMinutes(5));
             double perSecond = messages / ((System.nanoTime() - start) / 1e9);
-            this.out.printf("  %-46s %,9.0f events/s", scenario.name(), perSecond);
+            this.out.printf("  %-56s %,9.0f events/s", scenario.name(), perSecond);
 
             double rate = Math.min(this.latencyRate, perSecond / 2);
             int paced = (int) (rate * latencySpan.toSeconds());
@@ -400,11 +435,11 @@ public final class PipelineBenchmark {
 
     private void report(List<Figures> figures, List<List<Figures>> rounds) {
         this.out.printf(
-                "%nmedian of %d round(s), each scenario run in turn in every round%n%-48s %12s %9s %9s%n",
+                "%nmedian of %d round(s), each scenario run in turn in every round%n%-56s %12s %9s %9s%n",
                 this.rounds, "scenario", "events/s", "p50 ms", "p99 ms");
         for (Figures row : figures) {
             this.out.printf(
-                    "%-48s %,12.0f %9.2f %9.2f%n", row.scenario().name(), row.perSecond(), row.p50(), row.p99());
+                    "%-56s %,12.0f %9.2f %9.2f%n", row.scenario().name(), row.perSecond(), row.p50(), row.p99());
         }
         List<Map<Scenario, Figures>> byRound = rounds.stream()
                 .map(round -> {
@@ -417,11 +452,14 @@ public final class PipelineBenchmark {
                 "%nratios, each computed within a round (paired): median [min-max over %d round(s)] (target)%n",
                 this.rounds);
         for (Ratio ratio : RATIOS) {
+            if (!this.scenarios.containsAll(List.of(ratio.a(), ratio.b()))) {
+                continue;
+            }
             if (ratio.name().startsWith("batch mode / batch ceiling")) {
                 this.out.printf("what the broker and the binder leave, on the same cores (no database at all):%n");
             }
             List<Double> values =
-                    byRound.stream().mapToDouble(ratio.value()).sorted().boxed().toList();
+                    byRound.stream().mapToDouble(ratio::value).sorted().boxed().toList();
             double median = values.get(values.size() / 2);
             String verdict = "";
             if (!Double.isNaN(ratio.target())) {
@@ -438,26 +476,30 @@ public final class PipelineBenchmark {
     /**
      * A ratio between two scenarios of the same round, and its target ({@code NaN}: none).
      *
+     * @param p99 whether it compares their p99 latencies rather than their throughputs
      * @param atMost whether the target is a ceiling (latencies) rather than a floor
      */
-    private record Ratio(String name, ToDoubleFunction<Map<Scenario, Figures>> value, double target, boolean atMost) {
+    private record Ratio(String name, Scenario a, Scenario b, boolean p99, double target, boolean atMost) {
 
         static Ratio atLeast(String name, Scenario a, Scenario b, double target) {
-            return new Ratio(name, by -> by.get(a).perSecond() / by.get(b).perSecond(), target, false);
+            return new Ratio(name, a, b, false, target, false);
+        }
+
+        double value(Map<Scenario, Figures> round) {
+            return this.p99
+                    ? round.get(this.a).p99() / round.get(this.b).p99()
+                    : round.get(this.a).perSecond() / round.get(this.b).perSecond();
         }
     }
 
     private static final List<Ratio> RATIOS = List.of(
             Ratio.atLeast("with guard / without guard", GUARD, WITHOUT_GUARD, 0.90),
-            Ratio.atLeast("emitting an event through the outbox / with guard", EMITS, GUARD, 0.85),
+            Ratio.atLeast("writing an event to the outbox, relay off / with guard", EMITS_WITHOUT_RELAY, GUARD, 0.85),
+            Ratio.atLeast("emitting an event, relay publishing / with guard", EMITS, GUARD, Double.NaN),
             Ratio.atLeast("duplicates discarded / processing (with guard)", DUPLICATES, GUARD, 3),
             Ratio.atLeast("with guard / peer", GUARD, PEER, 1.0),
             Ratio.atLeast("batch mode / single-message mode, events/s", BATCH, GUARD, 5),
-            new Ratio(
-                    "batch mode / single-message mode, p99 at the same rate",
-                    by -> by.get(BATCH).p99() / by.get(GUARD).p99(),
-                    2,
-                    true),
+            new Ratio("batch mode / single-message mode, p99 at the same rate", BATCH, GUARD, true, 2, true),
             Ratio.atLeast("a function of a list / one event per call", BATCH_OF_LISTS, BATCH, Double.NaN),
             Ratio.atLeast("batch mode / batch mode without a bound on its wait", BATCH_OF_LISTS, BATCH_UNBOUNDED, 0.90),
             Ratio.atLeast("batch mode: duplicates only / processing", BATCH_DUPLICATES, BATCH, Double.NaN),
