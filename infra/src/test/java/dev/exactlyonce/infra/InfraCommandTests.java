@@ -1,0 +1,38 @@
+package dev.exactlyonce.infra;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import org.junit.jupiter.api.Test;
+
+/** The command line refuses what it cannot run before it touches a server, and says what it takes. */
+class InfraCommandTests {
+
+    private final ByteArrayOutputStream out = new ByteArrayOutputStream();
+
+    private final ByteArrayOutputStream err = new ByteArrayOutputStream();
+
+    @Test
+    void anUnknownBenchmarkScenarioIsRefusedWithTheScenariosThereAre() {
+        int status = run("bench-pipeline", "--scenarios", "guard,emitt");
+
+        assertThat(status).isEqualTo(2);
+        assertThat(this.err.toString())
+                .contains("Unknown scenario 'emitt'; the scenarios are without-guard, guard, emit, emit-without-relay,")
+                .contains("--scenarios <id>,...");
+        assertThat(this.out.toString()).isEmpty();
+    }
+
+    @Test
+    void anUnknownOptionIsRefused() {
+        int status = run("bench-pipeline", "--scenario", "guard");
+
+        assertThat(status).isEqualTo(2);
+        assertThat(this.err.toString()).contains("Unexpected argument '--scenario'.");
+    }
+
+    private int run(String... args) {
+        return Infra.run(args, new PrintStream(this.out, true), new PrintStream(this.err, true));
+    }
+}
