@@ -255,6 +255,18 @@ class GuardStartupTests {
     }
 
     @Test
+    @ExtendWith(OutputCaptureExtension.class)
+    void aShortRetentionIsReportedAsBootsFailureAnalysis(CapturedOutput output) {
+        startupFailure("idempotencyGuard|recordThing", "idempotency.retention=10d");
+
+        assertThat(output.getAll())
+                .contains("APPLICATION FAILED TO START")
+                .containsPattern("Description:\\s+Failed to bind properties under 'idempotency'")
+                .contains("idempotency.retention (PT240H) is shorter than the replay horizon")
+                .containsPattern("Action:\\s+Update your application's configuration");
+    }
+
+    @Test
     void aServiceThatDoesNotUseTheGuardNeedsNoDataSource() {
         try (ConfigurableApplicationContext context =
                 start("recordThing", "spring.autoconfigure.exclude=" + DataSourceAutoConfiguration.class.getName())) {
