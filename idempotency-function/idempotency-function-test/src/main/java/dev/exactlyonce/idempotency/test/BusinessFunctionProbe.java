@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency.test;
 
+import dev.exactlyonce.idempotency.GuardedDefinitions;
 import java.util.Map;
 import java.util.Queue;
 import java.util.Set;
@@ -36,7 +37,7 @@ public final class BusinessFunctionProbe implements BeanPostProcessor, Environme
 
     @Override
     public void setEnvironment(Environment environment) {
-        this.functionNames = GuardedDefinitions.functionNames(environment);
+        this.functionNames = GuardedDefinitions.businessFunctionNames(environment);
     }
 
     @Override

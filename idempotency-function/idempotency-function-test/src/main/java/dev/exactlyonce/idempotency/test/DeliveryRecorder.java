@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency.test;
 
+import dev.exactlyonce.idempotency.GuardedDefinitions;
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
