@@ -64,7 +64,8 @@ public final class Infra {
                   in turn, and the median run is reported: the machine's noise hits all scenarios alike.
                   --scenarios runs only those (ids: without-guard, guard, emit, emit-without-relay, duplicates,
                   peer, batch, batch-of-lists, batch-duplicates, batch-unbounded, batch-ceiling,
-                  message-ceiling), and the ratios between them.
+                  message-ceiling, sql-effect, sql-claim), and the ratios between them. The SQL-only rows
+                  run the effect's insert, with and without the guard's claim, straight on JDBC.
 
               bench-outbox [--events <n>] [--rate <r>] [--seconds <s>] [--rounds <k>]
                   The outbox relay: events/s published with publisher confirms while <n> events (default 20,000)

@@ -10,6 +10,8 @@ import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
 import java.io.PrintStream;
 import java.math.BigDecimal;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -18,6 +20,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -63,9 +66,14 @@ public final class PipelineBenchmark {
      * and further properties of the service.
      */
     private record Scenario(
-            String id, String name, String definition, boolean batch, boolean duplicates, List<String> properties) {
+            String id,
+            String name,
+            @Nullable String definition,
+            boolean batch,
+            boolean duplicates,
+            List<String> properties) {
 
-        Scenario(String id, String name, String definition, boolean batch, boolean duplicates) {
+        Scenario(String id, String name, @Nullable String definition, boolean batch, boolean duplicates) {
             this(id, name, definition, batch, duplicates, List.of());
         }
     }
@@ -124,6 +132,16 @@ public final class PipelineBenchmark {
     private static final Scenario MESSAGE_CEILING =
             new Scenario("message-ceiling", "ceiling: messages to a no-op, no database", "discardOne", false, false);
 
+    /**
+     * The SQL alone, straight on JDBC with the same consumers and no broker, binder or library: one transaction per
+     * event that inserts the effect, with and without the guard's claim before it (the library's statement).
+     */
+    private static final Scenario SQL_EFFECT =
+            new Scenario("sql-effect", "SQL only (JDBC): the effect's insert", null, false, false);
+
+    private static final Scenario SQL_CLAIM =
+            new Scenario("sql-claim", "SQL only (JDBC): the claim, then the effect's insert", null, false, false);
+
     private static final List<Scenario> SCENARIOS = List.of(
             WITHOUT_GUARD,
             GUARD,
@@ -136,7 +154,9 @@ public final class PipelineBenchmark {
             BATCH_DUPLICATES,
             BATCH_UNBOUNDED,
             BATCH_CEILING,
-            MESSAGE_CEILING);
+            MESSAGE_CEILING,
+            SQL_EFFECT,
+            SQL_CLAIM);
 
     private final PostgresServer postgres;
 
@@ -269,6 +289,9 @@ public final class PipelineBenchmark {
             int messages,
             Duration latencySpan)
             throws Exception {
+        if (scenario.definition() == null) {
+            return sqlOnly(scenario, database, messages);
+        }
         String key = scenario.definition().replaceAll("[^A-Za-z]", "")
                 + (scenario.batch() ? "batch" : "")
                 + (scenario.duplicates() ? "dup" : "")
@@ -334,6 +357,47 @@ public final class PipelineBenchmark {
                 channel.queueDelete(queue + ".emitted");
                 channel.exchangeDelete(exchange);
             }
+        }
+    }
+
+    /**
+     * The SQL of a scenario without anything around it: {@code concurrency} threads, each on a connection of its own,
+     * one transaction per event. Latency is not measured.
+     */
+    private Figures sqlOnly(Scenario scenario, String database, int messages) throws Exception {
+        String claim = "INSERT INTO processed_event (event_id, scope) VALUES (?, '') ON CONFLICT DO NOTHING";
+        String effect = "INSERT INTO effect (id, amount) VALUES (?, ?)";
+        boolean claims = scenario == SQL_CLAIM;
+        int perThread = messages / this.concurrency;
+        try (HikariDataSource dataSource = this.postgres.dataSource(database, this.concurrency)) {
+            List<CompletableFuture<Void>> threads = new ArrayList<>();
+            long start = System.nanoTime();
+            for (int thread = 0; thread < this.concurrency; thread++) {
+                threads.add(CompletableFuture.runAsync(() -> {
+                    try (java.sql.Connection connection = dataSource.getConnection();
+                            PreparedStatement claimStatement = connection.prepareStatement(claim);
+                            PreparedStatement effectStatement = connection.prepareStatement(effect)) {
+                        connection.setAutoCommit(false);
+                        for (int i = 0; i < perThread; i++) {
+                            UUID eventId = UuidV7.generate();
+                            if (claims) {
+                                claimStatement.setObject(1, eventId);
+                                claimStatement.executeUpdate();
+                            }
+                            effectStatement.setObject(1, eventId);
+                            effectStatement.setBigDecimal(2, BigDecimal.ONE);
+                            effectStatement.executeUpdate();
+                            connection.commit();
+                        }
+                    } catch (SQLException ex) {
+                        throw new IllegalStateException(ex);
+                    }
+                }));
+            }
+            CompletableFuture.allOf(threads.toArray(CompletableFuture[]::new)).join();
+            double perSecond = perThread * this.concurrency / ((System.nanoTime() - start) / 1e9);
+            this.out.printf("  %-56s %,9.0f events/s%n", scenario.name(), perSecond);
+            return new Figures(scenario, perSecond, Double.NaN, Double.NaN);
         }
     }
 
@@ -427,6 +491,11 @@ public final class PipelineBenchmark {
     }
 
     /** The run of median throughput, its latencies with it. */
+    /** A latency as the report prints it: {@code -} where it was not measured. */
+    private static String milliseconds(double value) {
+        return Double.isNaN(value) ? "-" : "%.2f".formatted(value);
+    }
+
     private static Figures median(List<Figures> runs) {
         List<Figures> sorted = new ArrayList<>(runs);
         sorted.sort(Comparator.comparingDouble(Figures::perSecond));
@@ -439,7 +508,8 @@ public final class PipelineBenchmark {
                 this.rounds, "scenario", "events/s", "p50 ms", "p99 ms");
         for (Figures row : figures) {
             this.out.printf(
-                    "%-56s %,12.0f %9.2f %9.2f%n", row.scenario().name(), row.perSecond(), row.p50(), row.p99());
+                    "%-56s %,12.0f %9s %9s%n",
+                    row.scenario().name(), row.perSecond(), milliseconds(row.p50()), milliseconds(row.p99()));
         }
         List<Map<Scenario, Figures>> byRound = rounds.stream()
                 .map(round -> {
@@ -470,6 +540,27 @@ public final class PipelineBenchmark {
             this.out.printf(
                     "  %-56s %6.2f x  [%.2f-%.2f]  %s%n",
                     ratio.name(), median, values.get(0), values.get(values.size() - 1), verdict);
+        }
+        if (this.scenarios.containsAll(List.of(WITHOUT_GUARD, GUARD, SQL_EFFECT, SQL_CLAIM))) {
+            // The time per event the claim's SQL adds (on JDBC), added to the pipeline's time per event without the
+            // guard: what the guard would cost if it were its SQL and nothing else.
+            List<Double> predicted = byRound.stream()
+                    .mapToDouble(round -> {
+                        double without = 1 / round.get(WITHOUT_GUARD).perSecond();
+                        double claim = 1 / round.get(SQL_CLAIM).perSecond()
+                                - 1 / round.get(SQL_EFFECT).perSecond();
+                        return without / (without + claim);
+                    })
+                    .sorted()
+                    .boxed()
+                    .toList();
+            this.out.printf(
+                    "  %-56s %6.2f x  [%.2f-%.2f]  (with guard / without guard, from its SQL alone: the library's own"
+                            + " cost is the difference)%n",
+                    "the guard's SQL added to the pipeline",
+                    predicted.get(predicted.size() / 2),
+                    predicted.get(0),
+                    predicted.get(predicted.size() - 1));
         }
     }
 
@@ -506,7 +597,8 @@ public final class PipelineBenchmark {
             Ratio.atLeast("batch mode / batch ceiling", BATCH, BATCH_CEILING, Double.NaN),
             Ratio.atLeast("a function of a list / batch ceiling", BATCH_OF_LISTS, BATCH_CEILING, Double.NaN),
             Ratio.atLeast("with guard / message ceiling", GUARD, MESSAGE_CEILING, Double.NaN),
-            Ratio.atLeast("duplicates only / message ceiling", DUPLICATES, MESSAGE_CEILING, Double.NaN));
+            Ratio.atLeast("duplicates only / message ceiling", DUPLICATES, MESSAGE_CEILING, Double.NaN),
+            Ratio.atLeast("SQL only: with the claim / without (the guard's SQL)", SQL_CLAIM, SQL_EFFECT, Double.NaN));
 
     /** Counts committed events on the binding's channel and, once asked, times them from their publication. */
     private static final class Completions implements ChannelInterceptor {
