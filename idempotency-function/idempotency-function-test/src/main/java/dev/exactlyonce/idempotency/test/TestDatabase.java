@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency.test;
 
+import org.springframework.boot.jdbc.autoconfigure.JdbcConnectionDetails;
 import org.springframework.test.context.DynamicPropertyRegistry;
 
 /**
@@ -23,6 +24,31 @@ public record TestDatabase(String name, String jdbcUrl, String username, String 
     /** Makes this database, reached through the proxy, the service's {@code spring.datasource}. */
     public void registerDataSource(DynamicPropertyRegistry registry, TcpProxy proxy) {
         registerDataSource(registry, this.jdbcUrl.replaceFirst("//[^/]+/", "//127.0.0.1:" + proxy.port() + "/"));
+    }
+
+    /**
+     * This database as Spring Boot's connection details, what {@code @ServiceConnection} makes of a container: declare
+     * it as a {@code @Bean} of the test's configuration instead of registering properties. The pool's own settings
+     * ({@code spring.datasource.hikari.*}) still apply.
+     */
+    public JdbcConnectionDetails connectionDetails() {
+        return new JdbcConnectionDetails() {
+
+            @Override
+            public String getUsername() {
+                return TestDatabase.this.username;
+            }
+
+            @Override
+            public String getPassword() {
+                return TestDatabase.this.password;
+            }
+
+            @Override
+            public String getJdbcUrl() {
+                return TestDatabase.this.jdbcUrl;
+            }
+        };
     }
 
     private void registerDataSource(DynamicPropertyRegistry registry, String url) {
