@@ -1,7 +1,6 @@
 package dev.exactlyonce.idempotency;
 
 import org.flywaydb.core.Flyway;
-import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -19,15 +18,9 @@ import org.springframework.context.annotation.Bean;
 @ConditionalOnProperty(prefix = "idempotency", name = "migrate-with-flyway", matchIfMissing = true)
 class IdempotencyFlywayAutoConfiguration {
 
-    @Bean
-    ProcessedEventMigration idempotencyProcessedEventMigration(
-            Flyway serviceFlyway,
-            ObjectProvider<FlywayMigrationInitializer> serviceMigration,
-            IdempotencyProperties properties) {
+    @Bean(IdempotencyDatabaseInitializerDetector.MIGRATION_BEAN)
+    ProcessedEventMigration idempotencyProcessedEventMigration(Flyway serviceFlyway, IdempotencyProperties properties) {
         return new ProcessedEventMigration(
-                serviceFlyway,
-                serviceMigration,
-                properties.tableName(),
-                properties.partitioning().enabled());
+                serviceFlyway, properties.tableName(), properties.partitioning().enabled());
     }
 }

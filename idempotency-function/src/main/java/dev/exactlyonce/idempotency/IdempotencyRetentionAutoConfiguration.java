@@ -7,8 +7,11 @@ import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.sql.init.dependency.DatabaseInitializationDependencyConfigurer;
+import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitialization;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
 
 /**
  * Keeps processed event ids for the retention and no longer: the scheduled purge of the default table, or the
@@ -18,6 +21,7 @@ import org.springframework.context.annotation.Configuration;
 @ConditionalOnGuardedDefinition
 @ConditionalOnSingleCandidate(DataSource.class)
 @EnableConfigurationProperties(IdempotencyProperties.class)
+@Import(DatabaseInitializationDependencyConfigurer.class)
 class IdempotencyRetentionAutoConfiguration {
 
     /** Deletes ids older than the retention, in the default (unpartitioned) table. */
@@ -26,6 +30,7 @@ class IdempotencyRetentionAutoConfiguration {
     static class Purge {
 
         @Bean
+        @DependsOnDatabaseInitialization
         ProcessedEventPurge idempotencyPurge(
                 DataSource dataSource, IdempotencyProperties properties, ObjectProvider<IdempotencyMetrics> metrics) {
             return new ProcessedEventPurge(
@@ -52,14 +57,11 @@ class IdempotencyRetentionAutoConfiguration {
     @ConditionalOnBooleanProperty(name = "idempotency.partitioning.enabled")
     static class Partitions {
 
+        /** Makes the first partitions as it is created: after the table was migrated (it depends on it). */
         @Bean
+        @DependsOnDatabaseInitialization
         ProcessedEventPartitions idempotencyPartitions(
-                DataSource dataSource,
-                IdempotencyProperties properties,
-                ObjectProvider<IdempotencyMetrics> metrics,
-                ObjectProvider<ProcessedEventMigration> migration) {
-            // The table must exist (migrated by the library, when it migrates) before its first partitions.
-            migration.ifAvailable(done -> {});
+                DataSource dataSource, IdempotencyProperties properties, ObjectProvider<IdempotencyMetrics> metrics) {
             ProcessedEventPartitions partitions = new ProcessedEventPartitions(
                     dataSource,
                     properties.tableName(),

@@ -7,13 +7,13 @@ import org.flywaydb.core.api.output.MigrateResult;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.InitializingBean;
-import org.springframework.beans.factory.ObjectProvider;
-import org.springframework.boot.flyway.autoconfigure.FlywayMigrationInitializer;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * Migrates the library's table with the library's own Flyway migrations, after the service's migrations, with the
- * service's Flyway connection and schemas.
+ * service's Flyway connection and schemas. It is a database initializer to Spring Boot
+ * ({@link IdempotencyDatabaseInitializerDetector}): it runs after the service's Flyway migrations, and the beans that
+ * depend on database initialization wait for it.
  *
  * <p>The migrations keep a history table of their own, so their versions never clash with the service's and a new
  * library version brings its migrations without the service copying anything. Each table name has its own history:
@@ -44,27 +44,18 @@ final class ProcessedEventMigration implements InitializingBean {
 
     private final Flyway serviceFlyway;
 
-    private final ObjectProvider<FlywayMigrationInitializer> serviceMigration;
-
     private final String tableName;
 
     private final String location;
 
-    ProcessedEventMigration(
-            Flyway serviceFlyway,
-            ObjectProvider<FlywayMigrationInitializer> serviceMigration,
-            String tableName,
-            boolean partitioned) {
+    ProcessedEventMigration(Flyway serviceFlyway, String tableName, boolean partitioned) {
         this.serviceFlyway = serviceFlyway;
-        this.serviceMigration = serviceMigration;
         this.tableName = tableName;
         this.location = partitioned ? PARTITIONED_LOCATION : LOCATION;
     }
 
     @Override
     public void afterPropertiesSet() {
-        // Resolving the initializer runs the service's own migrations first.
-        this.serviceMigration.ifAvailable(initializer -> {});
         Configuration service = this.serviceFlyway.getConfiguration();
         MigrateResult result = Flyway.configure(getClass().getClassLoader())
                 .dataSource(service.getDataSource())

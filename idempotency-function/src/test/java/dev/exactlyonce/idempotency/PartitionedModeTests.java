@@ -31,6 +31,7 @@ import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.messaging.support.ErrorMessage;
@@ -89,6 +90,22 @@ class PartitionedModeTests {
                 .startsWith(partition(today.minusDays(30)))
                 .endsWith(partition(today.plusDays(2)))
                 .hasSize(33);
+    }
+
+    /**
+     * The partitions are made as their bean is created, on the table the library's migration creates: Spring Boot
+     * orders them (the migration is a database initializer, after the service's Flyway; the partitions depend on
+     * database initialization), as the start-up of this fresh database shows.
+     */
+    @Test
+    void theLibrarysMigrationRunsAfterTheServicesAndThePartitionsAfterIt(
+            @Autowired ConfigurableListableBeanFactory beanFactory) {
+        assertThat(beanFactory
+                        .getBeanDefinition(IdempotencyDatabaseInitializerDetector.MIGRATION_BEAN)
+                        .getDependsOn())
+                .contains("flywayInitializer");
+        assertThat(beanFactory.getBeanDefinition("idempotencyPartitions").getDependsOn())
+                .contains(IdempotencyDatabaseInitializerDetector.MIGRATION_BEAN, "flywayInitializer");
     }
 
     @Test

@@ -11,8 +11,6 @@ import java.util.UUID;
 import javax.sql.DataSource;
 import org.flywaydb.core.Flyway;
 import org.junit.jupiter.api.Test;
-import org.springframework.beans.factory.support.StaticListableBeanFactory;
-import org.springframework.boot.flyway.autoconfigure.FlywayMigrationInitializer;
 import org.springframework.core.io.ClassPathResource;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
@@ -143,12 +141,7 @@ class ProcessedEventSchemaTests {
 
     private static void migrate(DataSource dataSource, String tableName, boolean partitioned) {
         Flyway service = Flyway.configure().dataSource(dataSource).load();
-        new ProcessedEventMigration(
-                        service,
-                        new StaticListableBeanFactory().getBeanProvider(FlywayMigrationInitializer.class),
-                        tableName,
-                        partitioned)
-                .afterPropertiesSet();
+        new ProcessedEventMigration(service, tableName, partitioned).afterPropertiesSet();
     }
 
     private static List<String> describe(DataSource dataSource, String table) {
