@@ -6,7 +6,6 @@ import dev.exactlyonce.idempotency.IdempotencyProperties.EventId;
 import dev.exactlyonce.idempotency.IdempotencyProperties.EventIdSource;
 import dev.exactlyonce.idempotency.IdempotencyProperties.MissingEventId;
 import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.time.Instant;

@@ -1,6 +1,5 @@
 package dev.exactlyonce.idempotency;
 
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import javax.sql.DataSource;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;

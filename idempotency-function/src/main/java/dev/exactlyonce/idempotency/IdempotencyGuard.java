@@ -1,6 +1,5 @@
 package dev.exactlyonce.idempotency;
 
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.lang.reflect.Type;
 import java.nio.charset.StandardCharsets;

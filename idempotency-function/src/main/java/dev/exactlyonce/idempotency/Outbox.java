@@ -1,6 +1,5 @@
 package dev.exactlyonce.idempotency;
 
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
 import java.sql.Connection;
 import java.sql.Timestamp;

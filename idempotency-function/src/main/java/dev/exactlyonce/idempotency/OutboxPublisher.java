@@ -2,7 +2,6 @@ package dev.exactlyonce.idempotency;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.time.Duration;

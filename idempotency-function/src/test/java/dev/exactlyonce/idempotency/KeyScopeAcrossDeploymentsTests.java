@@ -2,7 +2,6 @@ package dev.exactlyonce.idempotency;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;

@@ -1,7 +1,7 @@
 package dev.exactlyonce.infra;
 
 import com.rabbitmq.client.Connection;
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.infra.bench.OutboxBenchmark;
 import dev.exactlyonce.infra.bench.PipelineBenchmark;
 import dev.exactlyonce.infra.bench.PostgresServer;

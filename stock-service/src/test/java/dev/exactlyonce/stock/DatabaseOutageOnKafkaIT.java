@@ -3,7 +3,7 @@ package dev.exactlyonce.stock;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.DeliveryRecorder;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;

@@ -1,7 +1,7 @@
 package dev.exactlyonce.infra.bench;
 
+import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.Outbox;
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.EventName;
 import java.math.BigDecimal;

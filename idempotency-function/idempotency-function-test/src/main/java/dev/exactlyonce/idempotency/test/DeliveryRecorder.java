@@ -1,8 +1,8 @@
 package dev.exactlyonce.idempotency.test;
 
+import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.GuardedDefinitions;
 import dev.exactlyonce.idempotency.RejectedMessageException;
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.util.List;
 import java.util.Map;

@@ -1,7 +1,7 @@
 package dev.exactlyonce.idempotency.test;
 
+import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.GuardedDefinitions;
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import java.util.ArrayList;
 import java.util.List;

@@ -1,6 +1,6 @@
 package dev.exactlyonce.idempotency.test;
 
-import dev.exactlyonce.idempotency.envelope.EnvelopeCodec;
+import dev.exactlyonce.idempotency.EnvelopeCodec;
 import org.springframework.cloud.stream.binder.test.InputDestination;
 import org.springframework.cloud.stream.binder.test.TestChannelBinder;
 import org.springframework.cloud.stream.config.BindingServiceProperties;

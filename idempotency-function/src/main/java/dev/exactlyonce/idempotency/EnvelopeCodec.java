@@ -1,7 +1,7 @@
-package dev.exactlyonce.idempotency.envelope;
+package dev.exactlyonce.idempotency;
 
-import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import java.lang.reflect.Type;
 import java.time.Instant;
 import java.time.format.DateTimeParseException;

@@ -1,11 +1,11 @@
-package dev.exactlyonce.idempotency.envelope;
+package dev.exactlyonce.idempotency;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
 
-import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import java.math.BigDecimal;
 import java.time.Instant;
 import java.util.List;
