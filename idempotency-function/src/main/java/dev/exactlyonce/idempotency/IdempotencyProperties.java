@@ -10,32 +10,30 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
 /**
  * Configuration of the idempotency guard, under the {@code idempotency} prefix.
  *
- * @param tableName name of the table that records processed event ids, in the schema the service's connections
- *     use; a lower-case SQL identifier of at most 46 characters that is not a reserved word
- * @param migrateWithFlyway whether the library creates and migrates its table with Flyway when the service uses
- *     Flyway (it keeps a history table of its own, {@code idempotency_schema_history} for the default table name,
- *     {@code <table>_schema_history} for another, so its versions never clash with the service's); set to
- *     {@code false} to create the table yourself from {@code schema-postgresql.sql}
- * @param eventId where the guard reads each message's event id
- * @param keyScope what an event is recorded as processed for: the whole service ({@code service}: a second function
- *     bound to the same event finds it processed and does nothing), or each function ({@code function}: every
- *     function composed after the guard processes each event once). It names each binding's scope by default: the
- *     empty string for the service, the functions composed after the guard (such as {@code reserveStock}) for a
- *     function
- * @param retention how long a processed event id is kept: a copy that arrives later is processed again. It must cover
- *     the replay horizon
- * @param replayHorizon how late a copy of an event can still arrive
- * @param purge the scheduled deletion of ids older than the retention
- * @param partitioning the opt-in range-partitioned table, whose old ids go with whole partitions
- * @param outage what the guarded bindings do while the database (or another dependency) is unavailable
- * @param endpoint the {@code idempotency} Actuator endpoint
- * @param batch how guarded batch bindings ({@code batch-mode}) gather their batches
- * @param bindings per guarded binding (by its name, such as {@code idempotencyGuardreserveStock-in-0}): a scope name
- *     that stays the same when functions are renamed or the key scope changes, and the scopes whose claims it takes
- *     over
- * @param retiredScopes scopes whose claims are given up on purpose: the events they recorded are processed again if
- *     a copy arrives. Start-up refuses to run while the table holds claims under a scope that no binding uses, takes
- *     over or retires
+ * @param tableName Name of the table that records processed event ids, in the schema the service's connections use; a
+ *     lower-case SQL identifier of at most 46 characters that is not a reserved word.
+ * @param migrateWithFlyway Whether the library creates and migrates its table with Flyway when the service uses Flyway
+ *     (it keeps a history table of its own, idempotency_schema_history for the default table name, the table's name
+ *     followed by _schema_history for another, so its versions never clash with the service's); set to false to
+ *     create the table yourself from schema-postgresql.sql.
+ * @param eventId Where the guard reads each message's event id.
+ * @param keyScope What an event is recorded as processed for: the whole service (service: a second function bound to
+ *     the same event finds it processed and does nothing), or each function (function: every function composed after
+ *     the guard processes each event once). It names each binding's scope by default: the empty string for the service,
+ *     the functions composed after the guard (such as reserveStock) for a function.
+ * @param retention How long a processed event id is kept: a copy that arrives later is processed again. It must cover
+ *     the replay horizon.
+ * @param replayHorizon How late a copy of an event can still arrive.
+ * @param purge The scheduled deletion of ids older than the retention.
+ * @param partitioning The opt-in range-partitioned table, whose old ids go with whole partitions.
+ * @param outage What the guarded bindings do while the database (or another dependency) is unavailable.
+ * @param endpoint The idempotency Actuator endpoint.
+ * @param batch How guarded batch bindings (batch-mode) gather their batches.
+ * @param bindings Per guarded binding (by its name, such as idempotencyGuardreserveStock-in-0): a scope name that stays
+ *     the same when functions are renamed or the key scope changes, and the scopes whose claims it takes over.
+ * @param retiredScopes Scopes whose claims are given up on purpose: the events they recorded are processed again if a
+ *     copy arrives. Start-up refuses to run while the table holds claims under a scope that no binding uses, takes over
+ *     or retires.
  */
 @ConfigurationProperties("idempotency")
 public record IdempotencyProperties(
@@ -88,11 +86,11 @@ public record IdempotencyProperties(
     /**
      * A guarded binding's identity in the table, under {@code idempotency.bindings.<binding>}.
      *
-     * @param scope the scope its claims are recorded under; by default the one {@code key-scope} gives it (the empty
-     *     string, or the functions composed after the guard, which change when a function is renamed). Name it
-     *     explicitly to keep it through renames
-     * @param formerScopes scopes whose claims become this binding's at start-up (they are moved to its scope): the
-     *     scope it had before a rename, or before {@code key-scope} changed ({@code ""} for the service's)
+     * @param scope The scope its claims are recorded under; by default the one key-scope gives it (the empty string, or
+     *     the functions composed after the guard, which change when a function is renamed). Name it explicitly to keep
+     *     it through renames.
+     * @param formerScopes Scopes whose claims become this binding's at start-up (they are moved to its scope): the
+     *     scope it had before a rename, or before key-scope changed ("" for the service's).
      */
     public record Binding(@Nullable String scope, @Nullable List<String> formerScopes) {
 
@@ -111,8 +109,8 @@ public record IdempotencyProperties(
      * How late a copy of an event can still arrive, under {@code idempotency.replay-horizon}: the retention must cover
      * both durations together.
      *
-     * @param producerReplay how far back producers can replay their events (their outbox's retention)
-     * @param deadLetterRetention how long a message can stay in the dead-letter queue before it is replayed
+     * @param producerReplay How far back producers can replay their events (their outbox's retention).
+     * @param deadLetterRetention How long a message can stay in the dead-letter queue before it is replayed.
      */
     public record ReplayHorizon(
             @DefaultValue("7d") Duration producerReplay,
@@ -127,10 +125,10 @@ public record IdempotencyProperties(
     /**
      * The purge of ids older than the retention, under {@code idempotency.purge}.
      *
-     * @param enabled whether the library purges (not in partitioned mode, where old partitions are dropped)
-     * @param interval the time between two runs
-     * @param initialDelay the time before the first run
-     * @param batchSize the rows each short transaction deletes
+     * @param enabled Whether the library purges (not in partitioned mode, where old partitions are dropped).
+     * @param interval The time between two runs.
+     * @param initialDelay The time before the first run.
+     * @param batchSize The rows each short transaction deletes.
      */
     public record Purge(
             @DefaultValue("true") boolean enabled,
@@ -149,8 +147,8 @@ public record IdempotencyProperties(
      * The range-partitioned table, under {@code idempotency.partitioning}: partitions of one day of UUID v7 event ids,
      * created ahead of time and dropped whole once older than the retention. Choose it before the table is created.
      *
-     * @param enabled whether the table is partitioned
-     * @param daysAhead how many days of partitions exist ahead of today
+     * @param enabled Whether the table is partitioned.
+     * @param daysAhead How many days of partitions exist ahead of today.
      */
     public record Partitioning(
             @DefaultValue("false") boolean enabled,
@@ -166,20 +164,19 @@ public record IdempotencyProperties(
     /**
      * The {@code idempotency} Actuator endpoint, under {@code idempotency.endpoint}.
      *
-     * @param purgeEnabled whether the endpoint has its write operation, which runs the purge now and so deletes rows
-     *     ({@code POST /actuator/idempotency}); off unless the management port is protected
+     * @param purgeEnabled Whether the endpoint has its write operation, which runs the purge now and so deletes rows
+     *     (POST /actuator/idempotency); off unless the management port is protected.
      */
     public record Endpoint(@DefaultValue("false") boolean purgeEnabled) {}
 
     /**
      * How a guarded batch binding ({@code batch-mode}) gathers its batches, under {@code idempotency.batch}.
      *
-     * @param maxWait the longest a batch waits for more messages: it is handed on when it is full
-     *     ({@code batch-size}), when no next message is there (RabbitMQ: within the binding's {@code receive-timeout},
-     *     1 ms unless set), or once this has passed since it began, whichever comes first. A batch is then as large as
-     *     the load makes it, and an event waits at most about this long for others. On RabbitMQ it sets the listener
-     *     container's batch receive timeout; a Kafka poll returns the records that are there. {@code 0} leaves the
-     *     containers' own settings
+     * @param maxWait The longest a batch waits for more messages: it is handed on when it is full (batch-size), when no
+     *     next message is there (RabbitMQ: within the binding's receive-timeout, 1 ms unless set), or once this has
+     *     passed since it began, whichever comes first. A batch is then as large as the load makes it, and an event
+     *     waits at most about this long for others. On RabbitMQ it sets the listener container's batch receive timeout;
+     *     a Kafka poll returns the records that are there. 0 leaves the containers' own settings.
      */
     public record Batch(@DefaultValue("10ms") Duration maxWait) {
 
@@ -196,17 +193,17 @@ public record IdempotencyProperties(
      * consumer thread (never dead-lettered, its attempts untouched), a probe waits for the database with exponential
      * back-off, and consumption resumes where it stopped.
      *
-     * @param probeInitialInterval the first wait before probing the database
-     * @param probeMaxInterval the longest wait between two probes; processing resumes within about this long after
-     *     the database answers again
-     * @param maxHold how long a consumer thread holds a message before it gives the message back to the broker to be
+     * @param probeInitialInterval The first wait before probing the database.
+     * @param probeMaxInterval The longest wait between two probes; processing resumes within about this long after the
+     *     database answers again.
+     * @param maxHold How long a consumer thread holds a message before it gives the message back to the broker to be
      *     delivered again (still never dead-lettered), to respect the broker's own clocks: RabbitMQ closes a channel
      *     whose delivery stays unacknowledged past its consumer timeout (30 minutes by default), Kafka evicts a
-     *     consumer that does not poll within {@code max.poll.interval.ms} (5 minutes by default)
-     * @param startupWait how long start-up waits for the database before it fails ({@code 0s}: fail at once)
-     * @param exceptions further failures that mean a dependency is down, not that the message is wrong (a payment
-     *     provider answering 503, for example): a failure whose chain of causes holds one of them halts consumption
-     *     as a database outage does
+     *     consumer that does not poll within max.poll.interval.ms (5 minutes by default).
+     * @param startupWait How long start-up waits for the database before it fails (0s: fail at once).
+     * @param exceptions Further failures that mean a dependency is down, not that the message is wrong (a payment
+     *     provider answering 503, for example): a failure whose chain of causes holds one of them halts consumption as
+     *     a database outage does.
      */
     public record Outage(
             @DefaultValue("1s") Duration probeInitialInterval,
@@ -235,13 +232,12 @@ public record IdempotencyProperties(
     /**
      * Where the guard reads each message's event id, under {@code idempotency.event-id}.
      *
-     * @param source where the id (and the event's name and time) come from; with any source but {@code envelope} the
-     *     message body is the bare payload
-     * @param header the header that carries the id when {@code source} is {@code header}
-     * @param whenMissing what to do with a message that carries no event id: {@code reject} it to the dead-letter
-     *     queue (it cannot be deduplicated), or let it {@code pass-through} to the business function unguarded (no
-     *     claim; a copy of it would apply twice). An envelope without {@code event_id} is malformed and always
-     *     rejected.
+     * @param source Where the id (and the event's name and time) come from; with any source but envelope the message
+     *     body is the bare payload.
+     * @param header The header that carries the id when source is header.
+     * @param whenMissing What to do with a message that carries no event id: reject it to the dead-letter queue (it
+     *     cannot be deduplicated), or let it pass-through to the business function unguarded (no claim; a copy of it
+     *     would apply twice). An envelope without event_id is malformed and always rejected.
      */
     public record EventId(
             @DefaultValue("envelope") EventIdSource source,
