@@ -16,7 +16,7 @@ final class StartupRefusal extends IdempotencyException {
 
     /**
      * @param description what is wrong, and why it matters (one or more sentences, without the final full stop)
-     * @param action what to set or change (the same)
+     * @param action what to set or change (one or more sentences, without the final full stop)
      */
     StartupRefusal(String description, String action) {
         this(description, action, null);
@@ -32,7 +32,8 @@ final class StartupRefusal extends IdempotencyException {
         return this.description + ".";
     }
 
+    /** Without a full stop: it often ends with a property's value, to copy. */
     String action() {
-        return this.action + ".";
+        return this.action;
     }
 }
