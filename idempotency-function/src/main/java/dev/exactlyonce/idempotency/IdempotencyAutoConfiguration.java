@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import io.micrometer.observation.ObservationRegistry;
 import javax.sql.DataSource;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
@@ -72,13 +73,19 @@ class IdempotencyAutoConfiguration {
             DataSource dataSource,
             IdempotencyProperties properties,
             ObjectProvider<IdempotencyMetrics> metrics,
+            ObjectProvider<ObservationRegistry> observations,
             ObjectProvider<ProcessedEventPartitions> partitions) {
+        IdempotencyMetrics meters = metrics.getIfAvailable(() -> IdempotencyMetrics.NONE);
+        ObservationRegistry registry = observations.getIfAvailable();
         return new IdempotencyGuard(
                 new EventReader(codec, properties.eventId()),
                 codec,
                 new ProcessedEventStore(new JdbcTemplate(dataSource), properties.tableName()),
                 dataSource,
-                metrics.getIfAvailable(() -> IdempotencyMetrics.NONE),
+                meters,
+                // The service's registry (Spring Boot's times observations as meters, and traces them when tracing is
+                // there), or, when it has none or one without handlers, the library's, which only times them.
+                registry != null && !registry.isNoop() ? registry : meters.observations(),
                 partitions.getIfAvailable());
     }
 

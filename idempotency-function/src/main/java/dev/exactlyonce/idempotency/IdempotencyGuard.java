@@ -1,6 +1,8 @@
 package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import io.micrometer.observation.Observation;
+import io.micrometer.observation.ObservationRegistry;
 import java.lang.reflect.Type;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
@@ -61,6 +63,9 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     /** The bean and function name of the guard. */
     public static final String NAME = "idempotencyGuard";
 
+    /** The name of the guard's observation, and of the timer Micrometer makes of it. */
+    static final String OBSERVATION = "idempotency.guard";
+
     private static final Logger logger = LoggerFactory.getLogger(IdempotencyGuard.class);
 
     private final EventReader reader;
@@ -73,6 +78,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
 
     private final IdempotencyMetrics metrics;
 
+    private final ObservationRegistry observations;
+
     private final @Nullable ProcessedEventPartitions partitions;
 
     IdempotencyGuard(
@@ -81,25 +88,48 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             ProcessedEventStore store,
             DataSource dataSource,
             IdempotencyMetrics metrics,
+            ObservationRegistry observations,
             @Nullable ProcessedEventPartitions partitions) {
         this.reader = reader;
         this.codec = codec;
         this.store = store;
         this.dataSource = dataSource;
         this.metrics = metrics;
+        this.observations = observations;
         this.partitions = partitions;
     }
 
+    /**
+     * Guards a message, observed as {@value #OBSERVATION} (the guard's own work: reading the message and claiming its
+     * id), with the binding, the business function and the outcome: {@code processed} (a first delivery, claimed and
+     * handed to the business function; the {@code idempotency.events.processed} counter counts those that committed),
+     * {@code duplicate}, {@code rejected}, {@code passed} (no id, let through as configured) or {@code failed}.
+     */
     @Override
     public @Nullable Message<Object> apply(Message<Object> message) {
-        long start = System.nanoTime();
         GuardedInvocation invocation = currentInvocation();
-        try {
-            return invocation.binding().batch() ? guardBatch(message, invocation) : guard(message, invocation);
+        GuardedBinding binding = invocation.binding();
+        Observation observation = Observation.createNotStarted(OBSERVATION, this.observations)
+                .contextualName("idempotency guard " + binding.bindingName())
+                .lowCardinalityKeyValue("binding", binding.bindingName())
+                .lowCardinalityKeyValue("function", String.join("|", binding.businessFunctions()))
+                .start();
+        String outcome = "failed";
+        try (Observation.Scope scope = observation.openScope()) {
+            Message<Object> guarded = binding.batch() ? guardBatch(message, invocation) : guard(message, invocation);
+            outcome = invocation.claimed() > 0 ? "processed" : invocation.duplicates() > 0 ? "duplicate" : "passed";
+            return guarded;
+        } catch (RejectedMessageException ex) {
+            outcome = "rejected";
+            throw ex;
+        } catch (RuntimeException ex) {
+            observation.error(ex);
+            throw ex;
         } catch (Error error) {
+            observation.error(error);
             throw SkipBusinessFunctionOnDuplicate.thrown(NAME, error);
         } finally {
-            this.metrics.guardTime(invocation.binding(), System.nanoTime() - start);
+            observation.lowCardinalityKeyValue("outcome", outcome).stop();
         }
     }
 

@@ -1,6 +1,7 @@
 package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
+import io.micrometer.observation.ObservationRegistry;
 import java.time.Duration;
 
 /**
@@ -20,8 +21,13 @@ interface IdempotencyMetrics {
     /** A message was rejected, without retry. */
     default void rejected(GuardedBinding binding, Reason reason) {}
 
-    /** The guard's own work on a message (reading it and claiming its id) took this long. */
-    default void guardTime(GuardedBinding binding, long nanos) {}
+    /**
+     * Where the guard's observations go when the service has no {@code ObservationRegistry} of its own: nowhere, or, with
+     * Micrometer, to a registry that times them as the {@code idempotency.guard} meter.
+     */
+    default ObservationRegistry observations() {
+        return ObservationRegistry.NOOP;
+    }
 
     /** A purge run deleted rows (or found another instance purging, when it did not run). */
     default void purged(ProcessedEventPurge.Result result) {}

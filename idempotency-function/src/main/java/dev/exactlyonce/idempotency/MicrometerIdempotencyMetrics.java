@@ -5,10 +5,11 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.Gauge;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.observation.DefaultMeterObservationHandler;
+import io.micrometer.observation.ObservationRegistry;
 import java.time.Duration;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -19,7 +20,11 @@ import java.util.concurrent.atomic.AtomicLong;
  *   <li>{@value #PROCESSED} (counter): first deliveries committed with their effect;
  *   <li>{@value #DUPLICATES} (counter): copies of processed events discarded;
  *   <li>{@value #REJECTED} (counter, also tagged {@code reason}): messages rejected without retry;
- *   <li>{@value #GUARD} (timer): the guard's own work on a message, reading it and claiming its id;
+ *   <li>{@value #GUARD} (timer, also tagged {@code binding} and {@code outcome}: {@code processed},
+ *       {@code duplicate}, {@code rejected}, {@code passed} or {@code failed}): the guard's own work on a message,
+ *       reading it and claiming its id. It is the guard's observation ({@code IdempotencyGuard}), timed by the
+ *       service's observation registry (Spring Boot's, which also traces it when tracing is there) or, without one,
+ *       by the library's;
  *   <li>{@value #PURGED} (counter, tagged {@code table}): rows the purge deleted;
  *   <li>{@value #PURGE_RUNS} (timer, tagged {@code table} and {@code outcome}, {@code purged} or {@code skipped}):
  *       purge runs;
@@ -43,7 +48,7 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 
     static final String REJECTED = "idempotency.messages.rejected";
 
-    static final String GUARD = "idempotency.guard";
+    static final String GUARD = IdempotencyGuard.OBSERVATION;
 
     static final String PURGED = "idempotency.purge.rows";
 
@@ -65,7 +70,7 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 
     private final AtomicLong outboxLagMillis = new AtomicLong();
 
-    private record BindingMeters(Counter processed, Counter duplicates, Timer guard) {}
+    private record BindingMeters(Counter processed, Counter duplicates) {}
 
     private final MeterRegistry registry;
 
@@ -73,9 +78,14 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 
     private final Map<GuardedBinding, BindingMeters> bindings = new ConcurrentHashMap<>();
 
+    /** The guard's observations, timed as {@value #GUARD}, for a service without an observation registry. */
+    private final ObservationRegistry observations;
+
     MicrometerIdempotencyMetrics(MeterRegistry registry, String tableName) {
         this.registry = registry;
         this.tableName = tableName;
+        this.observations = ObservationRegistry.create();
+        this.observations.observationConfig().observationHandler(new DefaultMeterObservationHandler(registry));
         Gauge.builder(OUTBOX_LAG, this.outboxLagMillis, millis -> millis.get() / 1000.0)
                 .description("How long the oldest unpublished outbox row has waited, as the relay last saw it")
                 .baseUnit("seconds")
@@ -103,8 +113,8 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
     }
 
     @Override
-    public void guardTime(GuardedBinding binding, long nanos) {
-        meters(binding).guard().record(nanos, TimeUnit.NANOSECONDS);
+    public ObservationRegistry observations() {
+        return this.observations;
     }
 
     @Override
@@ -191,10 +201,6 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
                             .register(this.registry),
                     Counter.builder(DUPLICATES)
                             .description("Copies of processed events discarded")
-                            .tag("function", function)
-                            .register(this.registry),
-                    Timer.builder(GUARD)
-                            .description("The guard's work on a message: reading it and claiming its id")
                             .tag("function", function)
                             .register(this.registry));
         });
