@@ -28,6 +28,12 @@ final class EventReader {
 
     static final String AMQP_EXCHANGE = "amqp_receivedExchange";
 
+    /**
+     * The prefixes of CloudEvents attributes in binary mode: Kafka's, HTTP's, AMQP's (and AMQP's as some mappers write
+     * it). Read here rather than with Spring Cloud Function's {@code CloudEventMessageUtils} (5.0): it picks one prefix
+     * per message by casting the {@code specversion} header to a String, which fails on Kafka, where header values
+     * arrive as bytes, and its {@code getTime} reads a String only.
+     */
     private static final List<String> CLOUDEVENTS_PREFIXES = List.of("ce_", "ce-", "cloudEvents:", "cloudEvents_");
 
     private final EnvelopeCodec codec;
