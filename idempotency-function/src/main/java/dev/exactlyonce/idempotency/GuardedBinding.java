@@ -27,6 +27,11 @@ record GuardedBinding(
         boolean oneEventPerCall,
         @Nullable String outputDestination) {
 
+    /** The business functions as the meters and the observation name them: {@code reserveStock}, or {@code a|b}. */
+    String functions() {
+        return String.join("|", this.businessFunctions);
+    }
+
     /** The function whose result is the binding's output. */
     String lastFunction() {
         return this.businessFunctions.get(this.businessFunctions.size() - 1);

@@ -112,7 +112,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         Observation observation = Observation.createNotStarted(OBSERVATION, this.observations)
                 .contextualName("idempotency guard " + binding.bindingName())
                 .lowCardinalityKeyValue("binding", binding.bindingName())
-                .lowCardinalityKeyValue("function", String.join("|", binding.businessFunctions()))
+                .lowCardinalityKeyValue("function", binding.functions())
                 .start();
         String outcome = "failed";
         try (Observation.Scope scope = observation.openScope()) {

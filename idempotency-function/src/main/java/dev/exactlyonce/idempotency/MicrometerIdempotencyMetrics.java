@@ -106,7 +106,7 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
     public void rejected(GuardedBinding binding, Reason reason) {
         Counter.builder(REJECTED)
                 .description("Messages rejected without retry")
-                .tag("function", function(binding))
+                .tag("function", binding.functions())
                 .tag("reason", reason.name())
                 .register(this.registry)
                 .increment();
@@ -193,7 +193,7 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 
     private BindingMeters meters(GuardedBinding binding) {
         return this.bindings.computeIfAbsent(binding, key -> {
-            String function = function(key);
+            String function = key.functions();
             return new BindingMeters(
                     Counter.builder(PROCESSED)
                             .description("Events processed: first deliveries committed with their effect")
@@ -204,9 +204,5 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
                             .tag("function", function)
                             .register(this.registry));
         });
-    }
-
-    private static String function(GuardedBinding binding) {
-        return String.join("|", binding.businessFunctions());
     }
 }
