@@ -37,6 +37,7 @@ class ProcessedEventSchemaTests {
         assertThat(describe(migrated, "processed_event_scope"))
                 .isEqualTo(describe(scripted, "processed_event_scope"))
                 .contains("CREATE UNIQUE INDEX T_pkey ON public.T USING btree (scope)");
+        assertThat(describe(migrated, "outbox_event")).isEqualTo(describe(scripted, "outbox_event"));
         assertThat(describe(migrated, "processed_event"))
                 .isEqualTo(describe(scripted, "processed_event"))
                 .contains(
@@ -56,6 +57,7 @@ class ProcessedEventSchemaTests {
         migrate(migrated, "processed_event", true);
 
         assertThat(describe(migrated, "processed_event_scope")).isEqualTo(describe(scripted, "processed_event_scope"));
+        assertThat(describe(migrated, "outbox_event")).isEqualTo(describe(scripted, "outbox_event"));
         assertThat(describe(migrated, "processed_event"))
                 .isEqualTo(describe(scripted, "processed_event"))
                 .contains("CREATE UNIQUE INDEX T_pkey ON ONLY public.T USING btree (event_id, scope)")
