@@ -26,17 +26,19 @@ import org.springframework.util.ClassUtils;
 import org.springframework.util.StringUtils;
 
 /**
- * Sets the binder's own consumer properties of a guarded binding that has a group, before it is bound, unless the
- * service set them either way, for the binding or as the binder's default, and checks what the binding relies on:
+ * Sets the binder's own consumer properties of a guarded binding, before it is bound, unless the service set them
+ * either way, for the binding or as the binder's default, and checks what the binding relies on:
  *
  * <ul>
  *   <li>a dead-letter queue. The guard rejects malformed messages without retry; without a dead-letter queue the
  *       broker would drop them (RabbitMQ discards a rejected message that has nowhere to go, and nothing says it was
  *       lost). RabbitMQ: {@code auto-bind-dlq} (the queue {@code <queue>.dlq}; the binder's {@code republish-to-dlq},
  *       on by default, records the reason in the dead letter's headers); Kafka: {@code enable-dlq} (the topic
- *       {@code error.<destination>.<group>}). A RabbitMQ queue declared earlier without a dead-letter queue (by a
- *       service that ran without this default) is left as it is, with a WARN line saying what to do: the binder
- *       would declare it again with a dead-letter exchange, which the broker refuses (406) for an existing queue;
+ *       {@code error.<destination>.<group>}). Where the library cannot give it one, start-up fails saying what to
+ *       set, unless the service switched the dead-letter queue off itself: a binding without a group (the binders
+ *       give an anonymous queue or consumer group no dead-letter queue, and the queue goes with the service), and a
+ *       RabbitMQ queue declared earlier without a dead-letter queue (by a service that ran without this default: the
+ *       broker refuses (406) to declare an existing queue again with a dead-letter exchange);
  *   <li>on Kafka, the container's error handler: a record given back during an outage is sought back to every second,
  *       without limit, where the container's error handler would skip it (after ten failures with a dead-letter
  *       topic, at once without), losing it. Any other failure that reaches the container is handled as the binder's
@@ -104,12 +106,14 @@ final class BinderConsumers {
     }
 
     void apply(Object binder, String bindingName) {
-        if (!(binder instanceof ExtendedPropertiesBinder<?, ?, ?> extended)
-                || !StringUtils.hasText(
-                        this.bindings.getBindingProperties(bindingName).getGroup())) {
+        if (!(binder instanceof ExtendedPropertiesBinder<?, ?, ?> extended)) {
             return;
         }
         BeanWrapper consumerProperties = new BeanWrapperImpl(extended.getExtendedConsumerProperties(bindingName));
+        if (!StringUtils.hasText(this.bindings.getBindingProperties(bindingName).getGroup())) {
+            refuseWithoutGroup(extended, consumerProperties, bindingName);
+            return;
+        }
         setDefaults(extended, consumerProperties, bindingName);
         if (this.bindings.getConsumerProperties(bindingName).isBatchMode()) {
             setBatchDefaults(extended, consumerProperties, bindingName);
@@ -124,7 +128,9 @@ final class BinderConsumers {
      * that are there: it is handed on as soon as no next message comes within {@value #RECEIVE_TIMEOUT_MS} ms unless
      * {@code receive-timeout} is set (the container's own default, one second, would hold a lone event that long),
      * and at the latest {@code idempotency.batch.max-wait} after it began ({@link BatchReceiveTimeout}). So a batch
-     * is as large as the load makes it: one event at a low rate, full under a backlog. Its messages go to the
+     * is as large as the load makes it: one event at a low rate, full under a backlog. The container checks a batch's
+     * age between two messages only, so a {@code receive-timeout} longer than {@code max-wait} is lowered to it: a batch
+     * waits at most {@code max-wait} plus {@code receive-timeout}. Its messages go to the
      * dead-letter queue one by one only if the binder republishes them ({@code republish-to-dlq}, its default):
      * otherwise it rejects a batch whole.
      */
@@ -142,6 +148,20 @@ final class BinderConsumers {
         batchDefaults.forEach((name, value) -> setUnlessSet(extended, consumer, bindingName, name, value));
         // Set after batch-size, which it follows.
         setUnlessSet(extended, consumer, bindingName, "prefetch", 2 * (int) consumer.getPropertyValue("batchSize"));
+        // The container checks a batch's age between two messages only, and waits up to receive-timeout for the next
+        // one: a longer receive-timeout would hold a batch that long, whatever max-wait says.
+        if (!this.maxWait.isZero()
+                && consumer.getPropertyValue("receiveTimeout") instanceof Number receiveTimeout
+                && receiveTimeout.longValue() > this.maxWait.toMillis()) {
+            consumer.setPropertyValue("receiveTimeout", this.maxWait.toMillis());
+            logger.info(
+                    "Binding {} waits at most idempotency.batch.max-wait ({}) for a batch's next message, not its"
+                            + " receive-timeout ({} ms): the listener container checks a batch's age only between two"
+                            + " messages",
+                    bindingName,
+                    this.maxWait,
+                    receiveTimeout);
+        }
         if (Boolean.FALSE.equals(consumer.getPropertyValue("republishToDlq"))) {
             logger.warn(
                     "Binding {} delivers batches without republish-to-dlq: RabbitMQ then rejects a failed batch whole,"
@@ -151,11 +171,45 @@ final class BinderConsumers {
         }
     }
 
-    private void setDefaults(ExtendedPropertiesBinder<?, ?, ?> extended, BeanWrapper consumer, String bindingName) {
+    /**
+     * Refuses a binding without a group, unless the service switched its dead-letter queue off: the binder gives it an
+     * anonymous queue (RabbitMQ) or consumer group (Kafka), without a dead-letter queue, so the broker would drop the
+     * messages the guard rejects; and an anonymous queue is deleted with the events still in it when the service stops.
+     */
+    private void refuseWithoutGroup(
+            ExtendedPropertiesBinder<?, ?, ?> extended, BeanWrapper consumer, String bindingName) {
         SWITCHES.forEach((property, name) -> {
             if (consumer.isWritableProperty(property)
-                    && !isSet(extended, bindingName, name)
-                    && !queueDeclaredWithoutDeadLetters(consumer, bindingName)) {
+                    && !switchedOff(extended, consumer, bindingName, property, name)) {
+                throw new StartupRefusal(
+                        ("Binding %s has no group: the binder consumes it through an anonymous queue, deleted when"
+                                        + " the service stops with the events still in it, and without a dead-letter"
+                                        + " queue, where the messages the guard rejects would go: the broker would"
+                                        + " drop them")
+                                .formatted(bindingName),
+                        "Set spring.cloud.stream.bindings.%s.group=<the service's name> (the queue is then durable,"
+                                        .formatted(bindingName)
+                                + " shared by the service's instances, and the library gives it a dead-letter"
+                                + " queue); or, to consume without one, set %s.%s.consumer.%s=false"
+                                        .formatted(bindingsPrefix(extended), bindingName, name));
+            }
+        });
+    }
+
+    /** Whether the service set the binder's dead-letter switch to false itself. */
+    private boolean switchedOff(
+            ExtendedPropertiesBinder<?, ?, ?> extended,
+            BeanWrapper consumer,
+            String bindingName,
+            String property,
+            String name) {
+        return isSet(extended, bindingName, name) && Boolean.FALSE.equals(consumer.getPropertyValue(property));
+    }
+
+    private void setDefaults(ExtendedPropertiesBinder<?, ?, ?> extended, BeanWrapper consumer, String bindingName) {
+        SWITCHES.forEach((property, name) -> {
+            if (consumer.isWritableProperty(property) && !isSet(extended, bindingName, name)) {
+                refuseQueueWithoutDeadLetters(extended, consumer, bindingName, name);
                 consumer.setPropertyValue(property, true);
                 logger.info(
                         "Binding {} gets a dead-letter queue ({}.{}.consumer.{}=true), where the messages the guard"
@@ -180,14 +234,17 @@ final class BinderConsumers {
     }
 
     /**
-     * Whether the binding's RabbitMQ queue exists already without its dead-letter queue: declared by a service that ran
-     * without a dead-letter queue. Unknown (no RabbitMQ, the broker unreachable, a partitioned binding) counts as no.
+     * Refuses a binding whose RabbitMQ queue exists already without its dead-letter queue (declared by a service that
+     * ran without one): the broker refuses to declare an existing queue again with a dead-letter exchange, so the
+     * library cannot give it one, and the broker would drop the messages the guard rejects. Unknown (no RabbitMQ, the
+     * broker unreachable, a partitioned binding) counts as no.
      */
-    private boolean queueDeclaredWithoutDeadLetters(BeanWrapper consumer, String bindingName) {
+    private void refuseQueueWithoutDeadLetters(
+            ExtendedPropertiesBinder<?, ?, ?> extended, BeanWrapper consumer, String bindingName, String name) {
         if (!consumer.isReadableProperty("queueNameGroupOnly")
                 || !ClassUtils.isPresent("org.springframework.amqp.rabbit.core.RabbitAdmin", null)
                 || this.bindings.getConsumerProperties(bindingName).isPartitioned()) {
-            return false;
+            return;
         }
         String prefix = String.valueOf(consumer.getPropertyValue("prefix"));
         String group = this.bindings.getBindingProperties(bindingName).getGroup();
@@ -198,18 +255,17 @@ final class BinderConsumers {
             String queue = prefix + (groupOnly ? group : destination.trim() + "." + group);
             String dlq = deadLetterQueue != null ? deadLetterQueue.toString() : queue + ".dlq";
             if (RabbitQueues.existsWithout(this.beanFactory, queue, dlq)) {
-                logger.warn(
-                        "Binding {} gets no dead-letter queue: its queue {} exists without one, and RabbitMQ refuses"
-                                + " to declare an existing queue again with a dead-letter exchange. Messages the guard"
-                                + " rejects are dropped by the broker until you delete the queue (after draining it)"
-                                + " and let the binder declare it with its dead-letter queue, or set the binding's"
-                                + " auto-bind-dlq yourself",
-                        bindingName,
-                        queue);
-                return true;
+                throw new StartupRefusal(
+                        ("Binding %s has no dead-letter queue: its queue %s exists without one (declared by a version"
+                                        + " that ran without it), and RabbitMQ refuses to declare an existing queue"
+                                        + " again with a dead-letter exchange: the broker would drop the messages the"
+                                        + " guard rejects")
+                                .formatted(bindingName, queue),
+                        ("Drain the queue and delete it, so that the binder declares it again with its dead-letter"
+                                        + " queue %s; or, to consume without one, set %s.%s.consumer.%s=false")
+                                .formatted(dlq, bindingsPrefix(extended), bindingName, name));
             }
         }
-        return false;
     }
 
     private void setUnlessSet(

@@ -6,35 +6,33 @@ import static org.awaitility.Awaitility.await;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
-import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
-import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.boot.test.context.SpringBootTest;
-import org.springframework.cloud.stream.binder.BinderFactory;
-import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.NestedExceptionUtils;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.messaging.MessageChannel;
-import org.springframework.test.context.DynamicPropertyRegistry;
-import org.springframework.test.context.DynamicPropertySource;
 
 /**
- * A service upgraded to this library version while its queue already exists without a dead-letter queue (declared by
- * a version that ran without {@code auto-bind-dlq}): the library leaves the binding's {@code auto-bind-dlq} off, since
- * RabbitMQ refuses to declare an existing queue again with a dead-letter exchange (406), which would break the
- * binding's declarations and its dead-lettering; it says so in a WARN line, and the binding consumes as before.
+ * A guarded binding on a real RabbitMQ whose rejected messages would have nowhere to go, configured as minimally as
+ * README shows ({@code minimal-service.yml}): the library cannot give it a dead-letter queue, so the service refuses
+ * to start, saying what to set, rather than let the broker drop what the guard rejects. That is a queue declared
+ * earlier without a dead-letter queue (by a version that ran without {@code auto-bind-dlq}: RabbitMQ refuses to
+ * declare an existing queue again with a dead-letter exchange), and a binding without a group (its queue is anonymous,
+ * deleted with the service, and the binder gives it no dead-letter queue). {@code auto-bind-dlq: false}, set by the
+ * service, says it does without: then it starts and consumes as before.
  */
-@SpringBootTest(
-        classes = ExistingQueueWithoutDeadLetterQueueIT.Service.class,
-        properties = "spring.config.name=minimal-service")
-@EnableIdempotencyTestKit(testBinder = false)
 class ExistingQueueWithoutDeadLetterQueueIT {
 
     @Configuration(proxyBeanMethods = false)
@@ -50,53 +48,90 @@ class ExistingQueueWithoutDeadLetterQueueIT {
 
     private static final TestRabbit rabbit = TestRabbit.broker();
 
-    private static final String DESTINATION = rabbit.uniqueName("upgraded");
+    private static final TestDatabase database = TestPostgres.newDatabase("upgraded");
 
     private static final String GROUP = "things";
 
-    private static final String QUEUE = declaredWithoutDeadLetterExchange(DESTINATION + "." + GROUP);
-
     private static final String BINDING = "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.";
 
-    @DynamicPropertySource
-    static void services(DynamicPropertyRegistry registry) {
-        TestPostgres.newDatabase("upgraded").registerDataSource(registry);
-        rabbit.registerConnection(registry);
-        registry.add(BINDING + "destination", () -> DESTINATION);
-        registry.add(BINDING + "group", () -> GROUP);
-    }
-
-    @Autowired
-    JdbcTemplate jdbcTemplate;
-
-    @Autowired
-    BinderFactory binders;
+    private static final String RABBIT_BINDING =
+            "spring.cloud.stream.rabbit.bindings.idempotencyGuardrecordThing-in-0.consumer.";
 
     @Test
-    void theExistingQueueIsLeftAsItIsAndConsumedAsBefore() {
-        EventEnvelope<ThingHappened> event = Things.thingHappened();
+    void aQueueThatExistsWithoutADeadLetterQueueRefusesStartupSayingWhatToDo() {
+        String destination = rabbit.uniqueName("upgraded");
+        declaredWithoutDeadLetterExchange(destination + "." + GROUP);
 
-        rabbit.publish(DESTINATION, event);
-
-        assertThat(((ExtendedPropertiesBinder<?, ?, ?>) this.binders.getBinder(null, MessageChannel.class))
-                        .getExtendedConsumerProperties("idempotencyGuardrecordThing-in-0"))
-                .as("auto-bind-dlq left off")
-                .hasFieldOrPropertyWithValue("autoBindDlq", false);
-        await().atMost(Duration.ofSeconds(30))
-                .until(() -> this.jdbcTemplate.queryForObject(
-                                "SELECT count(*) FROM thing_effect WHERE thing_id = ?",
-                                Integer.class,
-                                event.payload().thingId())
-                        == 1);
+        assertThat(startupFailure(BINDING + "destination=" + destination, BINDING + "group=" + GROUP))
+                .isInstanceOf(StartupRefusal.class)
+                .hasMessageContaining("Binding idempotencyGuardrecordThing-in-0 has no dead-letter queue: its queue "
+                        + destination + "." + GROUP + " exists without one")
+                .hasMessageContaining(RABBIT_BINDING + "auto-bind-dlq=false");
     }
 
-    private static String declaredWithoutDeadLetterExchange(String queue) {
+    @Test
+    void aQueueThatExistsWithoutADeadLetterQueueIsConsumedAsBeforeWhenTheServiceSaysItDoesWithout() {
+        String destination = rabbit.uniqueName("upgraded");
+        declaredWithoutDeadLetterExchange(destination + "." + GROUP);
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+
+        try (ConfigurableApplicationContext service = start(
+                BINDING + "destination=" + destination,
+                BINDING + "group=" + GROUP,
+                RABBIT_BINDING + "auto-bind-dlq=false")) {
+            rabbit.publish(destination, event);
+
+            JdbcTemplate jdbc = service.getBean(JdbcTemplate.class);
+            await().atMost(Duration.ofSeconds(30))
+                    .until(() -> jdbc.queryForObject(
+                                    "SELECT count(*) FROM thing_effect WHERE thing_id = ?",
+                                    Integer.class,
+                                    event.payload().thingId())
+                            == 1);
+        }
+    }
+
+    @Test
+    void aBindingWithoutAGroupRefusesStartupSayingWhichPropertyToSet() {
+        String destination = rabbit.uniqueName("anonymous");
+
+        assertThat(startupFailure(BINDING + "destination=" + destination))
+                .isInstanceOf(StartupRefusal.class)
+                .hasMessageContaining("Binding idempotencyGuardrecordThing-in-0 has no group")
+                .hasMessageContaining(BINDING + "group=");
+    }
+
+    private static Throwable startupFailure(String... properties) {
+        try (ConfigurableApplicationContext context = start(properties)) {
+            throw new AssertionError("the service started");
+        } catch (RuntimeException ex) {
+            return NestedExceptionUtils.getMostSpecificCause(ex);
+        }
+    }
+
+    private static ConfigurableApplicationContext start(String... properties) {
+        List<String> all = new ArrayList<>(List.of(
+                "spring.config.name=minimal-service",
+                "spring.datasource.url=" + database.jdbcUrl(),
+                "spring.datasource.username=" + database.username(),
+                "spring.datasource.password=" + database.password(),
+                "spring.rabbitmq.host=" + rabbit.host(),
+                "spring.rabbitmq.port=" + rabbit.port(),
+                "spring.rabbitmq.username=" + rabbit.username(),
+                "spring.rabbitmq.password=" + rabbit.password(),
+                "spring.main.banner-mode=off"));
+        all.addAll(List.of(properties));
+        return new SpringApplicationBuilder(Service.class)
+                .web(WebApplicationType.NONE)
+                .run(all.stream().map(property -> "--" + property).toArray(String[]::new));
+    }
+
+    private static void declaredWithoutDeadLetterExchange(String queue) {
         try (Connection connection = rabbit.newConnection();
                 Channel channel = connection.createChannel()) {
-            channel.queueDeclare(queue, true, false, false, Map.of());
+            channel.queueDeclare(rabbit.deleteAtExit(queue), true, false, false, Map.of());
         } catch (Exception ex) {
             throw new IllegalStateException(ex);
         }
-        return rabbit.deleteAtExit(queue);
     }
 }
