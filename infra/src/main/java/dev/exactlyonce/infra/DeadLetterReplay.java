@@ -10,7 +10,9 @@ import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.io.IOException;
 import java.io.PrintStream;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.HashMap;
+import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
@@ -48,6 +50,9 @@ final class DeadLetterReplay {
     static final String REPLAYED_AT = "x-replayed-at";
 
     private static final long CONFIRM_TIMEOUT_MS = 10_000;
+
+    /** The headers a service may read the event id from: the header source's default, and CloudEvents' id. */
+    private static final List<String> ID_HEADERS = List.of(EventHeaders.EVENT_ID, "ce_id", "ce-id");
 
     private final EnvelopeCodec codec = new EnvelopeCodec();
 
@@ -166,10 +171,19 @@ final class DeadLetterReplay {
         channel.basicAck(message.getEnvelope().getDeliveryTag(), false);
     }
 
+    /**
+     * The event id of a dead letter, wherever the service read it: the AMQP message id, a header ({@code event_id},
+     * the header source's default, or CloudEvents' {@code ce_id} / {@code ce-id}), or the envelope.
+     */
     private @Nullable UUID eventId(GetResponse message) {
-        String messageId = message.getProps().getMessageId();
-        if (messageId != null) {
-            UUID eventId = EnvelopeCodec.parseCanonicalUuid(messageId);
+        List<@Nullable Object> candidates = new ArrayList<>();
+        candidates.add(message.getProps().getMessageId());
+        Map<String, Object> headers = message.getProps().getHeaders();
+        if (headers != null) {
+            ID_HEADERS.forEach(header -> candidates.add(headers.get(header)));
+        }
+        for (Object candidate : candidates) {
+            UUID eventId = candidate != null ? EnvelopeCodec.parseCanonicalUuid(candidate.toString()) : null;
             if (eventId != null) {
                 return eventId;
             }

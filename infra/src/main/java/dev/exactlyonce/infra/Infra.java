@@ -41,8 +41,9 @@ public final class Infra {
 
               replay-dead-letters <queue> [--event-id <uuid>]... [--dry-run]
                   Move the dead letters of <queue>.dlq back to <queue>: all of them, or those of the given
-                  event ids (repeat --event-id, or separate ids with commas). --dry-run lists them and moves
-                  nothing. Replaying an event the service already applied has no effect.
+                  event ids (repeat --event-id, or separate ids with commas; an id is read from the envelope,
+                  the message id, or the event_id or ce_id header). --dry-run lists them and moves nothing.
+                  Replaying an event the service already applied has no effect.
 
               bench-purge [--rows <n>] [--seconds <s>]
                   The guard's claim latency (p50, p99) while half of <n> rows (default 1,000,000) are purged,

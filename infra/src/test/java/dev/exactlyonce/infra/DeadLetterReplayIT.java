@@ -169,6 +169,48 @@ class DeadLetterReplayIT {
     }
 
     @Test
+    void deadLettersOfAServiceThatReadsTheEventIdFromAHeaderAreSelectedByItAndKeepTheirEventsName() throws Exception {
+        UUID selected = UUID.randomUUID();
+        UUID other = UUID.randomUUID();
+        UUID cloudEvent = UUID.randomUUID();
+        // The bare payload, the id in a header (idempotency.event-id.source=header, or CloudEvents' binary mode), the
+        // event's name in the routing key it was published with, recorded by the broker when it dead-lettered it.
+        for (UUID eventId : List.of(other, selected)) {
+            deadLetterBody(
+                    "{}".getBytes(UTF_8),
+                    Map.of(
+                            EventHeaders.EVENT_ID,
+                            eventId.toString(),
+                            "x-original-exchange",
+                            "events",
+                            "x-original-routingKey",
+                            "order.order.placed.v1"));
+        }
+        deadLetterBody(
+                "{}".getBytes(UTF_8), Map.of("ce_id", cloudEvent.toString(), "ce_type", "order.order.placed.v1"));
+
+        DeadLetterReplay.Result listed = this.replay.replay(connection, this.queue, Set.of(selected), true);
+        DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(selected), false);
+
+        assertThat(listed).isEqualTo(new DeadLetterReplay.Result(1, 2));
+        assertThat(this.output.toString(UTF_8).lines().filter(line -> line.startsWith("  ")))
+                .containsExactly(
+                        "  keep   " + other + ": INVALID_PAYLOAD: test",
+                        "  replay " + selected + ": INVALID_PAYLOAD: test",
+                        "  keep   " + cloudEvent + ": INVALID_PAYLOAD: test");
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 2));
+        assertThat(drain(this.queue))
+                .singleElement()
+                .satisfies(replayed -> assertThat(replayed.getProps().getHeaders())
+                        .hasEntrySatisfying(
+                                EventHeaders.EVENT_ID, id -> assertThat(id).hasToString(selected.toString()))
+                        .hasEntrySatisfying(
+                                EventHeaders.EVENT_NAME,
+                                name -> assertThat(name).hasToString("order.order.placed.v1")));
+        assertThat(drain(this.queue + ".dlq")).hasSize(2);
+    }
+
+    @Test
     void aReplayedMessageCountsItsReplays() throws Exception {
         deadLetter(UUID.randomUUID());
         this.replay.replay(connection, this.queue, Set.of(), false);
