@@ -156,6 +156,9 @@ public final class ShopScenario implements AutoCloseable {
 
     private boolean closed;
 
+    /** When the services' database is back, in {@link System#nanoTime()}: during an outage, a time to come. */
+    private volatile long databaseBack = System.nanoTime();
+
     public ShopScenario(Settings settings, Consumer<String> progress) {
         this.settings = settings;
         this.progress = progress;
@@ -442,6 +445,7 @@ public final class ShopScenario implements AutoCloseable {
      * again.
      */
     public void cutDatabaseFor(Duration outage) {
+        this.databaseBack = System.nanoTime() + outage.toNanos();
         this.databaseLink.cut();
         say(
                 "the services' PostgreSQL is away for %d s (the connections between them are cut), while events keep"
@@ -453,10 +457,12 @@ public final class ShopScenario implements AutoCloseable {
                         // The outage's length is the scenario: this thread gives the database back when it is over.
                         Thread.sleep(outage.toMillis());
                         int queued = queued();
+                        int processed = processed();
                         this.databaseLink.restore();
                         long restored = System.nanoTime();
                         say("PostgreSQL is back for the services, %d message(s) queued", queued);
-                        waitFor(() -> quietly(this::queued) < queued, "the queues to move again");
+                        // The first event a service commits after the outage: its consumption resumed.
+                        waitFor(() -> processed() > processed, "the services to process events again");
                         say(
                                 "the services resumed %.1f s after PostgreSQL answered again",
                                 (System.nanoTime() - restored) / 1e9);
@@ -473,10 +479,16 @@ public final class ShopScenario implements AutoCloseable {
         return this.databases;
     }
 
-    /** The names of the run on the broker: its exchange and the services' queues (each with its {@code .dlq}). */
+    /**
+     * The names of the run on the broker: its exchange, the services' queues (each with its {@code .dlq}) and their
+     * dead-letter exchanges.
+     */
     public List<String> brokerNames() {
         List<String> names = new ArrayList<>(List.of(this.exchange));
-        SERVICES.forEach(service -> names.add(service.queue(this.settings.suffix())));
+        SERVICES.forEach(service -> {
+            names.add(service.queue(this.settings.suffix()));
+            names.add(ShopBrokerUsers.deadLetterExchange(service.queue(this.settings.suffix())));
+        });
         return names;
     }
 
@@ -605,8 +617,11 @@ public final class ShopScenario implements AutoCloseable {
         }
     }
 
+    /** Waits up to two minutes, counted from the end of a database outage when one is under way. */
     private void waitFor(BooleanSupplier condition, String what) throws Exception {
-        long deadline = System.nanoTime() + Duration.ofMinutes(2).toNanos();
+        long now = System.nanoTime();
+        long deadline = (this.databaseBack - now > 0 ? this.databaseBack : now)
+                + Duration.ofMinutes(2).toNanos();
         while (!condition.getAsBoolean()) {
             if (System.nanoTime() > deadline) {
                 throw new TimeoutException("Waited 2 minutes for " + what);
@@ -621,6 +636,11 @@ public final class ShopScenario implements AutoCloseable {
             queued += messageCount(service.queue(this.settings.suffix()));
         }
         return queued;
+    }
+
+    /** The events the services processed, all together. */
+    private int processed() {
+        return SERVICES.stream().mapToInt(service -> processed(service.name())).sum();
     }
 
     private int processed(String service) {
@@ -670,7 +690,10 @@ public final class ShopScenario implements AutoCloseable {
     private void resetTopology() throws IOException, TimeoutException {
         try (Channel channel = this.admin.createChannel()) {
             channel.exchangeDeclare(this.exchange, "topic", true);
-            channel.exchangeDeclare(ShopBrokerUsers.DEAD_LETTER_EXCHANGE, "direct", true);
+            for (Service service : SERVICES) {
+                channel.exchangeDeclare(
+                        ShopBrokerUsers.deadLetterExchange(service.queue(this.settings.suffix())), "direct", true);
+            }
         }
         for (Service service : SERVICES) {
             String queue = service.queue(this.settings.suffix());
