@@ -12,7 +12,8 @@ import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
 /**
- * The broker of compose.yaml has the users the demo and the tests make on a local broker, with the same permissions.
+ * The broker of compose.yaml has the users the demo and the tests make on a local broker, with the same permissions,
+ * and each service's dead letters go through an exchange of the service's own.
  */
 class BrokerDefinitionsTests {
 
@@ -44,6 +45,32 @@ class BrokerDefinitionsTests {
                 .toList();
 
         assertThat(declared).containsExactlyInAnyOrderElementsOf(ShopBrokerUsers.users(""));
+    }
+
+    @Test
+    void eachServicesQueueDeadLettersThroughAnExchangeOfItsOwnToItsDeadLetterQueue() {
+        for (String queue : List.of("stock.events", "shipping.events", "billing.events")) {
+            String exchange = ShopBrokerUsers.deadLetterExchange(queue);
+            assertThat(this.definitions.path("queues").valueStream())
+                    .filteredOn(declared -> declared.path("name").asString().equals(queue))
+                    .singleElement()
+                    .satisfies(declared -> assertThat(declared.path("arguments")
+                                    .path("x-dead-letter-exchange")
+                                    .asString())
+                            .isEqualTo(exchange));
+            assertThat(this.definitions.path("exchanges").valueStream())
+                    .filteredOn(declared -> declared.path("name").asString().equals(exchange))
+                    .singleElement()
+                    .satisfies(declared ->
+                            assertThat(declared.path("type").asString()).isEqualTo("direct"));
+            assertThat(this.definitions.path("bindings").valueStream())
+                    .filteredOn(binding -> binding.path("source").asString().equals(exchange))
+                    .singleElement()
+                    .satisfies(binding -> {
+                        assertThat(binding.path("destination").asString()).isEqualTo(queue + ".dlq");
+                        assertThat(binding.path("routing_key").asString()).isEqualTo(queue);
+                    });
+        }
     }
 
     @Test

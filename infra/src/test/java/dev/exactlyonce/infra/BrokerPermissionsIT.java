@@ -45,8 +45,8 @@ class BrokerPermissionsIT {
         try (Connection admin = rabbit.newConnection();
                 Channel channel = admin.createChannel()) {
             channel.exchangeDeclare(rabbit.deleteAtExit(EXCHANGE), "topic", true);
-            channel.exchangeDeclare(ShopBrokerUsers.DEAD_LETTER_EXCHANGE, "direct", true);
             for (String service : List.of("stock", "shipping", "billing")) {
+                channel.exchangeDeclare(rabbit.deleteAtExit(deadLetterExchange(service)), "direct", true);
                 String queue = rabbit.deleteAtExit(queue(service));
                 channel.queueDeclare(queue, true, false, false, Map.of("x-queue-type", "quorum"));
                 channel.queueDeclare(queue + ".dlq", true, false, false, Map.of("x-queue-type", "quorum"));
@@ -85,6 +85,27 @@ class BrokerPermissionsIT {
     }
 
     @Test
+    void stocksUserCannotDeadLetterIntoBillingsDeadLetterQueueNorTakeCopiesOfItsDeadLetters() throws Exception {
+        String billing = queue("billing");
+        try (Connection admin = rabbit.newConnection();
+                Channel channel = admin.createChannel()) {
+            // As billing's binder binds it: its dead-letter queue, by its queue's name, on its dead-letter exchange.
+            channel.queueBind(billing + ".dlq", deadLetterExchange("billing"), billing);
+        }
+        try (Connection stock = connectAs("stock")) {
+            assertRefused(() -> publish(stock, deadLetterExchange("billing"), billing));
+            assertRefused(() -> {
+                try (Channel channel = stock.createChannel()) {
+                    channel.queueBind(queue("stock"), deadLetterExchange("billing"), billing);
+                }
+            });
+        }
+        assertThat(rabbit.messageCount(billing + ".dlq"))
+                .as("nothing stock published reached billing's dead letters")
+                .isZero();
+    }
+
+    @Test
     void stockPublishesItsOwnEventToTheExchangeAndNoOtherAndTheRelayNotStocks() throws Exception {
         String shipping = queue("shipping");
         try (Connection admin = rabbit.newConnection();
@@ -120,11 +141,11 @@ class BrokerPermissionsIT {
             String queue = queue(service);
             channel.queueDeclare(queue, true, false, false, Map.of("x-queue-type", "quorum"));
             channel.queueBind(queue, EXCHANGE, "order.order.placed.v1");
-            channel.queueBind(queue + ".dlq", ShopBrokerUsers.DEAD_LETTER_EXCHANGE, queue);
+            channel.queueBind(queue + ".dlq", deadLetterExchange(service), queue);
             assertThat(channel.basicGet(queue, true)).isNull();
             channel.confirmSelect();
             channel.basicPublish(
-                    ShopBrokerUsers.DEAD_LETTER_EXCHANGE, queue, new AMQP.BasicProperties(), "dead".getBytes(UTF_8));
+                    deadLetterExchange(service), queue, new AMQP.BasicProperties(), "dead".getBytes(UTF_8));
             channel.waitForConfirmsOrDie(5_000);
         }
         assertThat(rabbit.drain(queue(service) + ".dlq")).hasSize(1);
@@ -150,6 +171,10 @@ class BrokerPermissionsIT {
 
         assertThat(rabbit.drain(queue("stock"))).hasSize(2);
         assertThat(rabbit.messageCount(queue("stock") + ".dlq")).isZero();
+    }
+
+    private static String deadLetterExchange(String service) {
+        return ShopBrokerUsers.deadLetterExchange(queue(service));
     }
 
     private static String queue(String service) {

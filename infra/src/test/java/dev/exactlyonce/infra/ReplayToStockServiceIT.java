@@ -52,6 +52,12 @@ class ReplayToStockServiceIT {
 
     private static final String BARE_QUEUE = rabbit.uniqueName("stock.bare");
 
+    static {
+        // The services' dead-letter exchanges, <group>.dlx: the broker's definitions declare them, not the services.
+        rabbit.directExchange(QUEUE + ".dlx");
+        rabbit.directExchange(BARE_QUEUE + ".dlx");
+    }
+
     private static final TestDatabase database = TestPostgres.newDatabase("replay");
 
     private static final TcpProxy postgres =

@@ -51,6 +51,11 @@ class DatabaseOutageOnRabbitIT {
 
     private static final String QUEUE = rabbit.uniqueName("stock.outage");
 
+    static {
+        // stock's dead-letter exchange, <group>.dlx: the broker's definitions declare it, not the service.
+        rabbit.directExchange(QUEUE + ".dlx");
+    }
+
     private static final TestDatabase database = TestPostgres.newDatabase("outage");
 
     private static final TcpProxy postgres =

@@ -47,6 +47,11 @@ class ReserveStockOnRabbitIT {
 
     private static final String QUEUE = rabbit.uniqueName("stock.events");
 
+    static {
+        // stock's dead-letter exchange, <group>.dlx: the broker's definitions declare it, not the service.
+        rabbit.directExchange(QUEUE + ".dlx");
+    }
+
     @DynamicPropertySource
     static void services(DynamicPropertyRegistry registry) {
         TestPostgres.newDatabase("stock").registerDataSource(registry);

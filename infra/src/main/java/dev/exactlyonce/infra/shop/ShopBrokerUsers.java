@@ -10,9 +10,12 @@ import org.jspecify.annotations.Nullable;
  *
  * <ul>
  *   <li>one per consuming service: it configures (declares) its own queue and dead-letter queue, writes to them (to
- *       bind them) and to the dead-letter exchange {@code DLX} (to dead-letter a message), reads its own queue and the
- *       exchanges its queues are bound to. It declares no exchange: the exchanges are the broker's definitions, and
- *       the services check they exist ({@code declare-exchange: false}, {@code declare-dlx: false}). A service that
+ *       bind them) and to its own dead-letter exchange, {@code <queue>.dlx} (to dead-letter a message), reads its own
+ *       queue and the exchanges its queues are bound to. Each service has a dead-letter exchange of its own: on a
+ *       shared one, a service could publish into another's dead-letter queue (the routing key is the queue's name), or
+ *       bind a queue of its own to it and take copies of another's dead letters. It declares no exchange: the
+ *       exchanges are the broker's definitions, and the services check they exist ({@code declare-exchange: false},
+ *       {@code declare-dlx: false}). A service that
  *       emits events (stock, through its outbox) also writes to the {@code events} exchange, with the routing keys
  *       of its own events only (a topic permission: it cannot publish an order's event);
  *   <li>{@code relay}, the order service's outbox relay: writes to the {@code events} exchange, with the order
@@ -25,8 +28,13 @@ import org.jspecify.annotations.Nullable;
  */
 public final class ShopBrokerUsers {
 
-    /** The dead-letter exchange every service's dead letters go through. */
-    public static final String DEAD_LETTER_EXCHANGE = "DLX";
+    /**
+     * The dead-letter exchange of a service's queue, {@code <queue>.dlx}: its dead letters go through it, to
+     * {@code <queue>.dlq} (the services' {@code dead-letter-exchange}).
+     */
+    public static String deadLetterExchange(String queue) {
+        return queue + ".dlx";
+    }
 
     /**
      * A user and its permissions on the virtual host {@code /}.
@@ -63,8 +71,8 @@ public final class ShopBrokerUsers {
             return new User(
                     service.database() + suffix,
                     "^%s(\\.dlq)?$".formatted(queue),
-                    "^(%s(\\.dlq)?|%s%s)$".formatted(queue, DEAD_LETTER_EXCHANGE, emits ? "|" + exchange : ""),
-                    "^(%s|%s|%s)$".formatted(queue, exchange, DEAD_LETTER_EXCHANGE),
+                    "^(%s(\\.dlq|\\.dlx)?%s)$".formatted(queue, emits ? "|" + exchange : ""),
+                    "^(%s(\\.dlx)?|%s)$".formatted(queue, exchange),
                     emits ? publishing("events" + suffix, service.emits()) : null);
         });
         String deadLetterQueues = ShopScenario.SERVICES.stream()

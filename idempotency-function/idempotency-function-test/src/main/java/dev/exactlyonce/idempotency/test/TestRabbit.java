@@ -105,6 +105,16 @@ public final class TestRabbit {
     }
 
     /**
+     * A direct exchange of that name, declared now, as the broker's definitions would: a service's own dead-letter
+     * exchange, for example, when the service declares none ({@code declare-dlx: false}). Deleted when the JVM exits.
+     */
+    public String directExchange(String name) {
+        this.names.add(name);
+        withChannel(channel -> channel.exchangeDeclare(name, "direct", true));
+        return name;
+    }
+
+    /**
      * Deletes, when the JVM exits, the queue of that name and its {@code .dlq} queue, or the exchange of that name:
      * for the names a binder or a scenario makes of the run's unique names (the Rabbit binder's
      * {@code <destination>.<group>}, for example). Returns the name.
