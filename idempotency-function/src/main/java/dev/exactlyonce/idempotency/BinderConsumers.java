@@ -8,6 +8,7 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeoutException;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.amqp.AmqpException;
@@ -74,6 +75,9 @@ final class BinderConsumers {
     /** The batch size of a guarded RabbitMQ batch binding that sets none. */
     static final int BATCH_SIZE = 100;
 
+    /** The listener container's own receive timeout, when the binding sets none. */
+    private static final long CONTAINER_RECEIVE_TIMEOUT_MS = 1_000;
+
     /** How long a guarded RabbitMQ batch binding that sets no {@code receive-timeout} waits for a batch's next message. */
     static final long RECEIVE_TIMEOUT_MS = 1;
 
@@ -110,11 +114,14 @@ final class BinderConsumers {
             return;
         }
         BeanWrapper consumerProperties = new BeanWrapperImpl(extended.getExtendedConsumerProperties(bindingName));
-        if (!StringUtils.hasText(this.bindings.getBindingProperties(bindingName).getGroup())) {
-            refuseWithoutGroup(extended, consumerProperties, bindingName);
-            return;
+        boolean grouped = StringUtils.hasText(
+                this.bindings.getBindingProperties(bindingName).getGroup());
+        if (grouped && !Boolean.FALSE.equals(readable(consumerProperties, "durableSubscription"))) {
+            setDeadLetterDefaults(extended, consumerProperties, bindingName);
+        } else {
+            refuseWithoutDeadLetterQueue(extended, consumerProperties, bindingName, grouped);
         }
-        setDefaults(extended, consumerProperties, bindingName);
+        setKafkaErrorHandler(consumerProperties, bindingName);
         if (this.bindings.getConsumerProperties(bindingName).isBatchMode()) {
             setBatchDefaults(extended, consumerProperties, bindingName);
         }
@@ -150,10 +157,11 @@ final class BinderConsumers {
         setUnlessSet(extended, consumer, bindingName, "prefetch", 2 * (int) consumer.getPropertyValue("batchSize"));
         // The container checks a batch's age between two messages only, and waits up to receive-timeout for the next
         // one: a longer receive-timeout would hold a batch that long, whatever max-wait says.
-        if (!this.maxWait.isZero()
-                && consumer.getPropertyValue("receiveTimeout") instanceof Number receiveTimeout
-                && receiveTimeout.longValue() > this.maxWait.toMillis()) {
-            consumer.setPropertyValue("receiveTimeout", this.maxWait.toMillis());
+        long receiveTimeout = consumer.getPropertyValue("receiveTimeout") instanceof Number set
+                ? set.longValue()
+                : CONTAINER_RECEIVE_TIMEOUT_MS;
+        if (!this.maxWait.isZero() && receiveTimeout > this.maxWait.toMillis()) {
+            consumer.setPropertyValue("receiveTimeout", Math.max(1, this.maxWait.toMillis()));
             logger.info(
                     "Binding {} waits at most idempotency.batch.max-wait ({}) for a batch's next message, not its"
                             + " receive-timeout ({} ms): the listener container checks a batch's age only between two"
@@ -172,28 +180,45 @@ final class BinderConsumers {
     }
 
     /**
-     * Refuses a binding without a group, unless the service switched its dead-letter queue off: the binder gives it an
-     * anonymous queue (RabbitMQ) or consumer group (Kafka), without a dead-letter queue, so the broker would drop the
-     * messages the guard rejects; and an anonymous queue is deleted with the events still in it when the service stops.
+     * Refuses a binding the binder gives no dead-letter queue, unless the service switched it off itself: a binding
+     * without a group (an anonymous RabbitMQ queue, deleted with the service; an anonymous Kafka consumer group, which
+     * starts at the latest offset) or, on RabbitMQ, with a queue that is not durable ({@code durable-subscription:
+     * false}). The broker would drop the messages the guard rejects.
      */
-    private void refuseWithoutGroup(
-            ExtendedPropertiesBinder<?, ?, ?> extended, BeanWrapper consumer, String bindingName) {
+    private void refuseWithoutDeadLetterQueue(
+            ExtendedPropertiesBinder<?, ?, ?> extended, BeanWrapper consumer, String bindingName, boolean grouped) {
         SWITCHES.forEach((property, name) -> {
-            if (consumer.isWritableProperty(property)
-                    && !switchedOff(extended, consumer, bindingName, property, name)) {
-                throw new StartupRefusal(
-                        ("Binding %s has no group: the binder consumes it through an anonymous queue, deleted when"
-                                        + " the service stops with the events still in it, and without a dead-letter"
-                                        + " queue, where the messages the guard rejects would go: the broker would"
-                                        + " drop them")
-                                .formatted(bindingName),
-                        "Set spring.cloud.stream.bindings.%s.group=<the service's name> (the queue is then durable,"
-                                        .formatted(bindingName)
-                                + " shared by the service's instances, and the library gives it a dead-letter"
-                                + " queue); or, to consume without one, set %s.%s.consumer.%s=false"
-                                        .formatted(bindingsPrefix(extended), bindingName, name));
+            if (!consumer.isWritableProperty(property)
+                    || switchedOff(extended, consumer, bindingName, property, name)) {
+                return;
             }
+            boolean kafka = property.equals("enableDlq");
+            String why = grouped
+                    ? "its queue is not durable (durable-subscription: false): the binder gives such a queue no"
+                            + " dead-letter queue, and deletes it, with the events still in it, when the service stops"
+                    : kafka
+                            ? "has no group: the binder consumes it as an anonymous consumer group, which starts at"
+                                    + " the latest offset (events published while the service is down are never"
+                                    + " read) and gets no dead-letter topic"
+                            : "has no group: the binder consumes it through an anonymous queue, deleted, with the"
+                                    + " events still in it, when the service stops, and gives it no dead-letter queue";
+            throw new StartupRefusal(
+                    "Binding %s %s. The messages the guard rejects would have nowhere to go: the broker would drop them"
+                            .formatted(bindingName, grouped ? "has no dead-letter queue: " + why : why),
+                    (grouped
+                                    ? "Remove %s.%s.consumer.durable-subscription=false"
+                                            .formatted(bindingsPrefix(extended), bindingName)
+                                    : "Set spring.cloud.stream.bindings.%s.group=<the service's name> (its queue or"
+                                                    .formatted(bindingName)
+                                            + " consumer group is then durable, shared by the service's instances,"
+                                            + " and the library gives it a dead-letter queue)")
+                            + "; or, to consume without one, set %s.%s.consumer.%s=false"
+                                    .formatted(bindingsPrefix(extended), bindingName, name));
         });
+    }
+
+    private static @Nullable Object readable(BeanWrapper consumer, String property) {
+        return consumer.isReadableProperty(property) ? consumer.getPropertyValue(property) : null;
     }
 
     /** Whether the service set the binder's dead-letter switch to false itself. */
@@ -206,7 +231,8 @@ final class BinderConsumers {
         return isSet(extended, bindingName, name) && Boolean.FALSE.equals(consumer.getPropertyValue(property));
     }
 
-    private void setDefaults(ExtendedPropertiesBinder<?, ?, ?> extended, BeanWrapper consumer, String bindingName) {
+    private void setDeadLetterDefaults(
+            ExtendedPropertiesBinder<?, ?, ?> extended, BeanWrapper consumer, String bindingName) {
         SWITCHES.forEach((property, name) -> {
             if (consumer.isWritableProperty(property) && !isSet(extended, bindingName, name)) {
                 refuseQueueWithoutDeadLetters(extended, consumer, bindingName, name);
@@ -220,6 +246,10 @@ final class BinderConsumers {
                         name);
             }
         });
+    }
+
+    /** A guarded Kafka binding's error handler (see the class's description), unless the binding names its own. */
+    private void setKafkaErrorHandler(BeanWrapper consumer, String bindingName) {
         if (consumer.isWritableProperty("enableDlq")
                 && consumer.isWritableProperty("commonErrorHandlerBeanName")
                 && consumer.getPropertyValue("commonErrorHandlerBeanName") == null) {
@@ -256,13 +286,14 @@ final class BinderConsumers {
             String dlq = deadLetterQueue != null ? deadLetterQueue.toString() : queue + ".dlq";
             if (RabbitQueues.existsWithout(this.beanFactory, queue, dlq)) {
                 throw new StartupRefusal(
-                        ("Binding %s has no dead-letter queue: its queue %s exists without one (declared by a version"
-                                        + " that ran without it), and RabbitMQ refuses to declare an existing queue"
-                                        + " again with a dead-letter exchange: the broker would drop the messages the"
-                                        + " guard rejects")
-                                .formatted(bindingName, queue),
+                        ("Binding %s has no dead-letter queue: its queue %s exists without %s. If the queue was"
+                                        + " declared without a dead-letter exchange (by a version that ran without"
+                                        + " one), RabbitMQ refuses to declare it again with one, and the broker would"
+                                        + " drop the messages the guard rejects")
+                                .formatted(bindingName, queue, dlq),
                         ("Drain the queue and delete it, so that the binder declares it again with its dead-letter"
-                                        + " queue %s; or, to consume without one, set %s.%s.consumer.%s=false")
+                                        + " queue; if only %s was deleted, set %s.%s.consumer.%s=true to have the"
+                                        + " binder declare it again; or, to consume without one, set it to false")
                                 .formatted(dlq, bindingsPrefix(extended), bindingName, name));
             }
         }

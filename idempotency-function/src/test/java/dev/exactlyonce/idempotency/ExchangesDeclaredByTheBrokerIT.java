@@ -44,6 +44,7 @@ class ExchangesDeclaredByTheBrokerIT {
     @Test
     void aBindingStartsWhenTheBrokerHasItsExchanges() {
         String exchange = rabbit.topicExchange("declared");
+        rabbit.directExchange(exchange + ".dlx");
 
         try (ConfigurableApplicationContext service = start(exchange)) {
             assertThat(service.getBean(GuardedBindings.class).bindings()).hasSize(1);
@@ -57,7 +58,7 @@ class ExchangesDeclaredByTheBrokerIT {
         assertThatThrownBy(() -> start(missing).close())
                 .satisfies(failure -> assertThat(Failures.find(failure, IdempotencyException.class))
                         .hasMessageContaining("Binding idempotencyGuardrecordThing-in-0 declares no exchange")
-                        .hasMessageContaining("the broker has none named [" + missing + "]"));
+                        .hasMessageContaining("the broker has none named [" + missing + ", " + missing + ".dlx]"));
     }
 
     private ConfigurableApplicationContext start(String destination) {
@@ -67,6 +68,7 @@ class ExchangesDeclaredByTheBrokerIT {
                 "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.group=things",
                 RABBIT + "declare-exchange=false",
                 RABBIT + "declare-dlx=false",
+                RABBIT + "dead-letter-exchange=" + destination + ".dlx",
                 "spring.datasource.url=" + database.jdbcUrl(),
                 "spring.datasource.username=" + database.username(),
                 "spring.datasource.password=" + database.password(),

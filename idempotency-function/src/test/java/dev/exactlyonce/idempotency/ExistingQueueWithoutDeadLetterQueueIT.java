@@ -29,8 +29,9 @@ import org.springframework.jdbc.core.JdbcTemplate;
  * README shows ({@code minimal-service.yml}): the library cannot give it a dead-letter queue, so the service refuses
  * to start, saying what to set, rather than let the broker drop what the guard rejects. That is a queue declared
  * earlier without a dead-letter queue (by a version that ran without {@code auto-bind-dlq}: RabbitMQ refuses to
- * declare an existing queue again with a dead-letter exchange), and a binding without a group (its queue is anonymous,
- * deleted with the service, and the binder gives it no dead-letter queue). {@code auto-bind-dlq: false}, set by the
+ * declare an existing queue again with a dead-letter exchange), a binding without a group (its queue is anonymous,
+ * deleted with the service, and the binder gives it no dead-letter queue), and a queue that is not durable (the binder
+ * gives it none either). {@code auto-bind-dlq: false}, set by the
  * service, says it does without: then it starts and consumes as before.
  */
 class ExistingQueueWithoutDeadLetterQueueIT {
@@ -65,8 +66,10 @@ class ExistingQueueWithoutDeadLetterQueueIT {
         assertThat(startupFailure(BINDING + "destination=" + destination, BINDING + "group=" + GROUP))
                 .isInstanceOf(StartupRefusal.class)
                 .hasMessageContaining("Binding idempotencyGuardrecordThing-in-0 has no dead-letter queue: its queue "
-                        + destination + "." + GROUP + " exists without one")
-                .hasMessageContaining(RABBIT_BINDING + "auto-bind-dlq=false");
+                        + destination + "." + GROUP + " exists without " + destination + "." + GROUP + ".dlq")
+                .hasMessageContaining("Drain the queue and delete it")
+                .hasMessageContaining(RABBIT_BINDING + "auto-bind-dlq=true")
+                .hasMessageContaining("set it to false");
     }
 
     @Test
@@ -99,6 +102,20 @@ class ExistingQueueWithoutDeadLetterQueueIT {
                 .isInstanceOf(StartupRefusal.class)
                 .hasMessageContaining("Binding idempotencyGuardrecordThing-in-0 has no group")
                 .hasMessageContaining(BINDING + "group=");
+    }
+
+    @Test
+    void aBindingWhoseQueueIsNotDurableRefusesStartupSayingWhichPropertyToRemove() {
+        String destination = rabbit.uniqueName("transient");
+
+        assertThat(startupFailure(
+                        BINDING + "destination=" + destination,
+                        BINDING + "group=" + GROUP,
+                        RABBIT_BINDING + "durable-subscription=false"))
+                .isInstanceOf(StartupRefusal.class)
+                .hasMessageContaining("Binding idempotencyGuardrecordThing-in-0 has no dead-letter queue: its queue is"
+                        + " not durable")
+                .hasMessageContaining("Remove " + RABBIT_BINDING + "durable-subscription=false");
     }
 
     private static Throwable startupFailure(String... properties) {

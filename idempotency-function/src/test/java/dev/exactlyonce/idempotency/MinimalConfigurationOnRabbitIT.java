@@ -4,6 +4,10 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import ch.qos.logback.classic.Level;
+import ch.qos.logback.classic.Logger;
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.read.ListAppender;
 import com.rabbitmq.client.GetResponse;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
@@ -13,7 +17,10 @@ import dev.exactlyonce.idempotency.test.TestRabbit;
 import java.time.Duration;
 import java.util.List;
 import java.util.function.Consumer;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -26,7 +33,7 @@ import org.springframework.test.context.DynamicPropertySource;
 /**
  * A service configured as minimally as README's "Adopting the library" shows (the guard composed first, a destination
  * and a group, nothing else: {@code minimal-service.yml}), on a real RabbitMQ: a malformed message is never dropped,
- * it goes to a dead-letter queue the library gave the binding, with its reason.
+ * it goes to a dead-letter queue the library gave the binding, with its reason, logged in one WARN line.
  */
 @SpringBootTest(
         classes = MinimalConfigurationOnRabbitIT.Service.class,
@@ -71,6 +78,19 @@ class MinimalConfigurationOnRabbitIT {
     @Autowired
     JdbcTemplate jdbcTemplate;
 
+    private final ListAppender<ILoggingEvent> logs = new ListAppender<>();
+
+    @BeforeEach
+    void captureLogs() {
+        this.logs.start();
+        root().addAppender(this.logs);
+    }
+
+    @AfterEach
+    void releaseLogs() {
+        root().detachAppender(this.logs);
+    }
+
     @Test
     void aMalformedMessageGoesToADeadLetterQueueWithItsReasonAndTheNextEventIsAppliedOnce() {
         EventEnvelope<ThingHappened> event = Things.thingHappened();
@@ -95,5 +115,19 @@ class MinimalConfigurationOnRabbitIT {
                         event.payload().thingId()))
                 .isEqualTo(1);
         assertThat(this.probe.invocations("recordThing")).isEqualTo(1);
+        assertThat(this.logs.list)
+                .as("the rejection's one WARN line, nothing from the binder or the container, no copy logged")
+                .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.WARN))
+                // The binding's consumer threads, named after its queue: not other tests' services in this JVM.
+                .filteredOn(log -> log.getThreadName().startsWith(QUEUE))
+                .singleElement()
+                .satisfies(log -> {
+                    assertThat(log.getFormattedMessage()).contains("NOT_JSON: ");
+                    assertThat(log.getThrowableProxy()).as("no stack trace").isNull();
+                });
+    }
+
+    private static Logger root() {
+        return (Logger) LoggerFactory.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
     }
 }

@@ -172,16 +172,17 @@ final class DeadLetterReplay {
     }
 
     /**
-     * The event id of a dead letter, wherever the service read it: the AMQP message id, a header ({@code event_id},
-     * the header source's default, or CloudEvents' {@code ce_id} / {@code ce-id}), or the envelope.
+     * The event id of a dead letter, wherever the service read it: a header ({@code event_id}, the header source's
+     * default, or CloudEvents' {@code ce_id} / {@code ce-id}), the AMQP message id, or the envelope. The headers come
+     * first: a producer may set a message id of its own beside them.
      */
     private @Nullable UUID eventId(GetResponse message) {
         List<@Nullable Object> candidates = new ArrayList<>();
-        candidates.add(message.getProps().getMessageId());
         Map<String, Object> headers = message.getProps().getHeaders();
         if (headers != null) {
             ID_HEADERS.forEach(header -> candidates.add(headers.get(header)));
         }
+        candidates.add(message.getProps().getMessageId());
         for (Object candidate : candidates) {
             UUID eventId = candidate != null ? EnvelopeCodec.parseCanonicalUuid(candidate.toString()) : null;
             if (eventId != null) {

@@ -21,7 +21,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
-import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeoutException;
 import java.util.function.BooleanSupplier;
@@ -462,7 +461,7 @@ public final class ShopScenario implements AutoCloseable {
                         long restored = System.nanoTime();
                         say("PostgreSQL is back for the services, %d message(s) queued", queued);
                         // The first event a service commits after the outage: its consumption resumed.
-                        waitFor(() -> processed() > processed, "the services to process events again");
+                        waitFor(() -> processedMoreThan(processed), "the services to process events again");
                         say(
                                 "the services resumed %.1f s after PostgreSQL answered again",
                                 (System.nanoTime() - restored) / 1e9);
@@ -609,14 +608,6 @@ public final class ShopScenario implements AutoCloseable {
         }
     }
 
-    private static int quietly(Callable<Integer> count) {
-        try {
-            return count.call();
-        } catch (Exception ex) {
-            return Integer.MAX_VALUE;
-        }
-    }
-
     /** Waits up to two minutes, counted from the end of a database outage when one is under way. */
     private void waitFor(BooleanSupplier condition, String what) throws Exception {
         long now = System.nanoTime();
@@ -624,7 +615,7 @@ public final class ShopScenario implements AutoCloseable {
                 + Duration.ofMinutes(2).toNanos();
         while (!condition.getAsBoolean()) {
             if (System.nanoTime() > deadline) {
-                throw new TimeoutException("Waited 2 minutes for " + what);
+                throw new TimeoutException("Gave up waiting for " + what + " after two minutes");
             }
             Thread.sleep(100);
         }
@@ -636,6 +627,15 @@ public final class ShopScenario implements AutoCloseable {
             queued += messageCount(service.queue(this.settings.suffix()));
         }
         return queued;
+    }
+
+    /** Whether the services processed more events than that, all together; not known yet counts as no. */
+    private boolean processedMoreThan(int processed) {
+        try {
+            return processed() > processed;
+        } catch (RuntimeException ex) {
+            return false;
+        }
     }
 
     /** The events the services processed, all together. */

@@ -90,17 +90,13 @@ public final class TestRabbit {
     }
 
     /**
-     * A topic exchange named {@code base} followed by the run's id, declared now, with the dead-letter exchange
-     * {@code DLX}: for services that declare no exchange ({@code declare-exchange: false}, {@code declare-dlx: false}),
-     * as the broker's definitions would. Deleted when the JVM exits ({@code DLX}, shared, stays).
+     * A topic exchange named {@code base} followed by the run's id, declared now: for services that declare no exchange
+     * ({@code declare-exchange: false}), as the broker's definitions would (a service that declares no dead-letter
+     * exchange either needs {@link #directExchange} too). Deleted when the JVM exits.
      */
     public String topicExchange(String base) {
         String name = uniqueName(base);
-        withChannel(channel -> {
-            channel.exchangeDeclare(name, "topic", true);
-            channel.exchangeDeclare("DLX", "direct", true);
-            return null;
-        });
+        withChannel(channel -> channel.exchangeDeclare(name, "topic", true));
         return name;
     }
 
