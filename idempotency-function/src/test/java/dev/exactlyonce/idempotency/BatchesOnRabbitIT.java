@@ -123,13 +123,19 @@ class BatchesOnRabbitIT {
 
     @ParameterizedTest
     @ValueSource(strings = {"recordThings", "recordThing"})
-    void aBatchOfOneHundredWithThreePoisonMessagesAppliesTheOtherNinetySevenOnceAndDeadLettersTheThree(
-            String function) {
+    void aBatchOfOneHundredWithFourPoisonMessagesAppliesTheOtherNinetySixOnceAndDeadLettersTheFour(String function) {
         List<EventEnvelope<ThingHappened>> events = new ArrayList<>();
         UUID unmappable = UUID.randomUUID();
         for (int i = 0; i < 100; i++) {
             switch (i) {
                 case 10 -> publish(function, ThingHappened.NAME, "hello".getBytes(UTF_8));
+                case 30 ->
+                    publish(
+                            function,
+                            ThingHappened.NAME,
+                            "{\"event_name\": \"%s\", \"payload\": {}}"
+                                    .formatted(ThingHappened.NAME)
+                                    .getBytes(UTF_8));
                 case 50 -> publish(function, "test.other.v1", encode(UUID.randomUUID(), "test.other.v1", Map.of()));
                 case 90 ->
                     publish(
@@ -147,15 +153,15 @@ class BatchesOnRabbitIT {
         start(function);
 
         await().atMost(Duration.ofSeconds(60))
-                .untilAsserted(() -> assertThat(deadLetters(function)).isEqualTo(3));
+                .untilAsserted(() -> assertThat(deadLetters(function)).isEqualTo(4));
         await().atMost(Duration.ofSeconds(30))
                 .untilAsserted(
                         () -> assertThat(rabbit.messageCount(queue(function))).isZero());
         assertThat(events)
-                .hasSize(97)
+                .hasSize(96)
                 .allSatisfy(event -> assertThat(effects(event)).isEqualTo(1));
         assertThat(transactions(events))
-                .as("the 97 events were applied in the batch's transaction")
+                .as("the 96 events were applied in the batch's transaction")
                 .isEqualTo(1);
         assertThat(this.processedEvents.rows(unmappable))
                 .as("the claim of the event whose payload does not map was taken back")
@@ -164,6 +170,7 @@ class BatchesOnRabbitIT {
                 .extracting(BatchesOnRabbitIT::reason)
                 .satisfiesExactlyInAnyOrder(
                         reason -> assertThat(reason).startsWith("NOT_JSON: "),
+                        reason -> assertThat(reason).startsWith("MISSING_EVENT_ID: "),
                         reason -> assertThat(reason).startsWith("UNKNOWN_EVENT: "),
                         reason -> assertThat(reason).startsWith("INVALID_PAYLOAD: "));
     }

@@ -4,6 +4,10 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
+import ch.qos.logback.classic.Level;
+import ch.qos.logback.classic.Logger;
+import ch.qos.logback.classic.spi.ILoggingEvent;
+import ch.qos.logback.core.read.ListAppender;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.DeliveryRecorder;
@@ -16,12 +20,15 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
+import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.boot.health.contributor.Status;
@@ -95,8 +102,17 @@ class DatabaseOutageTests {
     private final JdbcTemplate jdbcTemplate =
             new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
 
+    private final ListAppender<ILoggingEvent> logs = new ListAppender<>();
+
+    @BeforeEach
+    void captureLogs() {
+        this.logs.start();
+        root().addAppender(this.logs);
+    }
+
     @AfterEach
     void reset() {
+        root().detachAppender(this.logs);
         postgres.restore();
         await().atMost(Duration.ofSeconds(30)).until(() -> this.outage.halt() == null);
         this.probe.reset();
@@ -143,6 +159,32 @@ class DatabaseOutageTests {
                         .timer()
                         .count())
                 .isGreaterThanOrEqualTo(1);
+        List<ILoggingEvent> logged = List.copyOf(this.logs.list);
+        assertThat(logged)
+                .as("one WARN line when consumption halts, none per message or attempt, no stack trace (the pool's and"
+                        + " the outbox relay's own lines aside: the relay says once that its runs fail)")
+                .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.WARN))
+                .filteredOn(log -> !log.getLoggerName().startsWith("com.zaxxer.hikari")
+                        && !log.getLoggerName().equals(OutboxRelay.class.getName()))
+                .singleElement()
+                .satisfies(log -> {
+                    assertThat(log.getLevel()).isEqualTo(Level.WARN);
+                    assertThat(log.getFormattedMessage())
+                            .startsWith("Consumption of the guarded bindings [idempotencyGuardrecordThing-in-0] halts");
+                    assertThat(log.getThrowableProxy()).isNull();
+                });
+        assertThat(logged)
+                .as("one INFO line when it resumes, with how long it was halted")
+                .filteredOn(log -> log.getLoggerName().equals(Outage.class.getName()))
+                .filteredOn(log -> log.getLevel() == Level.INFO)
+                .singleElement()
+                .satisfies(log -> assertThat(log.getFormattedMessage())
+                        .startsWith("Consumption of the guarded bindings [idempotencyGuardrecordThing-in-0] resumes"
+                                + " after "));
+    }
+
+    private static Logger root() {
+        return (Logger) LoggerFactory.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
     }
 
     @Test
