@@ -1,0 +1,58 @@
+package dev.exactlyonce.infra;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.exactlyonce.infra.shop.ShopScenario;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Properties;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.FieldSource;
+import org.springframework.beans.factory.config.YamlPropertiesFactoryBean;
+import org.springframework.core.io.FileSystemResource;
+
+/**
+ * What each service's {@code application.yml} must keep for least privilege, read from the files the jars are built
+ * from (the services' own tests set the ports and exchanges they need themselves, so they would not notice): Actuator
+ * on a port of its own, the purge endpoint's write operation left off, and a service's broker user declaring no
+ * exchange, its dead letters going through an exchange of its own.
+ */
+class ServicesConfigurationTests {
+
+    static final List<ShopScenario.Service> services = ShopScenario.SERVICES;
+
+    @ParameterizedTest
+    @FieldSource("services")
+    void actuatorAnswersOnAPortOfItsOwnAndThePurgeIsOff(ShopScenario.Service service) {
+        Properties yaml = applicationYaml(service);
+
+        assertThat(yaml.getProperty("management.server.port"))
+                .as("a management port")
+                .isNotBlank()
+                .isNotEqualTo(yaml.getProperty("server.port"));
+        assertThat(yaml.getProperty("idempotency.endpoint.purge-enabled", "false"))
+                .as("the purge left off")
+                .isEqualTo("false");
+    }
+
+    @ParameterizedTest
+    @FieldSource("services")
+    void theServiceDeclaresNoExchangeAndDeadLettersThroughItsOwn(ShopScenario.Service service) {
+        Properties yaml = applicationYaml(service);
+        String consumer = "spring.cloud.stream.rabbit.bindings." + service.binding() + ".consumer.";
+
+        assertThat(yaml.getProperty(consumer + "declare-exchange")).isEqualTo("false");
+        assertThat(yaml.getProperty(consumer + "declare-dlx")).isEqualTo("false");
+        assertThat(yaml.getProperty(consumer + "dead-letter-exchange"))
+                .isEqualTo("${spring.cloud.stream.bindings." + service.binding() + ".group}.dlx");
+    }
+
+    private static Properties applicationYaml(ShopScenario.Service service) {
+        YamlPropertiesFactoryBean yaml = new YamlPropertiesFactoryBean();
+        yaml.setResources(
+                new FileSystemResource(Path.of("..", service.name(), "src", "main", "resources", "application.yml")));
+        Properties properties = yaml.getObject();
+        assertThat(properties).as("application.yml of " + service.name()).isNotNull();
+        return properties;
+    }
+}
