@@ -37,7 +37,8 @@ import org.springframework.util.StringUtils;
  *       on by default, records the reason in the dead letter's headers); Kafka: {@code enable-dlq} (the topic
  *       {@code error.<destination>.<group>}). Where the library cannot give it one, start-up fails saying what to
  *       set, unless the service switched the dead-letter queue off itself: a binding without a group (the binders
- *       give an anonymous queue or consumer group no dead-letter queue, and the queue goes with the service), and a
+ *       give an anonymous queue or consumer group no dead-letter queue, and the queue goes with the service), a
+ *       RabbitMQ queue that is not durable ({@code durable-subscription: false}: no dead-letter queue either), and a
  *       RabbitMQ queue declared earlier without a dead-letter queue (by a service that ran without this default: the
  *       broker refuses (406) to declare an existing queue again with a dead-letter exchange);
  *   <li>on Kafka, the container's error handler: a record given back during an outage is sought back to every second,

@@ -455,9 +455,14 @@ public final class ShopScenario implements AutoCloseable {
                     try {
                         // The outage's length is the scenario: this thread gives the database back when it is over.
                         Thread.sleep(outage.toMillis());
-                        int queued = queued();
-                        int processed = processed();
-                        this.databaseLink.restore();
+                        int queued;
+                        int processed;
+                        try {
+                            queued = queued();
+                            processed = processed();
+                        } finally {
+                            this.databaseLink.restore();
+                        }
                         long restored = System.nanoTime();
                         say("PostgreSQL is back for the services, %d message(s) queued", queued);
                         // The first event a service commits after the outage: its consumption resumed.
