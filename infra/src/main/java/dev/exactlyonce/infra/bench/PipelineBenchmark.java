@@ -354,6 +354,8 @@ public final class PipelineBenchmark {
         } finally {
             try (Channel channel = broker.createChannel()) {
                 channel.queueDelete(queue);
+                // The dead-letter queue the library gives a guarded binding.
+                channel.queueDelete(queue + ".dlq");
                 channel.queueDelete(queue + ".emitted");
                 channel.exchangeDelete(exchange);
             }
