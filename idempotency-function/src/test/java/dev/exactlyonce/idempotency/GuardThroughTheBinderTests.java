@@ -27,6 +27,9 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.messaging.support.ErrorMessage;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.TransactionStatus;
+import org.springframework.transaction.support.DefaultTransactionDefinition;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
@@ -61,6 +64,12 @@ class GuardThroughTheBinderTests {
 
     @Autowired
     TransactionTemplate transactionTemplate;
+
+    @Autowired
+    PlatformTransactionManager transactionManager;
+
+    @Autowired
+    GuardedBindings guardedBindings;
 
     @AfterEach
     void reset() {
@@ -208,6 +217,33 @@ class GuardThroughTheBinderTests {
         this.deliveries.deliver(next);
 
         assertThat(committedEffects(next)).isEqualTo(1);
+    }
+
+    @Test
+    void aTransactionAnEarlierMessageLeftOpenOnTheThreadIsRolledBackBeforeTheNextMessage() {
+        EventEnvelope<ThingHappened> abandoned = Things.thingHappened();
+        EventEnvelope<ThingHappened> next = Things.thingHappened();
+        // What an invocation leaves on the consumer thread when a Throwable escapes every catch of the channel: its
+        // transaction, with the event's effect written, and the invocation itself, still bound.
+        TransactionStatus transaction = this.transactionManager.getTransaction(new DefaultTransactionDefinition());
+        GuardedInvocation.open(this.guardedBindings.bindings().get(0), this.transactionManager, transaction, null);
+        this.jdbcTemplate.update(
+                "INSERT INTO thing_effect (thing_id, amount) VALUES (?, ?)",
+                abandoned.payload().thingId(),
+                abandoned.payload().amount());
+
+        this.deliveries.deliver(next);
+
+        assertThat(committedEffects(next))
+                .as("the next message committed in a transaction of its own")
+                .isEqualTo(1);
+        assertThat(committedEffects(abandoned))
+                .as("the abandoned transaction rolled back, not committed with the next message")
+                .isZero();
+        assertThat(transaction.isCompleted()).isTrue();
+        assertThat(GuardedInvocation.current()).isNull();
+        assertThat(TransactionSynchronizationManager.isActualTransactionActive())
+                .isFalse();
     }
 
     @Test
