@@ -212,6 +212,45 @@ class ReserveStockOnKafkaIT {
         assertThat(this.processedEvents.rows(unmappable.eventId())).isZero();
     }
 
+    @Test
+    void aBatchWhoseEffectFailsOnOneEventReservesTheOthersOnceAndDeadLettersThatOne() {
+        List<EventEnvelope<Map<String, Object>>> orders = new ArrayList<>();
+        // numeric(12, 3) cannot hold its quantity: the reservation's insert fails, whatever the attempt.
+        EventEnvelope<Map<String, Object>> failing = new EventEnvelope<>(
+                UuidV7.generate(),
+                Orders.PLACED,
+                Instant.now(),
+                Map.of(
+                        "orderId", UuidV7.generate().toString(),
+                        "customerId", UUID.randomUUID().toString(),
+                        "version", 1,
+                        "currency", "EUR",
+                        "lines",
+                                List.of(Map.of(
+                                        "productId",
+                                        UUID.randomUUID().toString(),
+                                        "quantity",
+                                        "10000000000",
+                                        "unitPrice",
+                                        "9.90"))));
+        List<ProducerRecord<String, byte[]>> records = new ArrayList<>();
+        for (int i = 0; i < 30; i++) {
+            EventEnvelope<Map<String, Object>> order = i == 12 ? failing : Orders.placed(1);
+            if (order != failing) {
+                orders.add(order);
+            }
+            records.add(new ProducerRecord<>(TOPIC, 0, null, this.codec.encode(order)));
+        }
+
+        send(records);
+
+        assertThat(reason(deadLetter(failing))).contains("numeric field overflow");
+        await().atMost(Duration.ofSeconds(60)).until(() -> orders.stream().allMatch(order -> reservations(order) > 0));
+        assertThat(orders).allSatisfy(order -> assertThat(reservations(order)).isEqualTo(1));
+        assertThat(reservations(failing)).isZero();
+        assertThat(this.processedEvents.rows(failing.eventId())).isZero();
+    }
+
     /** The event id and name in Kafka record headers, which arrive as bytes, around a bare payload. */
     @Nested
     @SpringBootTest(properties = "idempotency.event-id.source=header")
