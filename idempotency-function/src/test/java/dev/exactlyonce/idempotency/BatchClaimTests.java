@@ -4,9 +4,6 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import ch.qos.logback.classic.Logger;
-import ch.qos.logback.classic.spi.ILoggingEvent;
-import ch.qos.logback.core.read.ListAppender;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.DeliveryRecorder;
@@ -28,9 +25,8 @@ import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.slf4j.LoggerFactory;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.slf4j.MDC;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -81,7 +77,8 @@ class BatchClaimTests {
     @Autowired
     DeliveryRecorder recorder;
 
-    private final ListAppender<ILoggingEvent> logs = new ListAppender<>();
+    @RegisterExtension
+    final CapturedLogs logs = CapturedLogs.of(IdempotencyGuard.class);
 
     @Autowired
     EventDeliveries deliveries;
@@ -95,15 +92,8 @@ class BatchClaimTests {
     @Autowired
     JdbcTemplate jdbcTemplate;
 
-    @BeforeEach
-    void captureLogs() {
-        this.logs.start();
-        ((Logger) LoggerFactory.getLogger(IdempotencyGuard.class)).addAppender(this.logs);
-    }
-
     @AfterEach
     void reset() {
-        ((Logger) LoggerFactory.getLogger(IdempotencyGuard.class)).detachAppender(this.logs);
         this.probe.reset();
         this.recorder.reset();
         this.deliveries.resetLastError();
@@ -228,7 +218,7 @@ class BatchClaimTests {
 
         this.deliveries.deliverBatch(List.of(a, b));
 
-        assertThat(this.logs.list)
+        assertThat(this.logs.events())
                 .filteredOn(log -> log.getFormattedMessage().startsWith("Claimed"))
                 .singleElement()
                 .satisfies(log -> assertThat(log.getMDCPropertyMap())

@@ -5,9 +5,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import static org.awaitility.Awaitility.await;
 
 import ch.qos.logback.classic.Level;
-import ch.qos.logback.classic.Logger;
 import ch.qos.logback.classic.spi.ILoggingEvent;
-import ch.qos.logback.core.read.ListAppender;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.DeliveryRecorder;
@@ -25,10 +23,9 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
-import org.slf4j.LoggerFactory;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.boot.health.contributor.Status;
@@ -102,17 +99,11 @@ class DatabaseOutageTests {
     private final JdbcTemplate jdbcTemplate =
             new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
 
-    private final ListAppender<ILoggingEvent> logs = new ListAppender<>();
-
-    @BeforeEach
-    void captureLogs() {
-        this.logs.start();
-        root().addAppender(this.logs);
-    }
+    @RegisterExtension
+    final CapturedLogs logs = CapturedLogs.all();
 
     @AfterEach
     void reset() {
-        root().detachAppender(this.logs);
         postgres.restore();
         await().atMost(Duration.ofSeconds(30)).until(() -> this.outage.halt() == null);
         this.probe.reset();
@@ -159,7 +150,7 @@ class DatabaseOutageTests {
                         .timer()
                         .count())
                 .isGreaterThanOrEqualTo(1);
-        List<ILoggingEvent> logged = List.copyOf(this.logs.list);
+        List<ILoggingEvent> logged = this.logs.events();
         assertThat(logged)
                 .as("one WARN line when consumption halts, none per message or attempt, no stack trace (the pool's and"
                         + " the outbox relay's own lines aside: the relay says once that its runs fail)")
@@ -181,10 +172,6 @@ class DatabaseOutageTests {
                 .satisfies(log -> assertThat(log.getFormattedMessage())
                         .startsWith("Consumption of the guarded bindings [idempotencyGuardrecordThing-in-0] resumes"
                                 + " after "));
-    }
-
-    private static Logger root() {
-        return (Logger) LoggerFactory.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
     }
 
     @Test

@@ -6,13 +6,9 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -62,24 +58,17 @@ class ExchangesDeclaredByTheBrokerIT {
     }
 
     private ConfigurableApplicationContext start(String destination) {
-        List<String> properties = new ArrayList<>(List.of(
-                "spring.config.name=minimal-service",
-                "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.destination=" + destination,
-                "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.group=things",
-                RABBIT + "declare-exchange=false",
-                RABBIT + "declare-dlx=false",
-                RABBIT + "dead-letter-exchange=" + destination + ".dlx",
-                "spring.datasource.url=" + database.jdbcUrl(),
-                "spring.datasource.username=" + database.username(),
-                "spring.datasource.password=" + database.password(),
-                "spring.rabbitmq.host=" + rabbit.host(),
-                "spring.rabbitmq.port=" + rabbit.port(),
-                "spring.rabbitmq.username=" + rabbit.username(),
-                "spring.rabbitmq.password=" + rabbit.password(),
-                "spring.main.banner-mode=off"));
         rabbit.deleteAtExit(destination + ".things");
-        return new SpringApplicationBuilder(Service.class)
-                .web(WebApplicationType.NONE)
-                .run(properties.stream().map(property -> "--" + property).toArray(String[]::new));
+        return Deployment.of(Service.class)
+                .on(database)
+                .on(rabbit)
+                .with(
+                        "spring.config.name=minimal-service",
+                        "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.destination=" + destination,
+                        "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.group=things",
+                        RABBIT + "declare-exchange=false",
+                        RABBIT + "declare-dlx=false",
+                        RABBIT + "dead-letter-exchange=" + destination + ".dlx")
+                .start();
     }
 }

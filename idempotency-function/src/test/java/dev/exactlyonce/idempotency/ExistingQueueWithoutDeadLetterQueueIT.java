@@ -10,18 +10,13 @@ import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.Map;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
-import org.springframework.core.NestedExceptionUtils;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
@@ -119,28 +114,19 @@ class ExistingQueueWithoutDeadLetterQueueIT {
     }
 
     private static Throwable startupFailure(String... properties) {
-        try (ConfigurableApplicationContext context = start(properties)) {
-            throw new AssertionError("the service started");
-        } catch (RuntimeException ex) {
-            return NestedExceptionUtils.getMostSpecificCause(ex);
-        }
+        return deployment(properties).startupFailure();
     }
 
     private static ConfigurableApplicationContext start(String... properties) {
-        List<String> all = new ArrayList<>(List.of(
-                "spring.config.name=minimal-service",
-                "spring.datasource.url=" + database.jdbcUrl(),
-                "spring.datasource.username=" + database.username(),
-                "spring.datasource.password=" + database.password(),
-                "spring.rabbitmq.host=" + rabbit.host(),
-                "spring.rabbitmq.port=" + rabbit.port(),
-                "spring.rabbitmq.username=" + rabbit.username(),
-                "spring.rabbitmq.password=" + rabbit.password(),
-                "spring.main.banner-mode=off"));
-        all.addAll(List.of(properties));
-        return new SpringApplicationBuilder(Service.class)
-                .web(WebApplicationType.NONE)
-                .run(all.stream().map(property -> "--" + property).toArray(String[]::new));
+        return deployment(properties).start();
+    }
+
+    private static Deployment deployment(String... properties) {
+        return Deployment.of(Service.class)
+                .on(database)
+                .on(rabbit)
+                .with("spring.config.name=minimal-service")
+                .with(properties);
     }
 
     private static void declaredWithoutDeadLetterExchange(String queue) {

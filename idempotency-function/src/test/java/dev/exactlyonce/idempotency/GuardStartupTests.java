@@ -4,7 +4,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.function.BiConsumer;
@@ -14,10 +13,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.ExtendWith;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
-import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
-import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration;
 import org.springframework.boot.test.system.CapturedOutput;
@@ -26,7 +23,6 @@ import org.springframework.cloud.stream.binder.test.EnableTestBinder;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
-import org.springframework.core.NestedExceptionUtils;
 import org.springframework.messaging.Message;
 import org.springframework.transaction.PlatformTransactionManager;
 import reactor.core.publisher.Flux;
@@ -275,23 +271,17 @@ class GuardStartupTests {
     }
 
     private static Throwable startupFailure(String definition, String... properties) {
-        try (ConfigurableApplicationContext context = start(definition, properties)) {
-            throw new AssertionError("the service started with " + definition);
-        } catch (RuntimeException ex) {
-            return NestedExceptionUtils.getMostSpecificCause(ex);
-        }
+        return deployment(definition, properties).startupFailure();
     }
 
     private static ConfigurableApplicationContext start(String definition, String... properties) {
-        List<String> all = new ArrayList<>(List.of(
-                "spring.cloud.function.definition=" + definition,
-                "spring.datasource.url=" + database.jdbcUrl(),
-                "spring.datasource.username=" + database.username(),
-                "spring.datasource.password=" + database.password(),
-                "spring.main.banner-mode=off"));
-        all.addAll(List.of(properties));
-        return new SpringApplicationBuilder(Service.class)
-                .web(WebApplicationType.NONE)
-                .run(all.stream().map(property -> "--" + property).toArray(String[]::new));
+        return deployment(definition, properties).start();
+    }
+
+    private static Deployment deployment(String definition, String... properties) {
+        return Deployment.of(Service.class)
+                .on(database)
+                .with("spring.cloud.function.definition=" + definition)
+                .with(properties);
     }
 }

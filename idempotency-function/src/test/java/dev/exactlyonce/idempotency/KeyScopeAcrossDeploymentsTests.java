@@ -5,21 +5,17 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.cloud.stream.binder.test.EnableTestBinder;
 import org.springframework.cloud.stream.binder.test.InputDestination;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
-import org.springframework.core.NestedExceptionUtils;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.messaging.support.MessageBuilder;
 
@@ -162,23 +158,11 @@ class KeyScopeAcrossDeploymentsTests {
     }
 
     private Throwable startupFailure(String... properties) {
-        try (ConfigurableApplicationContext service = start(properties)) {
-            throw new AssertionError("the service started with " + List.of(properties));
-        } catch (RuntimeException ex) {
-            return NestedExceptionUtils.getMostSpecificCause(ex);
-        }
+        return Deployment.of(Service.class).on(this.database).with(properties).startupFailure();
     }
 
     private ConfigurableApplicationContext start(String... properties) {
-        List<String> all = new ArrayList<>(List.of(
-                "spring.datasource.url=" + this.database.jdbcUrl(),
-                "spring.datasource.username=" + this.database.username(),
-                "spring.datasource.password=" + this.database.password(),
-                "spring.main.banner-mode=off"));
-        all.addAll(List.of(properties));
-        return new SpringApplicationBuilder(Service.class)
-                .web(WebApplicationType.NONE)
-                .run(all.stream().map(property -> "--" + property).toArray(String[]::new));
+        return Deployment.of(Service.class).on(this.database).with(properties).start();
     }
 
     private int effects() {

@@ -5,9 +5,6 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import ch.qos.logback.classic.Level;
-import ch.qos.logback.classic.Logger;
-import ch.qos.logback.classic.spi.ILoggingEvent;
-import ch.qos.logback.core.read.ListAppender;
 import com.rabbitmq.client.GetResponse;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
@@ -17,10 +14,8 @@ import dev.exactlyonce.idempotency.test.TestRabbit;
 import java.time.Duration;
 import java.util.List;
 import java.util.function.Consumer;
-import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.slf4j.LoggerFactory;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -78,18 +73,8 @@ class MinimalConfigurationOnRabbitIT {
     @Autowired
     JdbcTemplate jdbcTemplate;
 
-    private final ListAppender<ILoggingEvent> logs = new ListAppender<>();
-
-    @BeforeEach
-    void captureLogs() {
-        this.logs.start();
-        root().addAppender(this.logs);
-    }
-
-    @AfterEach
-    void releaseLogs() {
-        root().detachAppender(this.logs);
-    }
+    @RegisterExtension
+    final CapturedLogs logs = CapturedLogs.all();
 
     @Test
     void aMalformedMessageGoesToADeadLetterQueueWithItsReasonAndTheNextEventIsAppliedOnce() {
@@ -115,7 +100,7 @@ class MinimalConfigurationOnRabbitIT {
                         event.payload().thingId()))
                 .isEqualTo(1);
         assertThat(this.probe.invocations("recordThing")).isEqualTo(1);
-        assertThat(this.logs.list)
+        assertThat(this.logs.events())
                 .as("the rejection's one WARN line, nothing from the binder or the container, no copy logged")
                 .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.WARN))
                 // The binding's consumer threads, named after its queue: not other tests' services in this JVM.
@@ -125,9 +110,5 @@ class MinimalConfigurationOnRabbitIT {
                     assertThat(log.getFormattedMessage()).contains("NOT_JSON: ");
                     assertThat(log.getThrowableProxy()).as("no stack trace").isNull();
                 });
-    }
-
-    private static Logger root() {
-        return (Logger) LoggerFactory.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
     }
 }

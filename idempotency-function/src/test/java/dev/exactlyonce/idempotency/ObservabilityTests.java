@@ -3,9 +3,6 @@ package dev.exactlyonce.idempotency;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
-import ch.qos.logback.classic.Logger;
-import ch.qos.logback.classic.spi.ILoggingEvent;
-import ch.qos.logback.core.read.ListAppender;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
@@ -15,9 +12,8 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import org.junit.jupiter.api.AfterEach;
-import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
-import org.slf4j.LoggerFactory;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.slf4j.MDC;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -63,17 +59,11 @@ class ObservabilityTests {
     @Autowired
     BusinessFunctionProbe probe;
 
-    private final ListAppender<ILoggingEvent> logs = new ListAppender<>();
-
-    @BeforeEach
-    void captureLogs() {
-        this.logs.start();
-        ((Logger) LoggerFactory.getLogger(IdempotencyGuard.class)).addAppender(this.logs);
-    }
+    @RegisterExtension
+    final CapturedLogs logs = CapturedLogs.of(IdempotencyGuard.class);
 
     @AfterEach
     void release() {
-        ((Logger) LoggerFactory.getLogger(IdempotencyGuard.class)).detachAppender(this.logs);
         this.probe.reset();
     }
 
@@ -122,7 +112,7 @@ class ObservabilityTests {
 
         this.deliveries.deliver(event, 2);
 
-        assertThat(this.logs.list)
+        assertThat(this.logs.events())
                 .filteredOn(log ->
                         log.getFormattedMessage().contains(event.eventId().toString()))
                 .isNotEmpty()

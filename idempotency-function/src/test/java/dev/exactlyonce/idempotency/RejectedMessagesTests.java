@@ -4,9 +4,6 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import ch.qos.logback.classic.Level;
-import ch.qos.logback.classic.Logger;
-import ch.qos.logback.classic.spi.ILoggingEvent;
-import ch.qos.logback.core.read.ListAppender;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.DeliveryRecorder;
@@ -16,12 +13,11 @@ import dev.exactlyonce.idempotency.test.InjectedFailure;
 import dev.exactlyonce.idempotency.test.ProcessedEvents;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.util.UUID;
-import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
-import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -62,22 +58,8 @@ class RejectedMessagesTests {
     @Autowired
     JdbcTemplate jdbcTemplate;
 
-    private final ListAppender<ILoggingEvent> logs = new ListAppender<>();
-
-    @BeforeEach
-    void captureLogs() {
-        this.logs.start();
-        root().addAppender(this.logs);
-    }
-
-    @AfterEach
-    void releaseLogs() {
-        root().detachAppender(this.logs);
-    }
-
-    private static Logger root() {
-        return (Logger) LoggerFactory.getLogger(org.slf4j.Logger.ROOT_LOGGER_NAME);
-    }
+    @RegisterExtension
+    final CapturedLogs logs = CapturedLogs.all();
 
     @BeforeEach
     void reset() {
@@ -141,11 +123,11 @@ class RejectedMessagesTests {
 
     @Test
     void aRejectionLogsOneWarningAndNothingAtError() {
-        this.logs.list.clear();
+        this.logs.clear();
 
         this.deliveries.deliverBody("hello".getBytes(UTF_8));
 
-        assertThat(this.logs.list)
+        assertThat(this.logs.events())
                 .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.WARN))
                 .singleElement()
                 .satisfies(log -> {
@@ -159,12 +141,12 @@ class RejectedMessagesTests {
 
     @Test
     void aFailureThatIsNotARejectionLogsItsStackTraceOnceAtError() {
-        this.logs.list.clear();
+        this.logs.clear();
         this.probe.failNext(FUNCTION, 2);
 
         this.deliveries.deliver(Things.thingHappened());
 
-        assertThat(this.logs.list)
+        assertThat(this.logs.events())
                 .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.ERROR))
                 .singleElement()
                 .satisfies(log -> assertThat(log.getFormattedMessage())
@@ -177,11 +159,11 @@ class RejectedMessagesTests {
     void aDuplicateLogsNothingAboveDebug() {
         EventEnvelope<ThingHappened> event = Things.thingHappened();
         this.deliveries.deliver(event);
-        this.logs.list.clear();
+        this.logs.clear();
 
         this.deliveries.deliver(event, 3);
 
-        assertThat(this.logs.list)
+        assertThat(this.logs.events())
                 .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.INFO))
                 .isEmpty();
     }

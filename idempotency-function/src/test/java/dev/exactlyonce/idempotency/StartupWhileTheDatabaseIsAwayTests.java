@@ -8,16 +8,12 @@ import dev.exactlyonce.idempotency.test.TcpProxy;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
-import org.springframework.boot.WebApplicationType;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
-import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.cloud.stream.binder.test.EnableTestBinder;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
@@ -71,19 +67,14 @@ class StartupWhileTheDatabaseIsAwayTests {
     }
 
     private ConfigurableApplicationContext start(String... properties) {
-        List<String> all = new ArrayList<>(List.of(
-                "spring.cloud.function.definition=idempotencyGuard|recordThing",
-                "spring.datasource.url="
-                        + database.jdbcUrl().replaceFirst("//[^/]+/", "//127.0.0.1:" + this.postgres.port() + "/"),
-                "spring.datasource.username=" + database.username(),
-                "spring.datasource.password=" + database.password(),
-                "spring.datasource.hikari.connection-timeout=500",
-                "idempotency.outage.probe-initial-interval=200ms",
-                "idempotency.outage.probe-max-interval=500ms",
-                "spring.main.banner-mode=off"));
-        all.addAll(List.of(properties));
-        return new SpringApplicationBuilder(Service.class)
-                .web(WebApplicationType.NONE)
-                .run(all.stream().map(property -> "--" + property).toArray(String[]::new));
+        return Deployment.of(Service.class)
+                .on(database, this.postgres)
+                .with(
+                        "spring.cloud.function.definition=idempotencyGuard|recordThing",
+                        "spring.datasource.hikari.connection-timeout=500",
+                        "idempotency.outage.probe-initial-interval=200ms",
+                        "idempotency.outage.probe-max-interval=500ms")
+                .with(properties)
+                .start();
     }
 }
