@@ -51,6 +51,8 @@ final class DeadLetterReplay {
 
     private static final long CONFIRM_TIMEOUT_MS = 10_000;
 
+    private static final long RETURN_TIMEOUT_MS = 10_000;
+
     /** The headers a service may read the event id from: the header source's default, and CloudEvents' id. */
     private static final List<String> ID_HEADERS = List.of(EventHeaders.EVENT_ID, "ce_id", "ce-id");
 
@@ -111,7 +113,8 @@ final class DeadLetterReplay {
     }
 
     /** Lists the dead letters once each, in order, holding them unacknowledged, then returns them all at once. */
-    private Result list(Channel channel, String deadLetters, int waiting, Set<UUID> eventIds) throws IOException {
+    private Result list(Channel channel, String deadLetters, int waiting, Set<UUID> eventIds)
+            throws IOException, InterruptedException {
         int replayed = 0;
         int kept = 0;
         long lastTag = -1;
@@ -131,9 +134,29 @@ final class DeadLetterReplay {
         }
         if (lastTag >= 0) {
             channel.basicNack(lastTag, true, true);
+            awaitReturned(channel, deadLetters, replayed + kept);
         }
         this.out.printf("Would replay %d message(s); %d kept in %s%n", replayed, kept, deadLetters);
         return new Result(replayed, kept);
+    }
+
+    /**
+     * Waits until the broker counts the messages a dry run held as ready again. A quorum queue applies the return
+     * asynchronously: a replay started as soon as the dry run ended counted none of them and moved nothing.
+     */
+    private void awaitReturned(Channel channel, String deadLetters, int returned)
+            throws IOException, InterruptedException {
+        long deadline = System.nanoTime() + RETURN_TIMEOUT_MS * 1_000_000;
+        while (channel.queueDeclarePassive(deadLetters).getMessageCount() < returned) {
+            if (System.nanoTime() - deadline > 0) {
+                this.out.printf(
+                        "  %s does not count the %d listed message(s) as ready yet after %d s; they are returned"
+                                + " to it, check its count before replaying%n",
+                        deadLetters, returned, RETURN_TIMEOUT_MS / 1000);
+                return;
+            }
+            Thread.sleep(20);
+        }
     }
 
     private boolean isSelected(GetResponse message, Set<UUID> eventIds) {
