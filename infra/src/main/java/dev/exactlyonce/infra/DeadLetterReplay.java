@@ -155,6 +155,7 @@ final class DeadLetterReplay {
                         deadLetters, returned, RETURN_TIMEOUT_MS / 1000);
                 return;
             }
+            // AMQP sends no notice when a returned message is ready again: the queue's count is all there is to watch.
             Thread.sleep(20);
         }
     }
