@@ -17,7 +17,9 @@ import org.slf4j.LoggerFactory;
 /**
  * A TCP proxy on a local port, to take a server away from the service under test and give it back, without
  * stopping a server other tests share. {@link #cut()} closes every open connection and refuses new ones, as a
- * stopped server would; {@link #restore()} accepts connections again on the same port.
+ * stopped server would; {@link #restore()} accepts connections again on the same port. {@link #freeze()} keeps every
+ * connection open and accepts new ones, but forwards nothing, as a network that drops packets without closing a
+ * connection would (a firewall, a failed switch, a paused virtual machine); {@link #thaw()} forwards again.
  */
 public final class TcpProxy implements AutoCloseable {
 
@@ -32,6 +34,10 @@ public final class TcpProxy implements AutoCloseable {
     private final Set<Socket> sockets = ConcurrentHashMap.newKeySet();
 
     private volatile @Nullable ServerSocket server;
+
+    private final Object frozenLock = new Object();
+
+    private boolean frozen;
 
     private TcpProxy(String targetHost, int targetPort) {
         this.targetHost = targetHost;
@@ -69,8 +75,26 @@ public final class TcpProxy implements AutoCloseable {
         }
     }
 
+    /** Keeps every connection open, and accepts new ones, but forwards nothing until {@link #thaw()}. */
+    public void freeze() {
+        synchronized (this.frozenLock) {
+            this.frozen = true;
+        }
+        logger.info("Proxy to {}:{} frozen", this.targetHost, this.targetPort);
+    }
+
+    /** Forwards again what waited, and what comes next. */
+    public void thaw() {
+        synchronized (this.frozenLock) {
+            this.frozen = false;
+            this.frozenLock.notifyAll();
+        }
+        logger.info("Proxy to {}:{} thawed", this.targetHost, this.targetPort);
+    }
+
     @Override
     public void close() {
+        thaw();
         cut();
     }
 
@@ -111,7 +135,12 @@ public final class TcpProxy implements AutoCloseable {
                 () -> {
                     try (InputStream in = from.getInputStream();
                             OutputStream out = to.getOutputStream()) {
-                        in.transferTo(out);
+                        byte[] buffer = new byte[8192];
+                        for (int read = in.read(buffer); read >= 0; read = in.read(buffer)) {
+                            awaitThawed();
+                            out.write(buffer, 0, read);
+                            out.flush();
+                        }
                     } catch (IOException ex) {
                         logger.trace("Proxy connection closed: {}", ex.getMessage());
                     } finally {
@@ -124,6 +153,20 @@ public final class TcpProxy implements AutoCloseable {
                 "tcp-proxy-pump");
         pump.setDaemon(true);
         pump.start();
+    }
+
+    /** Holds what was read while the proxy is frozen; a cut closes the sockets, which ends the pump after. */
+    private void awaitThawed() throws IOException {
+        synchronized (this.frozenLock) {
+            while (this.frozen) {
+                try {
+                    this.frozenLock.wait();
+                } catch (InterruptedException ex) {
+                    Thread.currentThread().interrupt();
+                    throw new IOException("interrupted while frozen", ex);
+                }
+            }
+        }
     }
 
     private static void closeQuietly(@Nullable AutoCloseable closeable) {

@@ -169,6 +169,11 @@ public final class TestRabbit {
         return withChannel(channel -> channel.queueDeclarePassive(queue).getMessageCount());
     }
 
+    /** Deletes every ready message of the queue; returns how many there were. */
+    public int purge(String queue) {
+        return withChannel(channel -> channel.queuePurge(queue).getMessageCount());
+    }
+
     /** Takes every ready message out of the queue. */
     public List<GetResponse> drain(String queue) {
         return withChannel(channel -> {
