@@ -57,10 +57,13 @@ public class IdempotencyEndpoint {
      * The outbox's backlog.
      *
      * @param unpublished the rows not yet published
-     * @param oldestWrittenAt when the oldest of them was written, if there is one
-     * @param lag how long it has waited (zero when there is none)
+     * @param oldestPublishableAt when the oldest row the relay still tries to publish (of a key not parked) became
+     *     publishable, if there is one
+     * @param lag how long it has waited since (zero when there is none)
+     * @param parked the rows parked after the broker refused them, holding their keys back (the {@code outbox}
+     *     endpoint lists them)
      */
-    public record Outbox(long unpublished, @Nullable Instant oldestWrittenAt, Duration lag) {}
+    public record Outbox(long unpublished, @Nullable Instant oldestPublishableAt, Duration lag, long parked) {}
 
     private final JdbcTemplate jdbcTemplate;
 

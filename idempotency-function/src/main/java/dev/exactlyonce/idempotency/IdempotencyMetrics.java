@@ -47,9 +47,12 @@ interface IdempotencyMetrics {
     /** The relay published outbox rows, confirmed by the broker, and marked them. */
     default void outboxPublished(int events) {}
 
-    /** A run of the relay failed: its rows stay unpublished, for the next run. */
+    /** A run of the relay did not publish every row it read: they stay unpublished, for a later run. */
     default void outboxPublishFailed() {}
 
-    /** The relay's lag: how long the oldest row not yet published has waited, as the relay last saw it. */
+    /** The relay's lag: how long the oldest publishable row has waited, as the relay last saw it. */
     default void outboxLag(Duration lag) {}
+
+    /** The rows parked now, as the relay last saw them. */
+    default void outboxParked(long rows) {}
 }

@@ -2,6 +2,8 @@ package dev.exactlyonce.idempotency;
 
 import javax.sql.DataSource;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
+import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -10,6 +12,7 @@ import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandi
 import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator;
 import org.springframework.boot.health.contributor.HealthIndicator;
+import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitialization;
 import org.springframework.cloud.stream.binder.BinderFactory;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.StreamBridge;
@@ -47,6 +50,7 @@ class IdempotencyOutboxAutoConfiguration {
     static class Relay {
 
         @Bean
+        @DependsOnDatabaseInitialization
         OutboxRelay idempotencyOutboxRelay(
                 DataSource dataSource,
                 StreamBridge streamBridge,
@@ -55,20 +59,61 @@ class IdempotencyOutboxAutoConfiguration {
                 EnvelopeCodec codec,
                 OutboxProperties properties,
                 ObjectProvider<IdempotencyMetrics> metrics) {
-            OutboxProperties.Relay relay = properties.relay();
             return new OutboxRelay(
                     dataSource,
-                    new OutboxPublisher(streamBridge, binderFactory, bindings, codec, relay.confirmTimeout()),
-                    relay.batchSize(),
-                    relay.pollInterval(),
-                    relay.linger(),
+                    new OutboxPublisher(
+                            streamBridge,
+                            binderFactory,
+                            bindings,
+                            codec,
+                            properties.relay().confirmTimeout()),
+                    properties.destination(),
+                    properties.relay(),
                     metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
         }
     }
 
+    /** Refuses to start an instance that disagrees with the schema's others on who publishes the outbox. */
+    @Bean
+    @DependsOnDatabaseInitialization
+    @ConditionalOnMissingBean
+    OutboxPublishers idempotencyOutboxPublishers(DataSource dataSource, OutboxProperties properties) {
+        return new OutboxPublishers(dataSource, properties.relay().enabled());
+    }
+
     /**
-     * {@code DOWN} when the oldest unpublished row has waited longer than the lag bound. Only with the relay: without
-     * it (Debezium publishes the rows) no row is ever marked published.
+     * The {@code outbox} endpoint: the backlog and the parked events; with {@code idempotency.endpoint.outbox-write-enabled},
+     * their release and skip too.
+     */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(Endpoint.class)
+    @ConditionalOnBooleanProperty(name = "idempotency.outbox.relay.enabled", matchIfMissing = true)
+    static class Operations {
+
+        @Bean
+        @ConditionalOnAvailableEndpoint
+        @ConditionalOnBooleanProperty(
+                name = "idempotency.endpoint.outbox-write-enabled",
+                havingValue = false,
+                matchIfMissing = true)
+        OutboxEndpoint outboxEndpoint(DataSource dataSource) {
+            return new OutboxEndpoint(new OutboxBacklog(dataSource), new ParkedOutboxEvents(dataSource));
+        }
+
+        /** With its write operations, which publish or drop parked events: only when enabled. */
+        @Bean
+        @ConditionalOnAvailableEndpoint
+        @ConditionalOnBooleanProperty("idempotency.endpoint.outbox-write-enabled")
+        WritableOutboxEndpoint writableOutboxEndpoint(DataSource dataSource, OutboxRelay relay) {
+            return new WritableOutboxEndpoint(
+                    new OutboxBacklog(dataSource), new ParkedOutboxEvents(dataSource, relay::wake));
+        }
+    }
+
+    /**
+     * {@code DOWN} when the oldest publishable row has waited longer than the lag bound, when rows are parked, or when
+     * the relay's thread is gone. Only with the relay: without it (Debezium publishes the rows) no row is ever marked
+     * published.
      */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(HealthIndicator.class)
@@ -77,9 +122,9 @@ class IdempotencyOutboxAutoConfiguration {
 
         @Bean
         @ConditionalOnEnabledHealthIndicator("outbox")
-        HealthIndicator outboxHealthIndicator(DataSource dataSource, OutboxProperties properties) {
+        HealthIndicator outboxHealthIndicator(DataSource dataSource, OutboxProperties properties, OutboxRelay relay) {
             return new OutboxHealthIndicator(
-                    new OutboxBacklog(dataSource), properties.relay().lagBound());
+                    new OutboxBacklog(dataSource), properties.relay().lagBound(), relay);
         }
     }
 

@@ -162,12 +162,17 @@ public record IdempotencyProperties(
     }
 
     /**
-     * The {@code idempotency} Actuator endpoint, under {@code idempotency.endpoint}.
+     * The library's Actuator endpoints, {@code idempotency} and {@code outbox}, under {@code idempotency.endpoint}.
      *
-     * @param purgeEnabled Whether the endpoint has its write operation, which runs the purge now and so deletes rows
-     *     (POST /actuator/idempotency); off unless the management port is protected.
+     * @param purgeEnabled Whether the idempotency endpoint has its write operation, which runs the purge now and so
+     *     deletes rows (POST /actuator/idempotency); off unless the management port is protected.
+     * @param outboxWriteEnabled Whether the outbox endpoint has its write operation, which releases or skips a parked
+     *     event (POST /actuator/outbox/{id}); a skipped event is never published, so off unless the management port
+     *     is protected.
      */
-    public record Endpoint(@DefaultValue("false") boolean purgeEnabled) {}
+    public record Endpoint(
+            @DefaultValue("false") boolean purgeEnabled,
+            @DefaultValue("false") boolean outboxWriteEnabled) {}
 
     /**
      * How a guarded batch binding ({@code batch-mode}) gathers its batches, under {@code idempotency.batch}.

@@ -35,9 +35,12 @@ import java.util.concurrent.atomic.AtomicLong;
  *   <li>{@value #OUTBOX_WRITTEN}, {@value #OUTBOX_PUBLISHED} (counters): events written to the outbox by committed
  *       transactions, and published by the relay (confirmed by the broker; a run whose mark failed publishes its
  *       rows again, and they count again);
- *   <li>{@value #OUTBOX_FAILURES} (counter): runs of the relay that failed, their rows left for the next run;
- *   <li>{@value #OUTBOX_LAG} (gauge, seconds): how long the oldest unpublished row has waited, as the relay last saw
- *       it.
+ *   <li>{@value #OUTBOX_FAILURES} (counter): runs of the relay that did not publish every row they read (a row
+ *       refused, or the broker not answering), their rows left for a later run;
+ *   <li>{@value #OUTBOX_LAG} (gauge, seconds): how long the oldest row the relay still tries to publish (of a key
+ *       not parked) has waited since it became publishable, as this instance's relay last saw it;
+ *   <li>{@value #OUTBOX_PARKED} (gauge): rows the broker refused {@code max-attempts} times, set aside with their
+ *       keys' later rows until an operator releases or skips them.
  * </ul>
  */
 final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
@@ -68,7 +71,11 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 
     static final String OUTBOX_LAG = "idempotency.outbox.lag";
 
+    static final String OUTBOX_PARKED = "idempotency.outbox.parked";
+
     private final AtomicLong outboxLagMillis = new AtomicLong();
+
+    private final AtomicLong outboxParked = new AtomicLong();
 
     private record BindingMeters(Counter processed, Counter duplicates) {}
 
@@ -87,8 +94,12 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
         this.observations = ObservationRegistry.create();
         this.observations.observationConfig().observationHandler(new DefaultMeterObservationHandler(registry));
         Gauge.builder(OUTBOX_LAG, this.outboxLagMillis, millis -> millis.get() / 1000.0)
-                .description("How long the oldest unpublished outbox row has waited, as the relay last saw it")
+                .description(
+                        "How long the oldest outbox row not parked has waited to be published, as the relay last saw it")
                 .baseUnit("seconds")
+                .register(registry);
+        Gauge.builder(OUTBOX_PARKED, this.outboxParked, AtomicLong::get)
+                .description("Outbox rows parked after the broker refused them, holding their keys back")
                 .register(registry);
     }
 
@@ -173,7 +184,7 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
     @Override
     public void outboxPublishFailed() {
         Counter.builder(OUTBOX_FAILURES)
-                .description("Runs of the outbox relay that failed, their rows left for the next run")
+                .description("Runs of the outbox relay that did not publish every row they read")
                 .register(this.registry)
                 .increment();
     }
@@ -181,6 +192,11 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
     @Override
     public void outboxLag(Duration lag) {
         this.outboxLagMillis.set(lag.toMillis());
+    }
+
+    @Override
+    public void outboxParked(long rows) {
+        this.outboxParked.set(rows);
     }
 
     private Counter partitions(String action) {

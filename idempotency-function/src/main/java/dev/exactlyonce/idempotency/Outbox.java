@@ -5,7 +5,9 @@ import java.sql.Connection;
 import java.sql.Timestamp;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.IdentityHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
@@ -24,23 +26,42 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * <p>From a guarded {@code Consumer}, it joins the message's transaction; from a REST controller or any other code,
  * the {@code @Transactional} method's. Outside a transaction on the service's DataSource it refuses: the row would
  * commit alone, whatever happened to the effect. A guarded {@code Function} returns its events instead.
+ *
+ * <p>The rows of a transaction are written together when it commits (its {@code beforeCommit}), in one statement that
+ * first locks the transaction's keys, in a stable order, until the commit: two transactions that write events of one
+ * key take their positions in the order they commit; two that write the same keys in opposite orders cannot deadlock;
+ * an inner transaction ({@code REQUIRES_NEW}) never waits for a lock its suspended outer transaction holds; and a
+ * transaction of any number of keys takes at most {@value #KEY_LOCKS} locks. See {@code docs/outbox.md}.
  */
 public final class Outbox {
 
+    /** The most key locks a transaction takes: keys share them, so that a batch of many keys cannot fill the lock table. */
+    static final int KEY_LOCKS = 256;
+
     /**
-     * Takes the key's transaction-level advisory lock before the row gets its position: two transactions that write
-     * events of one key then take their positions in the order they commit, and the relay, which publishes by
-     * position, publishes them in that order too (without it, a transaction that wrote first but committed last would
-     * have its event published after the other's, or before it, depending on when the relay ran).
+     * Locks the rows' keys (as {@value #KEY_LOCKS} lock slots, in ascending order, before any row gets its position,
+     * until the commit), then inserts the rows in the order they were written. The relay publishes by position, so
+     * two transactions that write events of one key have them published in the order they committed.
      */
     private static final String INSERT = """
+            WITH key_locks AS MATERIALIZED (
+                SELECT count(pg_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox-key'), slot))
+                FROM (SELECT DISTINCT hashtext(destination || ':' || key) & %d AS slot
+                      FROM unnest(?::text[], ?::text[]) AS written (destination, key)
+                      ORDER BY slot) AS slots)
             INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload)
-            SELECT ?, ?, ?, ?, ?::jsonb FROM (SELECT pg_advisory_xact_lock(hashtext(?), hashtext(?))) AS key_lock""";
+            SELECT event.id, event.destination, event.key, event.name, event.payload::jsonb
+            FROM key_locks,
+                 unnest(?::uuid[], ?::text[], ?::text[], ?::text[], ?::text[])
+                     WITH ORDINALITY AS event (id, destination, key, name, payload, n)
+            ORDER BY event.n""".formatted(KEY_LOCKS - 1);
 
     private static final Logger logger = LoggerFactory.getLogger(Outbox.class);
 
     private static final String REPUBLISH = """
-            UPDATE outbox_event SET published_at = NULL
+            UPDATE outbox_event
+            SET published_at = NULL, publishable_at = clock_timestamp(),
+                attempts = 0, next_attempt_at = NULL, last_error = NULL, parked_at = NULL
             WHERE occurred_at >= ? AND occurred_at < ? AND published_at IS NOT NULL""";
 
     private final DataSource dataSource;
@@ -118,34 +139,64 @@ public final class Outbox {
                     + " transaction on the service's DataSource is under way: call it from a guarded function,"
                     + " or from a @Transactional method"));
         }
-        List<UUID> ids = new ArrayList<>(events.size());
-        for (OutgoingEvent event : events) {
-            UUID id = UuidV7.generate();
-            this.jdbc.update(
-                    INSERT,
-                    id,
-                    destination,
-                    event.key(),
-                    event.name(),
-                    this.codec.writePayload(event.payload()).toString(),
-                    destination,
-                    event.key());
-            ids.add(id);
-        }
         Written written = (Written) TransactionSynchronizationManager.getResource(this);
         if (written == null) {
             written = new Written();
             TransactionSynchronizationManager.bindResource(this, written);
             TransactionSynchronizationManager.registerSynchronization(written);
         }
-        written.rows += events.size();
+        List<UUID> ids = new ArrayList<>(events.size());
+        for (OutgoingEvent event : events) {
+            UUID id = UuidV7.generate();
+            written.rows.add(new Row(
+                    id,
+                    destination,
+                    event.key(),
+                    event.name(),
+                    this.codec.writePayload(event.payload()).toString()));
+            ids.add(id);
+        }
         return ids;
     }
 
-    /** The rows a transaction wrote: counted, and the relay woken up, once it committed. */
+    /** A row to write. */
+    private record Row(UUID id, String destination, String key, String name, String payload) {}
+
+    /** Inserts the rows, their keys locked first. */
+    private void insert(List<Row> rows) {
+        String[] destinations = rows.stream().map(Row::destination).toArray(String[]::new);
+        String[] keys = rows.stream().map(Row::key).toArray(String[]::new);
+        this.jdbc.update(
+                INSERT,
+                destinations,
+                keys,
+                rows.stream().map(Row::id).toArray(UUID[]::new),
+                destinations,
+                keys,
+                rows.stream().map(Row::name).toArray(String[]::new),
+                rows.stream().map(Row::payload).toArray(String[]::new));
+    }
+
+    /** The rows a transaction wrote: inserted as it commits, then counted, and the relay woken up. */
     private final class Written implements TransactionSynchronization {
 
-        private int rows;
+        private final List<Row> rows = new ArrayList<>();
+
+        /** How many rows were written when each savepoint was set: a rollback to it drops the rows written since. */
+        private final Map<Object, Integer> savepoints = new IdentityHashMap<>();
+
+        @Override
+        public void savepoint(Object savepoint) {
+            this.savepoints.put(savepoint, this.rows.size());
+        }
+
+        @Override
+        public void savepointRollback(Object savepoint) {
+            Integer written = this.savepoints.get(savepoint);
+            if (written != null) {
+                this.rows.subList(written, this.rows.size()).clear();
+            }
+        }
 
         @Override
         public void suspend() {
@@ -159,10 +210,15 @@ public final class Outbox {
         }
 
         @Override
+        public void beforeCommit(boolean readOnly) {
+            insert(this.rows);
+        }
+
+        @Override
         public void afterCommit() {
             // The transaction committed: nothing here may fail its caller, who would retry and emit a second time.
             try {
-                Outbox.this.metrics.outboxWritten(this.rows);
+                Outbox.this.metrics.outboxWritten(this.rows.size());
                 Outbox.this.afterCommit.run();
             } catch (RuntimeException ex) {
                 logger.warn("Could not wake the outbox relay up after a commit; it polls: {}", ex.toString());

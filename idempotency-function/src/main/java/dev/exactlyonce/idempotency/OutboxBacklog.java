@@ -2,17 +2,27 @@ package dev.exactlyonce.idempotency;
 
 import java.sql.Timestamp;
 import java.time.Duration;
-import java.time.Instant;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
 
-/** What waits in the outbox: the rows not yet published, and how long the oldest of them has waited. */
+/**
+ * What waits in the outbox: the rows not yet published, how long the oldest of them the relay still tries to publish
+ * (of a key not parked) has waited since it became publishable, and how many the relay parked.
+ */
 final class OutboxBacklog {
 
+    /** The keys of parked rows: their rows wait for an operator, and count as parked, not as lag. */
+    private static final String NOT_PARKED = """
+            (aggregatetype, aggregateid) NOT IN (
+                SELECT aggregatetype, aggregateid FROM outbox_event
+                WHERE published_at IS NULL AND attempts > 0 AND parked_at IS NOT NULL)""";
+
     private static final String BACKLOG = """
-            SELECT count(*), min(occurred_at), coalesce(extract(epoch FROM clock_timestamp() - min(occurred_at)), 0)
-            FROM outbox_event WHERE published_at IS NULL""";
+            SELECT count(*), count(*) FILTER (WHERE parked_at IS NOT NULL),
+                   min(publishable_at) FILTER (WHERE %1$s),
+                   coalesce(extract(epoch FROM clock_timestamp() - min(publishable_at) FILTER (WHERE %1$s)), 0)
+            FROM outbox_event WHERE published_at IS NULL""".formatted(NOT_PARKED);
 
     private static final String TABLE_EXISTS = """
             SELECT to_regclass('outbox_event') IS NOT NULL""";
@@ -34,10 +44,12 @@ final class OutboxBacklog {
             return null;
         }
         return this.jdbc.queryForObject(BACKLOG, (row, index) -> {
-            Timestamp oldest = row.getTimestamp(2);
-            Instant oldestWrittenAt = oldest != null ? oldest.toInstant() : null;
+            Timestamp oldest = row.getTimestamp(3);
             return new IdempotencyEndpoint.Outbox(
-                    row.getLong(1), oldestWrittenAt, Duration.ofMillis((long) (row.getDouble(3) * 1000)));
+                    row.getLong(1),
+                    oldest != null ? oldest.toInstant() : null,
+                    Duration.ofMillis((long) (row.getDouble(4) * 1000)),
+                    row.getLong(2));
         });
     }
 }

@@ -5,9 +5,10 @@ import org.springframework.boot.health.contributor.Health;
 import org.springframework.boot.health.contributor.HealthIndicator;
 
 /**
- * The {@code outbox} health contributor: {@code DOWN} when the oldest unpublished row has waited longer than
- * {@code idempotency.outbox.relay.lag-bound} (the relay is off, failing, or cannot keep up), {@code UP} otherwise,
- * with the backlog in its details.
+ * The {@code outbox} health contributor: {@code DOWN} when the oldest row not parked has waited longer than
+ * {@code idempotency.outbox.relay.lag-bound} (the relay is failing, or cannot keep up), when rows are parked (their
+ * keys wait for an operator), or when the relay's thread is gone; {@code UP} otherwise, with the backlog in its
+ * details.
  */
 final class OutboxHealthIndicator implements HealthIndicator {
 
@@ -15,9 +16,12 @@ final class OutboxHealthIndicator implements HealthIndicator {
 
     private final Duration lagBound;
 
-    OutboxHealthIndicator(OutboxBacklog backlog, Duration lagBound) {
+    private final OutboxRelay relay;
+
+    OutboxHealthIndicator(OutboxBacklog backlog, Duration lagBound, OutboxRelay relay) {
         this.backlog = backlog;
         this.lagBound = lagBound;
+        this.relay = relay;
     }
 
     @Override
@@ -28,13 +32,19 @@ final class OutboxHealthIndicator implements HealthIndicator {
                     .withDetail("outbox", "no outbox_event table")
                     .build();
         }
-        Health.Builder health = outbox.lag().compareTo(this.lagBound) > 0 ? Health.down() : Health.up();
+        boolean stalled = this.relay.stalled();
+        boolean down = outbox.lag().compareTo(this.lagBound) > 0 || outbox.parked() > 0 || stalled;
+        Health.Builder health = down ? Health.down() : Health.up();
         health.withDetail("unpublished", outbox.unpublished())
                 .withDetail("lag", outbox.lag().toString())
-                .withDetail("lagBound", this.lagBound.toString());
-        if (outbox.oldestWrittenAt() != null) {
+                .withDetail("lagBound", this.lagBound.toString())
+                .withDetail("parked", outbox.parked());
+        if (outbox.oldestPublishableAt() != null) {
             health.withDetail(
-                    "oldestUnpublishedWrittenAt", outbox.oldestWrittenAt().toString());
+                    "oldestPublishableAt", outbox.oldestPublishableAt().toString());
+        }
+        if (stalled) {
+            health.withDetail("relay", "its thread is gone: restart the service");
         }
         return health.build();
     }

@@ -29,8 +29,12 @@ public record OutboxProperties(
      * @param linger How long the relay waits, once a commit woke it up, for more commits to join its run: a stream of
      *     small transactions then costs the relay a transaction per linger rather than one per commit, at the price of
      *     that much latency. Zero publishes at once.
-     * @param confirmTimeout How long the relay waits for the broker to confirm a row before it gives the run up.
-     * @param lagBound The age of the oldest unpublished row past which the outbox's health is DOWN.
+     * @param confirmTimeout How long a run of the relay waits, in all, for the broker to confirm the rows it sends;
+     *     the rows not confirmed by then are sent again by a later run.
+     * @param lagBound The age of the oldest publishable row past which the outbox's health is DOWN.
+     * @param maxAttempts How many times the broker may refuse a row before the relay parks it: the row, and the later
+     *     rows of its key, then wait until an operator releases or skips it (the outbox endpoint, or the infra
+     *     command line). Other keys are never held back by it.
      */
     public record Relay(
             @DefaultValue("true") boolean enabled,
@@ -38,12 +42,17 @@ public record OutboxProperties(
             @DefaultValue("1s") Duration pollInterval,
             @DefaultValue("10ms") Duration linger,
             @DefaultValue("30s") Duration confirmTimeout,
-            @DefaultValue("5m") Duration lagBound) {
+            @DefaultValue("5m") Duration lagBound,
+            @DefaultValue("10") int maxAttempts) {
 
         public Relay {
             if (batchSize < 1) {
                 throw new IllegalArgumentException(
                         "idempotency.outbox.relay.batch-size must be at least 1, not " + batchSize);
+            }
+            if (maxAttempts < 1) {
+                throw new IllegalArgumentException(
+                        "idempotency.outbox.relay.max-attempts must be at least 1, not " + maxAttempts);
             }
         }
     }

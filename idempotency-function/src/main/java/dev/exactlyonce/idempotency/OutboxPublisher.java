@@ -6,18 +6,27 @@ import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayDeque;
 import java.util.ArrayList;
-import java.util.HashSet;
+import java.util.Deque;
+import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 import java.util.UUID;
+import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
-import java.util.concurrent.TimeoutException;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
+import org.springframework.amqp.AmqpConnectException;
+import org.springframework.amqp.AmqpIOException;
+import org.springframework.amqp.AmqpTimeoutException;
 import org.springframework.amqp.rabbit.connection.CorrelationData;
 import org.springframework.amqp.support.AmqpHeaders;
 import org.springframework.beans.BeanWrapper;
@@ -25,6 +34,7 @@ import org.springframework.beans.BeanWrapperImpl;
 import org.springframework.cloud.stream.binder.Binder;
 import org.springframework.cloud.stream.binder.BinderFactory;
 import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
+import org.springframework.cloud.stream.binder.rabbit.RabbitMessageChannelBinder;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.StreamBridge;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
@@ -40,28 +50,55 @@ import tools.jackson.databind.util.RawValue;
  * <ul>
  *   <li>RabbitMQ: routing key = the event name, {@code message_id} = the event id, and a publisher confirm per row
  *       (the producer's {@code use-confirm-header}; the connection factory's {@code publisher-confirm-type} must be
- *       {@code correlated}, the library's default);
+ *       {@code correlated}, the library's default, or the relay refuses to start);
  *   <li>Kafka: record key = the row's key, so that the events of a key stay in one partition, in order; each send
  *       waits for the broker's acknowledgement (the producer's {@code sync}; mind {@code acks}, {@code all} by
  *       default since Kafka 3.0);
  *   <li>another binder: the send returns once the binder has the message.
  * </ul>
  *
- * <p>The defaults are set on the destination's producer properties before its first publication, unless the service
- * set them (a {@code routing-key-expression} of its own, for one).
+ * <p>What became of each row is told apart: confirmed; refused by the broker, for this row (a {@code basic.nack}, a
+ * channel closed for this publication: a missing exchange, a routing key the user may not publish, a message over
+ * the broker's size limit; on Kafka, a record too large or a topic not authorized), which counts as an attempt of the
+ * row; or unanswered (no confirm within the timeout, a connection lost), which is the broker's condition, not the
+ * row's. The defaults are set on the destination's producer properties before its first publication, unless the
+ * service set them (a {@code routing-key-expression} of its own, for one).
  */
 final class OutboxPublisher {
 
     /** A row of the outbox, to publish. */
-    record Row(UUID id, String destination, String key, String eventName, String payload, Instant occurredAt) {}
+    record Row(UUID id, String destination, String key, String eventName, String payload, Instant occurredAt) {
+
+        /** What keeps the order: the rows of one key of one destination. */
+        String orderKey() {
+            return this.destination + '\n' + this.key;
+        }
+    }
+
+    /** A row the broker refused, and why. */
+    record Refusal(Row row, String reason) {}
 
     /**
      * What a publication did.
      *
      * @param confirmed the rows the broker confirmed
-     * @param failure why a row was not, if one was not (the first such reason)
+     * @param refused the rows the broker refused
+     * @param unanswered why some rows were neither, if some were not (the first such reason): the broker did not
+     *     answer in time, or could not be reached
      */
-    record Published(List<UUID> confirmed, @Nullable String failure) {}
+    record Published(
+            List<UUID> confirmed,
+            List<Refusal> refused,
+            @Nullable String unanswered) {
+
+        /** The first reason a row was not published, if one was not. */
+        @Nullable
+        String failure() {
+            return this.unanswered != null
+                    ? this.unanswered
+                    : this.refused.isEmpty() ? null : this.refused.get(0).reason();
+        }
+    }
 
     private enum Confirms {
         RABBIT,
@@ -92,6 +129,13 @@ final class OutboxPublisher {
 
     private final Map<String, Confirms> destinations = new ConcurrentHashMap<>();
 
+    /**
+     * Where the rows are sent from: a send can block for minutes when the network goes silent (opening a channel waits
+     * for the broker's answer), and a run must end within {@code confirm-timeout} all the same. One thread, so that a
+     * send stuck there holds back the sends of later runs, which then end unanswered, and the relay backs off.
+     */
+    private @Nullable ExecutorService sender;
+
     OutboxPublisher(
             StreamBridge streamBridge,
             BinderFactory binderFactory,
@@ -106,104 +150,142 @@ final class OutboxPublisher {
     }
 
     /**
-     * Publishes the rows in their order. They go in waves of distinct keys: a row is sent once the previous row of its
-     * key was confirmed. The binder's channels do not keep the order of two messages in flight at once (on RabbitMQ, a
-     * channel whose confirms are pending is not reused), so two of one key are never in flight at once. A row the
-     * broker does not take holds back the later rows of its key, in this run, and no other: a destination that
-     * refuses everything, or one poison row, does not stop the other keys.
+     * Checks, before the first publication, that the destination's binder confirms what it publishes: a relay whose
+     * broker does not would mark nothing published, and publish every row again on every run.
+     *
+     * @throws StartupRefusal when it does not
      */
-    Published publish(List<Row> rows) {
-        Set<String> failedKeys = new HashSet<>();
-        List<UUID> confirmed = new ArrayList<>(rows.size());
-        String failure = null;
-        List<Row> pending = rows;
-        while (!pending.isEmpty()) {
-            List<Row> wave = new ArrayList<>();
-            List<Row> later = new ArrayList<>();
-            Set<String> keys = new HashSet<>();
-            for (Row row : pending) {
-                String key = row.destination() + '\n' + row.key();
-                if (failedKeys.contains(key)) {
-                    continue;
-                }
-                if (wave.size() < MAX_IN_FLIGHT && keys.add(key)) {
-                    wave.add(row);
-                } else {
-                    later.add(row);
-                    // Later rows of a key waiting for this wave wait too, so that they keep their order.
-                    keys.add(key);
-                }
-            }
-            for (Outcome outcome : publishWave(wave)) {
-                if (outcome.failure() == null) {
-                    confirmed.add(outcome.row().id());
-                } else {
-                    failedKeys.add(
-                            outcome.row().destination() + '\n' + outcome.row().key());
-                    failure = failure != null ? failure : outcome.failure();
-                }
-            }
-            pending = later;
-        }
-        return new Published(confirmed, failure);
+    void check(String destination) {
+        this.destinations.computeIfAbsent(destination, this::prepare);
     }
 
-    /** What became of a row: published and confirmed, or not, and why. */
-    private record Outcome(Row row, @Nullable String failure) {}
-
-    private List<Outcome> publishWave(List<Row> rows) {
-        List<Outcome> outcomes = new ArrayList<>(rows.size());
-        List<Row> sent = new ArrayList<>(rows.size());
-        List<CompletableFuture<Boolean>> confirms = new ArrayList<>(rows.size());
-        for (Row row : rows) {
-            try {
-                Confirms confirm = this.destinations.computeIfAbsent(row.destination(), this::prepare);
-                // The payload is the jsonb column's text, a JSON object: written into the envelope as it is.
-                MessageBuilder<byte[]> message = MessageBuilder.withPayload(this.codec.encode(new EventEnvelope<>(
-                                row.id(), row.eventName(), row.occurredAt(), new RawValue(row.payload()))))
-                        .setHeader(MessageHeaders.CONTENT_TYPE, "application/json")
-                        .setHeader(EventHeaders.EVENT_ID, row.id().toString())
-                        .setHeader(EventHeaders.EVENT_NAME, row.eventName());
-                CompletableFuture<Boolean> confirmed = switch (confirm) {
-                    case RABBIT -> RabbitConfirm.correlate(message, row.id());
-                    case SYNC -> {
-                        message.setHeader(KAFKA_KEY, row.key().getBytes(UTF_8));
-                        yield CompletableFuture.completedFuture(true);
-                    }
-                    case NONE -> CompletableFuture.completedFuture(true);
-                };
-                if (!this.streamBridge.send(row.destination(), message.build())) {
-                    outcomes.add(new Outcome(row, "the binder did not take event " + row.id()));
-                    continue;
-                }
-                sent.add(row);
-                confirms.add(confirmed);
-            } catch (RuntimeException ex) {
-                outcomes.add(new Outcome(
-                        row, "could not publish event %s to %s: %s".formatted(row.id(), row.destination(), ex)));
-            }
-        }
+    /**
+     * Publishes the rows, each key's in their order, within {@code confirm-timeout} in all. A row is sent once the
+     * previous row of its key was confirmed (the binder's channels do not keep the order of two messages in flight at
+     * once: on RabbitMQ, a channel whose confirms are pending is not reused), and as soon as it was, up to
+     * {@value #MAX_IN_FLIGHT} rows in flight at once. A row the broker refuses holds back the later rows of its key,
+     * in this run, and no other. Once a row goes unanswered (the timeout passed, or the broker could not be reached),
+     * no further row is sent: the rows not confirmed by then wait for the next run. The rows are sent from a thread of
+     * the publisher's, so that a send stuck in a silent network does not hold the run past the timeout either.
+     */
+    Published publish(List<Row> rows) {
         long deadline = System.nanoTime() + this.confirmTimeout.toNanos();
-        for (int i = 0; i < sent.size(); i++) {
-            UUID eventId = sent.get(i).id();
-            String failure;
-            try {
-                failure = confirms.get(i).get(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS)
-                        ? null
-                        : "the broker refused (nack) event " + eventId;
-            } catch (TimeoutException ex) {
-                failure = ("no confirm of event %s within %s (idempotency.outbox.relay.confirm-timeout); on RabbitMQ,"
-                                + " check that spring.rabbitmq.publisher-confirm-type is correlated")
-                        .formatted(eventId, this.confirmTimeout);
-            } catch (ExecutionException ex) {
-                failure = "event %s was not confirmed: %s".formatted(eventId, ex.getCause());
-            } catch (InterruptedException ex) {
-                Thread.currentThread().interrupt();
-                failure = "interrupted while waiting for the broker's confirms";
+        Map<String, Deque<Row>> keys = new LinkedHashMap<>();
+        rows.forEach(row ->
+                keys.computeIfAbsent(row.orderKey(), key -> new ArrayDeque<>()).add(row));
+        Deque<Deque<Row>> ready = new ArrayDeque<>(keys.values());
+        BlockingQueue<Outcome> outcomes = new LinkedBlockingQueue<>();
+        List<Future<?>> sends = new ArrayList<>();
+        List<UUID> confirmed = new ArrayList<>(rows.size());
+        List<Refusal> refused = new ArrayList<>();
+        String unanswered = null;
+        int inFlight = 0;
+        while (true) {
+            while (unanswered == null && inFlight < MAX_IN_FLIGHT && !ready.isEmpty()) {
+                Row row = ready.poll().peek();
+                sends.add(sender().submit(() -> send(row).whenComplete((outcome, ex) -> outcomes.add(outcome))));
+                inFlight++;
             }
-            outcomes.add(new Outcome(sent.get(i), failure));
+            if (inFlight == 0) {
+                break;
+            }
+            Outcome outcome = poll(outcomes, deadline);
+            if (outcome == null) {
+                unanswered = ("no confirm of %d event(s) within %s (idempotency.outbox.relay.confirm-timeout): the"
+                                + " broker is slow or cannot be reached")
+                        .formatted(inFlight, this.confirmTimeout);
+                break;
+            }
+            inFlight--;
+            Deque<Row> key = keys.get(outcome.row().orderKey());
+            if (outcome.failure() == null) {
+                confirmed.add(outcome.row().id());
+                key.poll();
+                if (!key.isEmpty()) {
+                    ready.add(key);
+                }
+            } else if (outcome.refused()) {
+                refused.add(new Refusal(outcome.row(), outcome.failure()));
+            } else if (unanswered == null) {
+                unanswered = outcome.failure();
+            }
         }
-        return outcomes;
+        // A send still waiting for the sender (behind one stuck in the network) is not made after the run gave it up.
+        sends.forEach(send -> send.cancel(false));
+        return new Published(confirmed, refused, unanswered);
+    }
+
+    private synchronized ExecutorService sender() {
+        if (this.sender == null) {
+            this.sender = Executors.newSingleThreadExecutor(runnable -> {
+                Thread thread = new Thread(runnable, "idempotency-outbox-sender");
+                thread.setDaemon(true);
+                return thread;
+            });
+        }
+        return this.sender;
+    }
+
+    /** Lets the sender's thread go: the relay stopped. A later publication starts another. */
+    synchronized void close() {
+        if (this.sender != null) {
+            this.sender.shutdownNow();
+            this.sender = null;
+        }
+    }
+
+    /** What became of a row: confirmed (no failure), refused by the broker, or not answered. */
+    private record Outcome(Row row, @Nullable String failure, boolean refused) {
+
+        static Outcome confirmed(Row row) {
+            return new Outcome(row, null, false);
+        }
+    }
+
+    private static @Nullable Outcome poll(BlockingQueue<Outcome> outcomes, long deadline) {
+        try {
+            return outcomes.poll(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            return null;
+        }
+    }
+
+    /** Sends a row; completes once the broker answered, never exceptionally. */
+    private CompletableFuture<Outcome> send(Row row) {
+        Confirms confirm = Confirms.NONE;
+        try {
+            confirm = this.destinations.computeIfAbsent(row.destination(), this::prepare);
+            // The payload is the jsonb column's text, a JSON object: written into the envelope as it is.
+            MessageBuilder<byte[]> message = MessageBuilder.withPayload(this.codec.encode(new EventEnvelope<>(
+                            row.id(), row.eventName(), row.occurredAt(), new RawValue(row.payload()))))
+                    .setHeader(MessageHeaders.CONTENT_TYPE, "application/json")
+                    .setHeader(EventHeaders.EVENT_ID, row.id().toString())
+                    .setHeader(EventHeaders.EVENT_NAME, row.eventName());
+            CompletableFuture<Outcome> answered = switch (confirm) {
+                case RABBIT -> RabbitConfirm.correlate(message, row);
+                case SYNC -> {
+                    message.setHeader(KAFKA_KEY, row.key().getBytes(UTF_8));
+                    yield CompletableFuture.completedFuture(Outcome.confirmed(row));
+                }
+                case NONE -> CompletableFuture.completedFuture(Outcome.confirmed(row));
+            };
+            if (!this.streamBridge.send(row.destination(), message.build())) {
+                return CompletableFuture.completedFuture(
+                        new Outcome(row, "the binder did not take event " + row.id(), false));
+            }
+            return answered;
+        } catch (RuntimeException | Error ex) {
+            // An Error here (a class missing, a heap exhausted by this row's payload) fails this row only: tried again
+            // later, and parked if it keeps failing, rather than ending the relay.
+            String failure = "could not publish event %s to %s: %s".formatted(row.id(), row.destination(), ex);
+            boolean refused = switch (confirm) {
+                case RABBIT -> !RabbitConfirm.unreachable(ex);
+                case SYNC -> !KafkaSend.unanswered(ex);
+                case NONE -> true;
+            };
+            return CompletableFuture.completedFuture(new Outcome(row, failure, refused));
+        }
     }
 
     /** Sets the destination's producer defaults, before its first publication binds it; says how it confirms. */
@@ -215,6 +297,7 @@ final class OutboxPublisher {
         }
         BeanWrapper producer = new BeanWrapperImpl(extended.getExtendedProducerProperties(destination));
         if (producer.isWritableProperty("useConfirmHeader")) {
+            RabbitConfirm.check(binder, destination);
             producer.setPropertyValue("useConfirmHeader", true);
             if (producer.getPropertyValue("routingKeyExpression") == null) {
                 producer.setPropertyValue(
@@ -232,11 +315,72 @@ final class OutboxPublisher {
     /** Kept apart so that a service without Spring AMQP never loads its classes. */
     private static final class RabbitConfirm {
 
-        static CompletableFuture<Boolean> correlate(MessageBuilder<byte[]> message, UUID eventId) {
-            CorrelationData correlation = new CorrelationData(eventId.toString());
+        /** The reply code of a channel closed by the broker. */
+        private static final Pattern REPLY_CODE = Pattern.compile("channel error.*reply-code=(\\d+)");
+
+        static void check(Binder<?, ?, ?> binder, String destination) {
+            if (binder instanceof RabbitMessageChannelBinder rabbit
+                    && !rabbit.getConnectionFactory().isPublisherConfirms()) {
+                throw new StartupRefusal(
+                        ("The outbox relay publishes to %s on RabbitMQ, whose connection factory does not correlate"
+                                        + " publisher confirms: the relay marks a row published once the broker"
+                                        + " confirmed it, so it would mark none, and publish every row again on"
+                                        + " every run")
+                                .formatted(destination),
+                        "Set spring.rabbitmq.publisher-confirm-type: correlated (the library's default when it is"
+                                + " not set), or, if another process publishes the outbox, turn the relay off:"
+                                + " idempotency.outbox.relay.enabled: false");
+            }
+        }
+
+        static CompletableFuture<Outcome> correlate(MessageBuilder<byte[]> message, Row row) {
+            CorrelationData correlation = new CorrelationData(row.id().toString());
             message.setHeader(AmqpHeaders.PUBLISH_CONFIRM_CORRELATION, correlation)
-                    .setHeader(AmqpHeaders.MESSAGE_ID, eventId.toString());
-            return correlation.getFuture().thenApply(CorrelationData.Confirm::ack);
+                    .setHeader(AmqpHeaders.MESSAGE_ID, row.id().toString());
+            return correlation.getFuture().handle((confirm, ex) -> {
+                if (ex == null && confirm.ack()) {
+                    return Outcome.confirmed(row);
+                }
+                String reason = ex != null ? ex.toString() : confirm.reason();
+                return new Outcome(
+                        row,
+                        "the broker refused (nack) event %s%s".formatted(row.id(), reason != null ? ": " + reason : ""),
+                        ex == null && refusedByTheBroker(reason));
+            });
+        }
+
+        /**
+         * A {@code basic.nack} without a reason is the broker's answer about this message (a full queue that rejects
+         * what it is given, say); a channel the broker closed with 403, 404 or 406 was closed for this publication
+         * (a routing key the user may not publish, a missing exchange, a message over the size limit). Anything else
+         * (a connection lost, the channel closed by the client) says nothing of the row.
+         */
+        private static boolean refusedByTheBroker(@Nullable String reason) {
+            if (reason == null) {
+                return true;
+            }
+            Matcher code = REPLY_CODE.matcher(reason);
+            return code.find() && List.of("403", "404", "406").contains(code.group(1));
+        }
+
+        static boolean unreachable(Throwable ex) {
+            return ex instanceof AmqpConnectException
+                    || ex instanceof AmqpIOException
+                    || ex instanceof AmqpTimeoutException;
+        }
+    }
+
+    /** Kept apart so that a service without Kafka never loads its classes. */
+    private static final class KafkaSend {
+
+        /** A retriable failure (a timeout, a leader not available) says nothing of the record; any other does. */
+        static boolean unanswered(Throwable ex) {
+            for (Throwable cause = ex; cause != null; cause = cause.getCause()) {
+                if (cause instanceof org.apache.kafka.common.errors.RetriableException) {
+                    return true;
+                }
+            }
+            return false;
         }
     }
 }

@@ -16,16 +16,22 @@ final class OutboxPurge {
 
     private static final Logger logger = LoggerFactory.getLogger(OutboxPurge.class);
 
+    /**
+     * The age is checked again on the row deleted: a row that {@code Outbox.republish} marked unpublished while the
+     * delete waited for it is left, since PostgreSQL re-checks only the outer condition on a row updated meanwhile.
+     */
     private static final String DELETE_PUBLISHED = """
             DELETE FROM outbox_event WHERE id IN (
                 SELECT id FROM outbox_event
-                WHERE published_at < now() - make_interval(secs => ?) ORDER BY published_at LIMIT ?)""";
+                WHERE published_at < now() - make_interval(secs => ?) ORDER BY published_at LIMIT ?)
+            AND published_at < now() - make_interval(secs => ?)""";
 
     /** Without the relay, nothing marks rows published: Debezium reads them from the write-ahead log once committed. */
     private static final String DELETE_WRITTEN = """
             DELETE FROM outbox_event WHERE id IN (
                 SELECT id FROM outbox_event
-                WHERE occurred_at < now() - make_interval(secs => ?) ORDER BY occurred_at LIMIT ?)""";
+                WHERE occurred_at < now() - make_interval(secs => ?) ORDER BY occurred_at LIMIT ?)
+            AND occurred_at < now() - make_interval(secs => ?)""";
 
     private final SessionLock lock;
 
@@ -55,7 +61,8 @@ final class OutboxPurge {
         long rows = 0;
         int deleted;
         do {
-            deleted = jdbc.update(this.deleteSql, (double) this.retention.toSeconds(), this.batchSize);
+            double age = this.retention.toSeconds();
+            deleted = jdbc.update(this.deleteSql, age, this.batchSize, age);
             rows += deleted;
         } while (deleted == this.batchSize);
         logger.info("Purged {} outbox row(s) published more than {} ago", rows, this.retention);

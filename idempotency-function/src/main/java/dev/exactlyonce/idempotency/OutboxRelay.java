@@ -1,7 +1,10 @@
 package dev.exactlyonce.idempotency;
 
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Semaphore;
@@ -13,7 +16,9 @@ import org.slf4j.LoggerFactory;
 import org.springframework.context.SmartLifecycle;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
-import org.springframework.transaction.support.TransactionTemplate;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.TransactionStatus;
 
 /**
  * Publishes the outbox's committed rows, then marks them published.
@@ -21,23 +26,27 @@ import org.springframework.transaction.support.TransactionTemplate;
  * <p>Each run is one database transaction that:
  *
  * <ol>
- *   <li>takes a transaction-level advisory lock, or does nothing when another instance of the service holds it: one
- *       relay publishes at a time, so no row is published by two at once and the events of a key leave in the order
- *       they were written (the lock goes with the transaction: an instance that dies never keeps it);
- *   <li>reads the oldest unpublished rows, by the order they were written, up to {@code batch-size}. It selects by
- *       {@code published_at IS NULL}, never by a position past the last one published: a transaction that wrote a
- *       row before another but commits after it is published by the next run, not skipped;
- *   <li>publishes them ({@link OutboxPublisher}) and waits for the broker's confirms;
- *   <li>marks the rows the broker confirmed, and commits. A row it did not confirm stays unpublished, and so do the
- *       later rows of its key (read in this run, they wait for the next); other keys go on.
+ *   <li>reads which of {@value #PARTITIONS} key partitions the oldest publishable rows are in, leaving out the keys
+ *       held back (a row of theirs refused and waiting to be tried again, or parked);
+ *   <li>locks those partitions it can (transaction-level advisory locks, tried, never waited for): the relays of
+ *       several instances run at once, each on partitions of its own, so no row is published by two at once and the
+ *       events of a key leave in order (the locks go with the transaction: an instance that dies never keeps them);
+ *   <li>reads the oldest unpublished rows of its partitions, by the order they were written, up to
+ *       {@code batch-size}. It selects by {@code published_at IS NULL}, never by a position past the last one
+ *       published: a transaction that wrote a row before another but commits after it is published by the next run,
+ *       not skipped;
+ *   <li>publishes them ({@link OutboxPublisher}) and waits for the broker's answers, {@code confirm-timeout} at most;
+ *   <li>marks the rows the broker confirmed; for a row it refused, counts the attempt and holds its key back, for 1 s,
+ *       2 s, ... up to {@value #MAX_KEY_BACKOFF_SECONDS} s, or parks it after {@code max-attempts}; and commits. The
+ *       later rows of a refused or unanswered row's key wait; other keys go on.
  * </ol>
  *
  * <p>A relay that stops between publishing and marking (killed, or its commit failed) publishes those rows again on
  * its next run, with the same event ids: the consumers' guards discard the copies. It runs right after a commit that
  * wrote rows ({@link #wake()}, after {@code linger}, so that the rows of the next commits join the run), again at once
- * while it finds full batches, and every {@code poll-interval} otherwise.
- * After a failed run (the broker or the database away) it tries again in 1 s, then less and less often, up to every
- * {@value #MAX_RETRY_SECONDS} s.
+ * while it finds full batches, soon after a run that found partitions another instance was publishing, when a held
+ * key's back-off ends, and every {@code poll-interval} otherwise. After a run the broker did not answer (away, or
+ * not confirming), it tries again in 1 s, then less and less often, up to every {@value #MAX_RETRY_SECONDS} s.
  */
 final class OutboxRelay implements SmartLifecycle {
 
@@ -46,38 +55,101 @@ final class OutboxRelay implements SmartLifecycle {
     /** How long stopping waits for a run under way. */
     private static final Duration STOP_WAIT = Duration.ofSeconds(2);
 
-    /** The longest a failing relay waits before it tries again. */
+    /** The longest a relay that the broker does not answer waits before it tries again. */
     static final int MAX_RETRY_SECONDS = 30;
 
     static final Duration MAX_RETRY_DELAY = Duration.ofSeconds(MAX_RETRY_SECONDS);
 
+    /** The longest a key whose row the broker refused is held back before the row is tried again. */
+    static final int MAX_KEY_BACKOFF_SECONDS = 60;
+
+    /** How soon a relay tries again the partitions another instance's relay was publishing. */
+    static final Duration CONTENDED_RETRY = Duration.ofMillis(50);
+
+    /** The key partitions the relays of several instances share out, one run's worth at a time. */
+    static final int PARTITIONS = 256;
+
+    private static final String PARTITION =
+            "(hashtext(aggregatetype || ':' || aggregateid) & " + (PARTITIONS - 1) + ")";
+
+    /** The keys held back: a row of theirs was refused and waits to be tried again, or was parked. */
+    private static final String NOT_HELD = """
+            (aggregatetype, aggregateid) NOT IN (
+                SELECT aggregatetype, aggregateid FROM outbox_event
+                WHERE published_at IS NULL AND attempts > 0 AND (parked_at IS NOT NULL OR next_attempt_at > now()))""";
+
+    private static final String CANDIDATES = """
+            SELECT %s, extract(epoch FROM clock_timestamp() - publishable_at)
+            FROM outbox_event WHERE published_at IS NULL AND %s ORDER BY position LIMIT ?""".formatted(PARTITION, NOT_HELD);
+
     private static final String LOCK = """
-            SELECT pg_try_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox'), hashtext(current_schema()))""";
+            SELECT partition FROM unnest(?::int[]) AS partition
+            WHERE pg_try_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox:' || current_schema()), partition)""";
 
     private static final String PENDING = """
-            SELECT id, aggregatetype, aggregateid, type, payload::text, occurred_at,
-                   extract(epoch FROM clock_timestamp() - occurred_at) AS waited
-            FROM outbox_event WHERE published_at IS NULL ORDER BY position LIMIT ?""";
+            SELECT id, aggregatetype, aggregateid, type, payload::text, occurred_at
+            FROM outbox_event WHERE published_at IS NULL AND %s = ANY (?) AND %s ORDER BY position LIMIT ?""".formatted(PARTITION, NOT_HELD);
 
     private static final String MARK = """
             UPDATE outbox_event SET published_at = now() WHERE id = ANY (?)""";
 
+    /** Counts the attempt of each refused row and holds its key back: 1 s, 2 s, 4 s, ... or parks it. */
+    private static final String REFUSED = """
+            UPDATE outbox_event
+            SET attempts = attempts + 1, last_error = refused.reason,
+                next_attempt_at = now() + make_interval(secs => least(power(2, least(attempts, 30)), %d)),
+                parked_at = CASE WHEN attempts + 1 >= ? THEN now() END
+            FROM unnest(?::uuid[], ?::text[]) AS refused (id, reason)
+            WHERE outbox_event.id = refused.id
+            RETURNING outbox_event.id, outbox_event.aggregateid, outbox_event.attempts, outbox_event.parked_at IS NOT NULL,
+                      extract(epoch FROM outbox_event.next_attempt_at - now())""".formatted(MAX_KEY_BACKOFF_SECONDS);
+
+    /**
+     * The rows parked, how soon a held key's back-off ends, and how long the oldest row of a held key that is not
+     * parked has waited (it counts in the lag: the relay still tries to publish it).
+     */
+    private static final String HELD = """
+            SELECT count(*) FILTER (WHERE parked_at IS NOT NULL),
+                   extract(epoch FROM min(next_attempt_at) FILTER (WHERE parked_at IS NULL) - clock_timestamp()),
+                   coalesce(extract(epoch FROM clock_timestamp() - min(publishable_at) FILTER (WHERE parked_at IS NULL)), 0)
+            FROM outbox_event WHERE published_at IS NULL AND attempts > 0""";
+
     /**
      * What a run did.
      *
-     * @param ran whether it ran: {@code false} when another instance was publishing
+     * @param ran whether it ran: {@code false} when every partition it found rows in was another instance's
+     * @param read the rows it read
      * @param published the rows it published and marked
      * @param failure why it stopped before the rows it read were all published, if it did
+     * @param unanswered whether the broker left rows unanswered (away, or not confirming in time)
+     * @param contended whether it found rows in partitions another instance was publishing
+     * @param nextAttempt how soon a held key's back-off ends, if one is held back and not parked
      */
-    record Run(boolean ran, int published, @Nullable String failure) {}
+    record Run(
+            boolean ran,
+            int read,
+            int published,
+            @Nullable String failure,
+            boolean unanswered,
+            boolean contended,
+            @Nullable Duration nextAttempt) {
+
+        static Run idle(boolean ran, boolean contended) {
+            return new Run(ran, 0, 0, null, false, contended, null);
+        }
+    }
 
     private final JdbcTemplate jdbc;
 
-    private final TransactionTemplate transactions;
+    private final PlatformTransactionManager transactions;
 
     private final OutboxPublisher publisher;
 
+    private final String destination;
+
     private final int batchSize;
+
+    private final int maxAttempts;
 
     private final Duration pollInterval;
 
@@ -96,16 +168,17 @@ final class OutboxRelay implements SmartLifecycle {
     OutboxRelay(
             DataSource dataSource,
             OutboxPublisher publisher,
-            int batchSize,
-            Duration pollInterval,
-            Duration linger,
+            String destination,
+            OutboxProperties.Relay properties,
             IdempotencyMetrics metrics) {
         this.jdbc = new JdbcTemplate(dataSource);
-        this.transactions = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        this.transactions = new DataSourceTransactionManager(dataSource);
         this.publisher = publisher;
-        this.batchSize = batchSize;
-        this.pollInterval = pollInterval;
-        this.linger = linger;
+        this.destination = destination;
+        this.batchSize = properties.batchSize();
+        this.maxAttempts = properties.maxAttempts();
+        this.pollInterval = properties.pollInterval();
+        this.linger = properties.linger();
         this.metrics = metrics;
     }
 
@@ -116,67 +189,181 @@ final class OutboxRelay implements SmartLifecycle {
         }
     }
 
-    /** Publishes one batch of unpublished rows now, unless another instance is publishing. */
+    /** Publishes one batch of unpublished rows now, of the partitions no other instance is publishing. */
     Run publishPending() {
-        Run run = this.transactions.execute(transaction -> {
-            if (!Boolean.TRUE.equals(this.jdbc.queryForObject(LOCK, Boolean.class))) {
-                return new Run(false, 0, null);
-            }
-            double[] waited = {0};
-            List<OutboxPublisher.Row> rows = this.jdbc.query(
-                    PENDING,
-                    (row, index) -> {
-                        if (index == 0) {
-                            waited[0] = row.getDouble(7);
-                        }
-                        return new OutboxPublisher.Row(
-                                row.getObject(1, UUID.class),
-                                row.getString(2),
-                                row.getString(3),
-                                row.getString(4),
-                                row.getString(5),
-                                row.getTimestamp(6).toInstant());
-                    },
-                    this.batchSize);
-            this.metrics.outboxLag(Duration.ofMillis((long) (waited[0] * 1000)));
-            if (rows.isEmpty()) {
-                return new Run(true, 0, null);
-            }
-            OutboxPublisher.Published published = this.publisher.publish(rows);
-            // Counted as they went out: a run whose mark then fails published them all the same (and its next run
-            // publishes them again, counted again).
-            this.metrics.outboxPublished(published.confirmed().size());
-            if (!published.confirmed().isEmpty()) {
-                this.jdbc.update(MARK, (Object) published.confirmed().toArray(UUID[]::new));
-            }
-            return new Run(true, published.confirmed().size(), published.failure());
-        });
+        TransactionStatus transaction = this.transactions.getTransaction(TransactionDefinition.withDefaults());
+        Run run;
+        try {
+            Candidates candidates = candidates();
+            Run batch = publishBatch(candidates.partitions());
+            // Read once the run's refusals are counted: the parked rows it set aside count, and their back-off.
+            Duration nextAttempt = readHeld(candidates.lag());
+            run = new Run(
+                    batch.ran(),
+                    batch.read(),
+                    batch.published(),
+                    batch.failure(),
+                    batch.unanswered(),
+                    batch.contended(),
+                    nextAttempt);
+        } catch (RuntimeException | Error ex) {
+            rollBack(transaction, ex);
+            throw ex;
+        }
+        this.transactions.commit(transaction);
         if (run.failure() != null) {
             this.metrics.outboxPublishFailed();
         }
         return run;
     }
 
+    /** Rolls the run back; a rollback that fails too (the connection lost) is told with the failure that caused it. */
+    private void rollBack(TransactionStatus transaction, Throwable failure) {
+        try {
+            this.transactions.rollback(transaction);
+        } catch (RuntimeException ex) {
+            failure.addSuppressed(ex);
+        }
+    }
+
+    private Run publishBatch(List<Integer> partitions) {
+        if (partitions.isEmpty()) {
+            return Run.idle(true, false);
+        }
+        List<Integer> locked = this.jdbc.queryForList(LOCK, Integer.class, (Object) partitions.toArray(Integer[]::new));
+        if (locked.isEmpty()) {
+            return Run.idle(false, true);
+        }
+        List<OutboxPublisher.Row> rows = this.jdbc.query(
+                PENDING,
+                (row, index) -> new OutboxPublisher.Row(
+                        row.getObject(1, UUID.class),
+                        row.getString(2),
+                        row.getString(3),
+                        row.getString(4),
+                        row.getString(5),
+                        row.getTimestamp(6).toInstant()),
+                locked.toArray(Integer[]::new),
+                this.batchSize);
+        OutboxPublisher.Published published = this.publisher.publish(rows);
+        // Counted as they went out: a run whose mark then fails published them all the same (and its next run
+        // publishes them again, counted again).
+        this.metrics.outboxPublished(published.confirmed().size());
+        if (!published.confirmed().isEmpty()) {
+            this.jdbc.update(MARK, (Object) published.confirmed().toArray(UUID[]::new));
+        }
+        if (!published.refused().isEmpty()) {
+            holdBack(published.refused());
+        }
+        return new Run(
+                true,
+                rows.size(),
+                published.confirmed().size(),
+                published.failure(),
+                published.unanswered() != null,
+                locked.size() < partitions.size(),
+                null);
+    }
+
+    /**
+     * Reads the parked rows and the lag into the meters (the lag of the oldest rows read, or of a held key's row,
+     * whichever waited longer); returns how soon a held key's back-off ends.
+     */
+    private @Nullable Duration readHeld(double candidatesLag) {
+        return this.jdbc.queryForObject(HELD, (row, index) -> {
+            this.metrics.outboxParked(row.getLong(1));
+            double seconds = row.getDouble(2);
+            Duration nextAttempt = row.wasNull() ? null : Duration.ofMillis(Math.max(0, (long) (seconds * 1000)));
+            double lag = Math.max(candidatesLag, row.getDouble(3));
+            this.metrics.outboxLag(Duration.ofMillis((long) (lag * 1000)));
+            return nextAttempt;
+        });
+    }
+
+    /** The partitions of the oldest publishable rows, in their order, and how long the oldest of them waited. */
+    private Candidates candidates() {
+        Set<Integer> partitions = new LinkedHashSet<>();
+        double[] lag = {0};
+        this.jdbc.query(
+                CANDIDATES,
+                row -> {
+                    partitions.add(row.getInt(1));
+                    lag[0] = Math.max(lag[0], row.getDouble(2));
+                },
+                this.batchSize);
+        return new Candidates(new ArrayList<>(partitions), lag[0]);
+    }
+
+    private record Candidates(List<Integer> partitions, double lag) {}
+
+    /** Counts the refused rows' attempts and holds their keys back, or parks them. */
+    private void holdBack(List<OutboxPublisher.Refusal> refusals) {
+        this.jdbc.query(
+                REFUSED,
+                row -> {
+                    Duration retry = Duration.ofMillis((long) (row.getDouble(5) * 1000));
+                    if (row.getBoolean(4)) {
+                        logger.warn(
+                                "Outbox event {} (key {}) was refused {} time(s) and is parked: its key's later events"
+                                        + " wait until it is released or skipped (the outbox endpoint, or the infra"
+                                        + " command outbox-parked). Last refusal: {}",
+                                row.getObject(1),
+                                row.getString(2),
+                                row.getInt(3),
+                                reasonOf(refusals, row.getObject(1, UUID.class)));
+                    } else {
+                        logger.warn(
+                                "Outbox event {} (key {}) was refused (attempt {} of {}); its key's later events wait,"
+                                        + " and it is tried again in {}: {}",
+                                row.getObject(1),
+                                row.getString(2),
+                                row.getInt(3),
+                                this.maxAttempts,
+                                retry,
+                                reasonOf(refusals, row.getObject(1, UUID.class)));
+                    }
+                },
+                this.maxAttempts,
+                refusals.stream().map(refusal -> refusal.row().id()).toArray(UUID[]::new),
+                refusals.stream().map(OutboxPublisher.Refusal::reason).toArray(String[]::new));
+    }
+
+    private static String reasonOf(List<OutboxPublisher.Refusal> refusals, UUID id) {
+        return refusals.stream()
+                .filter(refusal -> refusal.row().id().equals(id))
+                .map(OutboxPublisher.Refusal::reason)
+                .findFirst()
+                .orElse("");
+    }
+
+    private static @Nullable Duration earliest(@Nullable Duration one, @Nullable Duration other) {
+        if (one == null) {
+            return other;
+        }
+        return other == null || one.compareTo(other) <= 0 ? one : other;
+    }
+
     private void relay() {
         int failures = 0;
         // A thread given up by stop() (its run outlasted the wait) ends once it sees it is no longer the relay's.
         while (this.running && Thread.currentThread() == this.thread) {
+            Run run = null;
             String failure;
-            boolean progress = false;
             try {
-                Run run = publishPending();
-                while (this.running && run.failure() == null && run.published() == this.batchSize) {
+                run = publishPending();
+                while (this.running && !run.unanswered() && run.read() == this.batchSize) {
                     run = publishPending();
                 }
-                failure = run.failure();
-                progress = run.published() > 0;
-            } catch (RuntimeException ex) {
+                failure = run.unanswered() && run.published() == 0 ? run.failure() : null;
+            } catch (RuntimeException | Error ex) {
+                // Whatever failed (the database away, a heap exhausted by a run of large rows), the relay goes on.
                 this.metrics.outboxPublishFailed();
                 failure = ex.toString();
+                if (ex instanceof Error) {
+                    logger.error("A run of the outbox relay failed with an error; it tries again", ex);
+                }
             }
-            // A run that published nothing backs off; one that published the other keys' rows goes on as usual (its
-            // failed rows are tried again by the next run).
-            if (failure != null && !progress) {
+            if (failure != null) {
                 failures++;
                 Duration retry = retryDelay(failures);
                 if (failures == 1) {
@@ -193,24 +380,30 @@ final class OutboxRelay implements SmartLifecycle {
                 pause(retry);
                 continue;
             }
-            if (failure != null) {
-                logger.debug("The outbox relay published some rows and not others: {}", failure);
-            } else if (failures > 0) {
+            if (failures > 0) {
                 logger.info("The outbox relay publishes again, after {} failed run(s)", failures);
                 failures = 0;
             }
-            try {
-                if (this.wakeUps.tryAcquire(this.pollInterval.toMillis(), TimeUnit.MILLISECONDS)
-                        && !this.linger.isZero()) {
-                    // Woken by a commit: let the next commits' rows join this run, so that a stream of small
-                    // transactions costs the relay one transaction per linger, not one per commit.
-                    pause(this.linger);
-                }
-                this.wakeUps.drainPermits();
-            } catch (InterruptedException ex) {
-                Thread.currentThread().interrupt();
-                return;
+            awaitWork(run);
+        }
+    }
+
+    /** Waits for a commit's wake-up, a held key's back-off to end, another instance's run to end, or the poll. */
+    private void awaitWork(Run run) {
+        Duration wait = earliest(this.pollInterval, run.nextAttempt());
+        if (run.contended()) {
+            wait = earliest(wait, CONTENDED_RETRY);
+        }
+        try {
+            if (this.wakeUps.tryAcquire(Math.max(1, wait.toMillis()), TimeUnit.MILLISECONDS) && !this.linger.isZero()) {
+                // Woken by a commit: let the next commits' rows join this run, so that a stream of small
+                // transactions costs the relay one transaction per linger, not one per commit.
+                pause(this.linger);
             }
+            this.wakeUps.drainPermits();
+        } catch (InterruptedException ex) {
+            // Only stop() ends the relay: an interrupt from elsewhere is not a reason to.
+            Thread.interrupted();
         }
     }
 
@@ -224,7 +417,7 @@ final class OutboxRelay implements SmartLifecycle {
         try {
             this.stopping.await(duration.toMillis(), TimeUnit.MILLISECONDS);
         } catch (InterruptedException ex) {
-            Thread.currentThread().interrupt();
+            Thread.interrupted();
         }
     }
 
@@ -235,6 +428,7 @@ final class OutboxRelay implements SmartLifecycle {
                     + " library's schema-postgresql.sql (or let the library migrate it with Flyway) to emit events");
             return;
         }
+        this.publisher.check(this.destination);
         this.running = true;
         this.stopping = new CountDownLatch(1);
         Thread thread = new Thread(this::relay, "idempotency-outbox-relay");
@@ -273,10 +467,17 @@ final class OutboxRelay implements SmartLifecycle {
             }
             this.thread = null;
         }
+        this.publisher.close();
     }
 
     @Override
     public synchronized boolean isRunning() {
         return this.running;
+    }
+
+    /** Whether the relay is meant to run and its thread does not: the outbox's health is then down. */
+    boolean stalled() {
+        Thread thread = this.thread;
+        return this.running && (thread == null || !thread.isAlive());
     }
 }

@@ -25,18 +25,40 @@ CREATE TABLE processed_event_scope (
 -- The outbox: the events a guarded function returned, or the service emitted with Outbox.emit, written in the
 -- transaction of their effect and published by the relay once committed. Its first five columns are the ones
 -- Debezium's Outbox Event Router reads by default. One per schema, whatever the table name of processed events.
+-- publishable_at, attempts, next_attempt_at, last_error and parked_at are the relay's: when the row became
+-- publishable, and, for a row the broker refused, how often, when it is tried again, why, and when it was parked
+-- (set aside, its key held back, until an operator releases or skips it).
 CREATE TABLE outbox_event (
-    id            uuid        NOT NULL,
-    aggregatetype text        NOT NULL,
-    aggregateid   text        NOT NULL,
-    type          text        NOT NULL,
-    payload       jsonb       NOT NULL,
-    occurred_at   timestamptz NOT NULL DEFAULT now(),
-    position      bigint      GENERATED ALWAYS AS IDENTITY,
-    published_at  timestamptz,
+    id              uuid        NOT NULL,
+    aggregatetype   text        NOT NULL,
+    aggregateid     text        NOT NULL,
+    type            text        NOT NULL,
+    payload         jsonb       NOT NULL,
+    occurred_at     timestamptz NOT NULL DEFAULT now(),
+    position        bigint      GENERATED ALWAYS AS IDENTITY,
+    published_at    timestamptz,
+    publishable_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    attempts        integer     NOT NULL DEFAULT 0,
+    next_attempt_at timestamptz,
+    last_error      text,
+    parked_at       timestamptz,
     CONSTRAINT outbox_event_pkey PRIMARY KEY (id)
 );
 
 CREATE INDEX outbox_event_unpublished_idx ON outbox_event (position) WHERE published_at IS NULL;
 
 CREATE INDEX outbox_event_published_at_idx ON outbox_event (published_at) WHERE published_at IS NOT NULL;
+
+CREATE INDEX outbox_event_held_idx ON outbox_event (aggregatetype, aggregateid) WHERE published_at IS NULL AND attempts > 0;
+
+-- Who publishes the outbox: the library's relay ('relay'), or another process such as Debezium ('external').
+-- Registered by the first instance to start; an instance whose idempotency.outbox.relay.enabled disagrees refuses
+-- to start. One row at most.
+CREATE TABLE outbox_publisher (
+    publisher     text        NOT NULL,
+    registered_at timestamptz NOT NULL DEFAULT now(),
+    single        boolean     NOT NULL DEFAULT true,
+    CONSTRAINT outbox_publisher_pkey PRIMARY KEY (single),
+    CONSTRAINT outbox_publisher_single CHECK (single),
+    CONSTRAINT outbox_publisher_publisher CHECK (publisher IN ('relay', 'external'))
+);

@@ -7,7 +7,9 @@ import static org.awaitility.Awaitility.await;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
+import com.zaxxer.hikari.HikariDataSource;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
@@ -39,6 +41,7 @@ import org.springframework.beans.factory.annotation.Qualifier;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.boot.health.contributor.Status;
+import org.springframework.boot.jdbc.autoconfigure.DataSourceProperties;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.cloud.stream.binder.BinderFactory;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
@@ -49,6 +52,8 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.support.TransactionSynchronization;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
@@ -203,6 +208,9 @@ class OutboxOnRabbitIT {
     @Autowired
     BindingServiceProperties bindings;
 
+    @Autowired
+    DataSourceProperties dataSourceProperties;
+
     @BeforeEach
     void publishWhatIsLeftAndDrain() {
         await().atMost(Duration.ofSeconds(30)).until(() -> {
@@ -347,14 +355,7 @@ class OutboxOnRabbitIT {
 
     @Test
     void twoRelaysPublishEachRowOnce() throws Exception {
-        OutboxRelay other = new OutboxRelay(
-                this.dataSource,
-                new OutboxPublisher(
-                        this.streamBridge, this.binderFactory, this.bindings, CODEC, Duration.ofSeconds(30)),
-                50,
-                Duration.ofHours(1),
-                Duration.ZERO,
-                IdempotencyMetrics.NONE);
+        OutboxRelay other = otherInstancesRelay(this.dataSource);
         List<UUID> written = this.transactions.execute(status -> IntStream.range(0, 1000)
                 .mapToObj(n -> this.outbox.emit(AUDITED, "key-" + (n % 20), Map.of("n", n)))
                 .toList());
@@ -385,9 +386,14 @@ class OutboxOnRabbitIT {
         UUID event = events[0];
 
         try {
-            OutboxRelay.Run run = runRelay();
-
-            assertThat(run.failure()).contains(event.toString());
+            await().atMost(Duration.ofSeconds(10))
+                    .alias("the broker's refusal recorded on the row, its key held back")
+                    .until(
+                            () -> this.jdbcTemplate.queryForObject(
+                                    "SELECT last_error FROM outbox_event WHERE id = ? AND attempts > 0",
+                                    String.class,
+                                    event),
+                            error -> error != null && error.contains("NOT_FOUND - no exchange"));
             assertThat(eventIds(awaitEmitted(1)))
                     .as("the row of another key, written after it, is not held back")
                     .containsExactly(events[1]);
@@ -411,7 +417,7 @@ class OutboxOnRabbitIT {
                 channel.exchangeBind(OUTPUT, LATE_EXCHANGE, "#");
             }
         }
-        await().atMost(Duration.ofSeconds(30)).until(() -> runRelay().published() == 1);
+        // The relay tries the row again when its key's back-off ends, without a commit or a poll to wake it.
         assertThat(eventIds(awaitEmitted(1))).containsExactly(event);
         assertThat(unpublished()).isZero();
         assertThat(this.outboxHealth.health().getStatus()).isEqualTo(Status.UP);
@@ -423,8 +429,14 @@ class OutboxOnRabbitIT {
         CountDownLatch commit = new CountDownLatch(1);
         CompletableFuture<UUID> first = CompletableFuture.supplyAsync(() -> this.transactions.execute(status -> {
             UUID id = this.outbox.emit(AUDITED, "one-key", Map.of("n", 1));
-            written.countDown();
-            release(commit);
+            // Registered after the outbox's own: the row is written, its key locked, and the commit waits.
+            TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                @Override
+                public void beforeCommit(boolean readOnly) {
+                    written.countDown();
+                    release(commit);
+                }
+            });
             return id;
         }));
         assertThat(written.await(10, TimeUnit.SECONDS)).isTrue();
@@ -539,11 +551,182 @@ class OutboxOnRabbitIT {
         assertThat(unpublished()).isZero();
     }
 
-    /** A run of the relay: the test's own, or the one the commit woke up, which must end first. */
-    private OutboxRelay.Run runRelay() {
-        OutboxRelay.Run[] run = new OutboxRelay.Run[1];
-        await().atMost(Duration.ofSeconds(60)).until(() -> (run[0] = this.relay.publishPending()).ran());
-        return run[0];
+    @Test
+    void anInnerTransactionEmittingAKeyItsSuspendedOuterTransactionEmittedDoesNotHang() {
+        TransactionTemplate inner = new TransactionTemplate(this.transactions.getTransactionManager());
+        inner.setPropagationBehavior(TransactionDefinition.PROPAGATION_REQUIRES_NEW);
+
+        CompletableFuture<List<UUID>> emitted = CompletableFuture.supplyAsync(() -> this.transactions.execute(outer -> {
+            UUID outerEvent = this.outbox.emit(AUDITED, "nested", Map.of("n", 1));
+            UUID innerEvent = inner.execute(status -> this.outbox.emit(AUDITED, "nested", Map.of("n", 2)));
+            return List.of(innerEvent, outerEvent);
+        }));
+
+        assertThat(emitted)
+                .as("the inner transaction commits, then the outer one")
+                .succeedsWithin(Duration.ofSeconds(10));
+        assertThat(eventIds(awaitEmitted(2)))
+                .as("in the order the transactions committed")
+                .containsExactlyElementsOf(emitted.join());
+    }
+
+    @Test
+    void eventsEmittedInANestedTransactionRolledBackToItsSavepointAreNotPublished() {
+        TransactionTemplate nested = new TransactionTemplate(this.transactions.getTransactionManager());
+        nested.setPropagationBehavior(TransactionDefinition.PROPAGATION_NESTED);
+
+        UUID kept = this.transactions.execute(outer -> {
+            UUID event = this.outbox.emit(AUDITED, "kept", Map.of("n", 1));
+            nested.executeWithoutResult(status -> {
+                this.outbox.emit(AUDITED, "rolled-back-to-its-savepoint", Map.of("n", 2));
+                status.setRollbackOnly();
+            });
+            return event;
+        });
+
+        assertThat(eventIds(awaitEmitted(1))).containsExactly(kept);
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT count(*) FROM outbox_event WHERE aggregateid = 'rolled-back-to-its-savepoint'",
+                        Integer.class))
+                .isZero();
+    }
+
+    @Test
+    void twoTransactionsEmittingTwoKeysInOppositeOrdersBothCommit() throws Exception {
+        CountDownLatch firstEmittedA = new CountDownLatch(1);
+        CountDownLatch secondEmittedB = new CountDownLatch(1);
+        CompletableFuture<Void> first = CompletableFuture.runAsync(() -> this.transactions.executeWithoutResult(s -> {
+            this.outbox.emit(AUDITED, "key-a", Map.of("by", "first"));
+            firstEmittedA.countDown();
+            release(secondEmittedB);
+            this.outbox.emit(AUDITED, "key-b", Map.of("by", "first"));
+        }));
+        CompletableFuture<Void> second = CompletableFuture.runAsync(() -> this.transactions.executeWithoutResult(s -> {
+            release(firstEmittedA);
+            this.outbox.emit(AUDITED, "key-b", Map.of("by", "second"));
+            secondEmittedB.countDown();
+            this.outbox.emit(AUDITED, "key-a", Map.of("by", "second"));
+        }));
+
+        assertThat(CompletableFuture.allOf(first, second))
+                .as("neither is chosen as a deadlock's victim")
+                .succeedsWithin(Duration.ofSeconds(30));
+        assertThat(eventIds(awaitEmitted(4))).hasSize(4);
+    }
+
+    @Test
+    void aTransactionEmittingTenThousandDistinctKeysHoldsABoundedNumberOfLocks() {
+        int[] locksAtCommit = new int[1];
+        List<UUID> written = this.transactions.execute(status -> {
+            List<UUID> ids = this.outbox.write(
+                    OUTPUT,
+                    IntStream.range(0, 10_000)
+                            .mapToObj(n -> new OutgoingEvent(AUDITED, "distinct-" + n, Map.of("n", n)))
+                            .toList());
+            // Registered after the outbox's own: it runs once the rows are written, their keys locked.
+            TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                @Override
+                public void beforeCommit(boolean readOnly) {
+                    locksAtCommit[0] = jdbcTemplate.queryForObject(
+                            "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'",
+                            Integer.class);
+                }
+            });
+            return ids;
+        });
+
+        assertThat(written).hasSize(10_000).doesNotHaveDuplicates();
+        assertThat(locksAtCommit[0])
+                .as("the advisory locks the transaction holds as it commits, one per key at most")
+                .isBetween(1, Outbox.KEY_LOCKS);
+        await().atMost(Duration.ofSeconds(120)).until(() -> unpublished() == 0);
+        rabbit.purge(EMITTED);
+    }
+
+    @Test
+    void theLagCountsFromTheCommitAndARepublicationNotFromWhenTheTransactionBegan() {
+        this.transactions.executeWithoutResult(status -> {
+            this.outbox.emit(AUDITED, "slow-transaction", Map.of("n", 1));
+            this.jdbcTemplate.execute("SELECT pg_sleep(3)");
+        });
+        awaitEmitted(1);
+        assertThat(lag())
+                .as("the lag of an event of a transaction that lasted 3 s")
+                .isLessThan(1.0);
+
+        UUID old = this.transactions.execute(status -> this.outbox.emit(AUDITED, "written-long-ago", Map.of("n", 2)));
+        awaitEmitted(1);
+        this.jdbcTemplate.update("UPDATE outbox_event SET occurred_at = now() - interval '2 days' WHERE id = ?", old);
+        this.outbox.republish(
+                Instant.now().minus(Duration.ofDays(3)), Instant.now().minus(Duration.ofDays(1)));
+        awaitEmitted(1);
+        assertThat(lag())
+                .as("the lag of an event written two days ago, republished now")
+                .isLessThan(1.0);
+    }
+
+    @Test
+    void aRowCommittedWhileAnotherInstancesRelayRunsIsPublishedSoonAfterThatRunEnds() throws Exception {
+        UUID held = UuidV7.generate();
+        this.jdbcTemplate.update(
+                "INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload) VALUES (?, ?, ?, ?, '{}')",
+                held,
+                OUTPUT,
+                "held",
+                AUDITED);
+        try (HikariDataSource otherInstance = new HikariDataSource()) {
+            otherInstance.setJdbcUrl(this.dataSourceProperties.getUrl());
+            otherInstance.setUsername(this.dataSourceProperties.getUsername());
+            otherInstance.setPassword(this.dataSourceProperties.getPassword());
+            OutboxRelay other = otherInstancesRelay(otherInstance);
+            CountDownLatch locked = new CountDownLatch(1);
+            CountDownLatch unlock = new CountDownLatch(1);
+            // The other instance's run publishes the row, then waits to mark it: the test holds the row's lock.
+            CompletableFuture<Void> holder =
+                    CompletableFuture.runAsync(() -> this.transactions.executeWithoutResult(status -> {
+                        this.jdbcTemplate.queryForList(
+                                "SELECT id FROM outbox_event WHERE id = ? FOR UPDATE", UUID.class, held);
+                        locked.countDown();
+                        release(unlock);
+                    }));
+            assertThat(locked.await(10, TimeUnit.SECONDS)).isTrue();
+            CompletableFuture<OutboxRelay.Run> otherRun = CompletableFuture.supplyAsync(other::publishPending);
+            assertThat(eventIds(awaitEmitted(1))).containsExactly(held);
+
+            UUID fresh = this.transactions.execute(status -> this.outbox.emit(AUDITED, "fresh", Map.of("n", 1)));
+            unlock.countDown();
+            holder.get(10, TimeUnit.SECONDS);
+            assertThat(otherRun.get(10, TimeUnit.SECONDS).published()).isEqualTo(1);
+
+            assertThat(eventIds(awaitEmitted(1)))
+                    .as("the row this instance committed while the other's relay ran, published without a poll")
+                    .containsExactly(fresh);
+        }
+    }
+
+    /** A relay as another instance of the service has, on that DataSource, run only by the test. */
+    private OutboxRelay otherInstancesRelay(DataSource dataSource) {
+        return new OutboxRelay(
+                dataSource,
+                new OutboxPublisher(
+                        this.streamBridge, this.binderFactory, this.bindings, CODEC, Duration.ofSeconds(30)),
+                OUTPUT,
+                new OutboxProperties.Relay(
+                        true,
+                        50,
+                        Duration.ofHours(1),
+                        Duration.ZERO,
+                        Duration.ofSeconds(30),
+                        Duration.ofMinutes(5),
+                        10),
+                IdempotencyMetrics.NONE);
+    }
+
+    private double lag() {
+        return this.meterRegistry
+                .get(MicrometerIdempotencyMetrics.OUTBOX_LAG)
+                .gauge()
+                .value();
     }
 
     private double published() {

@@ -45,6 +45,13 @@ public final class Infra {
                   the message id, or the event_id or ce_id header). --dry-run lists them and moves nothing.
                   Replaying an event the service already applied has no effect.
 
+              outbox-parked [list | release <event id>... | skip <event id>... | release --all | skip --all]
+                  Lists the outbox events a service's relay parked (the broker refused each
+                  idempotency.outbox.relay.max-attempts times; the later events of its key wait behind it), or
+                  releases them (the relay tries them again, then their keys' later events) or skips them
+                  (never published; their keys' later events go on). Reads the service's database from
+                  SPRING_DATASOURCE_URL, SPRING_DATASOURCE_USERNAME and SPRING_DATASOURCE_PASSWORD.
+
               bench-purge [--rows <n>] [--seconds <s>]
                   The guard's claim latency (p50, p99) while half of <n> rows (default 1,000,000) are purged,
                   against nothing removed, for the default table (batched purge) and the partitioned table
@@ -86,6 +93,11 @@ public final class Infra {
 
     /** Runs a command; returns the process exit status. */
     static int run(String[] args, PrintStream out, PrintStream err) {
+        return run(args, System.getenv(), out, err);
+    }
+
+    /** Runs a command with these environment variables; returns the process exit status. */
+    static int run(String[] args, Map<String, String> env, PrintStream out, PrintStream err) {
         if (args.length == 0 || args[0].equals("--help") || args[0].equals("help")) {
             out.print(USAGE);
             return args.length == 0 ? 2 : 0;
@@ -97,6 +109,7 @@ public final class Infra {
                 case "bench-purge" -> benchPurge(args, out);
                 case "bench-pipeline" -> benchPipeline(args, out);
                 case "bench-outbox" -> benchOutbox(args, out);
+                case "outbox-parked" -> new OutboxParkedCommand(env, out).run(List.of(args).subList(1, args.length));
                 default -> {
                     err.printf("Unknown command '%s'.%n%n%s", args[0], USAGE);
                     yield 2;
@@ -196,7 +209,6 @@ public final class Infra {
         return 0;
     }
 
-    /** Reads {@code --name value} options, each of the known names at most once. */
     private static int demo(String[] args, PrintStream out) throws Exception {
         Map<String, String> options = options(args, "--orders", "--database-outage");
         return new Demo(out, System.getenv())
@@ -205,6 +217,7 @@ public final class Infra {
                         Duration.ofSeconds(Long.parseLong(options.getOrDefault("--database-outage", "0"))));
     }
 
+    /** Reads {@code --name value} options, each of the known names at most once. */
     static Map<String, String> options(String[] args, String... known) {
         Map<String, String> options = new LinkedHashMap<>();
         for (int i = 1; i < args.length; i++) {
