@@ -75,11 +75,14 @@ public final class Infra {
                   message-ceiling, sql-effect, sql-claim), and the ratios between them. The SQL-only rows
                   run the effect's insert, with and without the guard's claim, straight on JDBC.
 
-              bench-outbox [--events <n>] [--rate <r>] [--seconds <s>] [--rounds <k>]
-                  The outbox relay: events/s published with publisher confirms while <n> events (default 20,000)
-                  are written in transactions of 500, and the p50/p99 from a commit to the event's arrival at a
-                  consumer, one event per transaction at <r> per second (default 400) for <s> seconds (default
-                  10); <k> rounds (default 3), median and range.
+              bench-outbox [--events <n>] [--rate <r>] [--seconds <s>] [--rounds <k>] [--scenarios <id>,...]
+                  The outbox relay, with publisher confirms: events/s while a backlog of <n> events (default
+                  20,000, written in transactions of 500) is published, for one key (hot-key), 10 keys
+                  (10-keys), 1,000 keys (1000-keys), 1,000 keys behind a key of 600 rows the broker refuses
+                  (refused), and 1,000 keys published by the relays of two instances (two-relays); and the
+                  p50/p99 from a commit to the event's arrival at a consumer, one event per transaction at <r>
+                  per second (default 400) for <s> seconds (default 10) (latency). <k> rounds (default 3), every
+                  scenario in turn in each, median and range, and the ratios between them.
 
             RabbitMQ is read from SPRING_RABBITMQ_HOST, SPRING_RABBITMQ_PORT, SPRING_RABBITMQ_USERNAME,
             SPRING_RABBITMQ_PASSWORD and SPRING_RABBITMQ_VIRTUAL_HOST (default localhost:5672, guest).
@@ -109,7 +112,8 @@ public final class Infra {
                 case "bench-purge" -> benchPurge(args, out);
                 case "bench-pipeline" -> benchPipeline(args, out);
                 case "bench-outbox" -> benchOutbox(args, out);
-                case "outbox-parked" -> new OutboxParkedCommand(env, out).run(List.of(args).subList(1, args.length));
+                case "outbox-parked" ->
+                    new OutboxParkedCommand(env, out).run(List.of(args).subList(1, args.length));
                 default -> {
                     err.printf("Unknown command '%s'.%n%n%s", args[0], USAGE);
                     yield 2;
@@ -196,12 +200,15 @@ public final class Infra {
     }
 
     private static int benchOutbox(String[] args, PrintStream out) throws Exception {
-        Map<String, String> options = options(args, "--events", "--rate", "--seconds", "--rounds");
+        Map<String, String> options = options(args, "--events", "--rate", "--seconds", "--rounds", "--scenarios");
         new OutboxBenchmark(
                         PostgresServer.fromEnvironment(System.getenv()),
                         System.getenv(),
                         out,
-                        Integer.parseInt(options.getOrDefault("--rounds", "3")))
+                        Integer.parseInt(options.getOrDefault("--rounds", "3")),
+                        options.containsKey("--scenarios")
+                                ? List.of(options.get("--scenarios").split(","))
+                                : List.of())
                 .run(
                         Integer.parseInt(options.getOrDefault("--events", "20000")),
                         Double.parseDouble(options.getOrDefault("--rate", "400")),

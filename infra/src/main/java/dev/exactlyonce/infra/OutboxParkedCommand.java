@@ -36,8 +36,7 @@ final class OutboxParkedCommand {
                     "outbox-parked takes list, release or skip, not '%s'.".formatted(action));
         }
         if (!action.equals("list") && args.size() < 2) {
-            throw new IllegalArgumentException(
-                    "outbox-parked %s needs the event ids (or --all).".formatted(action));
+            throw new IllegalArgumentException("outbox-parked %s needs the event ids (or --all).".formatted(action));
         }
         List<UUID> ids = action.equals("list") ? List.of() : eventIds(args.subList(1, args.size()));
         String url = this.env.get("SPRING_DATASOURCE_URL");

@@ -73,7 +73,9 @@ class OutboxParkedCommandTests {
     @Test
     void itReleasesAndSkipsParkedEventsAndSaysWhichWereNot() {
         int status = run("outbox-parked", "release", this.released.toString(), this.skipped.toString());
-        assertThat(status).as("one of them was no longer parked the second time").isZero();
+        assertThat(status)
+                .as("one of them was no longer parked the second time")
+                .isZero();
 
         assertThat(run("outbox-parked", "skip", this.skipped.toString(), this.released.toString()))
                 .isEqualTo(1);
