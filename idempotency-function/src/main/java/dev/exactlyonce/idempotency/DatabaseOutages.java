@@ -14,10 +14,11 @@ import org.springframework.transaction.CannotCreateTransactionException;
  * The database's outages, found anywhere in a failure's chain of causes (and among suppressed exceptions):
  *
  * <ul>
- *   <li>an {@link SQLException} whose SQLSTATE is of class 08 (connection exception), 57P01, 57P02 or 57P03 (the
- *       server shuts down or cannot connect now), 53300 (too many connections) or 25006 (read-only transaction: a
- *       replica promoted, or a primary demoted, after a failover); the SQLSTATE is read, whatever exception Spring
- *       translated it into;
+ *   <li>an {@link SQLException} whose SQLSTATE says the database's condition, not the statement's: class 08
+ *       (connection exception), class 53 (insufficient resources: a full disk, out of memory, too many connections),
+ *       class 58 (system error: an I/O error), 57P01, 57P02 or 57P03 (the server shuts down or cannot connect now),
+ *       or 25006 (read-only transaction: a replica promoted, or a primary demoted, after a failover); the SQLSTATE is
+ *       read, whatever exception Spring translated it into;
  *   <li>where no SQLSTATE is known: an {@link SQLTransientConnectionException} (the pool's timeout waiting for a
  *       connection), Spring's {@link CannotGetJdbcConnectionException}, {@link CannotCreateTransactionException} and
  *       {@link DataAccessResourceFailureException}. A SQLSTATE in the chain decides alone: Spring translates classes
@@ -29,7 +30,7 @@ import org.springframework.transaction.CannotCreateTransactionException;
  */
 final class DatabaseOutages implements OutageClassifier {
 
-    private static final Set<String> SQL_STATES = Set.of("57P01", "57P02", "57P03", "53300", "25006");
+    private static final Set<String> SQL_STATES = Set.of("57P01", "57P02", "57P03", "25006");
 
     private static final List<Class<? extends Throwable>> TYPES = List.of(
             SQLTransientConnectionException.class,
@@ -104,6 +105,10 @@ final class DatabaseOutages implements OutageClassifier {
     }
 
     static boolean isOutageState(@Nullable String sqlState) {
-        return sqlState != null && (sqlState.startsWith("08") || SQL_STATES.contains(sqlState));
+        return sqlState != null
+                && (sqlState.startsWith("08")
+                        || sqlState.startsWith("53")
+                        || sqlState.startsWith("58")
+                        || SQL_STATES.contains(sqlState));
     }
 }

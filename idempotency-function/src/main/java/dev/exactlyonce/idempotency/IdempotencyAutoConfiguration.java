@@ -121,7 +121,7 @@ class IdempotencyAutoConfiguration {
             ObjectProvider<OutageClassifier> classifiers,
             ObjectProvider<IdempotencyMetrics> metrics) {
         return new Outage(
-                dataSource,
+                new DatabaseProbe(dataSource, properties.tableName()),
                 new DatabaseOutages(
                         properties.outage().exceptions(),
                         classifiers.orderedStream().toList()),

@@ -1,12 +1,9 @@
 package dev.exactlyonce.idempotency;
 
-import java.sql.Connection;
-import java.sql.SQLException;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
-import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -22,10 +19,15 @@ import org.springframework.context.SmartLifecycle;
  *       its transaction begins ({@link #awaitEnd(Duration)}), so nothing touches the database and no attempt is used
  *       up; a message whose attempt failed with the outage is held the same way in its error path instead of being
  *       dead-lettered, then given back to the broker to be delivered again;
- *   <li>the probe takes a connection of the DataSource after {@code probe-initial-interval}, then at intervals that
- *       double up to {@code probe-max-interval}; once it gets one, consumption resumes: one INFO line with how long it
- *       was halted, and the time on the halt timer. A halt that follows the previous one closely (a dependency other
- *       than the database, still down) starts probing at the interval the previous one reached.
+ *   <li>the probe checks the condition that failed, a write ({@link DatabaseProbe}), after
+ *       {@code probe-initial-interval}, then at intervals that double up to {@code probe-max-interval};
+ *   <li>once a write goes through, one message goes first: one consumer thread takes it, the others keep holding
+ *       theirs. If it commits (or fails for a reason of its own), consumption resumes: one INFO line with how long it
+ *       was halted, and the time on the halt timer. If it meets the outage again, the halt goes on, and so does the
+ *       probe, without a second halt: a server that answers the probe but not the message costs one message at a
+ *       time, not every held one. When no message comes to try it within {@code probe-max-interval}, consumption
+ *       resumes all the same. A halt that follows the previous one closely (a dependency other than the database,
+ *       still down) starts probing at the interval the previous one reached.
  * </ol>
  */
 final class Outage implements SmartLifecycle {
@@ -35,7 +37,7 @@ final class Outage implements SmartLifecycle {
 
     private static final Logger logger = LoggerFactory.getLogger(Outage.class);
 
-    private final DataSource dataSource;
+    private final DatabaseProbe probe;
 
     private final OutageClassifier classifier;
 
@@ -49,7 +51,16 @@ final class Outage implements SmartLifecycle {
 
     private volatile @Nullable Halt halt;
 
-    private volatile @Nullable Thread probe;
+    private volatile @Nullable Thread probeThread;
+
+    /** Whether one message may go through to try the database, the probe having found it answering. */
+    private boolean trial;
+
+    /** Whether a consumer thread took the trial's message. */
+    private boolean trialTaken;
+
+    /** Whether the trial's message met the outage again. */
+    private boolean trialFailed;
 
     private volatile boolean running;
 
@@ -61,11 +72,11 @@ final class Outage implements SmartLifecycle {
     private Instant lastResumed = Instant.EPOCH;
 
     Outage(
-            DataSource dataSource,
+            DatabaseProbe probe,
             OutageClassifier classifier,
             IdempotencyProperties.Outage settings,
             IdempotencyMetrics metrics) {
-        this.dataSource = dataSource;
+        this.probe = probe;
         this.classifier = classifier;
         this.settings = settings;
         this.metrics = metrics;
@@ -110,7 +121,7 @@ final class Outage implements SmartLifecycle {
     public void stop() {
         this.stopped = true;
         this.running = false;
-        Thread probe = this.probe;
+        Thread probe = this.probeThread;
         if (probe != null) {
             probe.interrupt();
         }
@@ -129,10 +140,15 @@ final class Outage implements SmartLifecycle {
         return Integer.MAX_VALUE;
     }
 
-    /** Halts consumption, unless it is halted already. */
+    /** Halts consumption, unless it is halted already; a trial's message that meets it again fails the trial. */
     void detected(Throwable failure) {
         Duration firstInterval;
         synchronized (this.lock) {
+            if (this.trial) {
+                this.trialFailed = true;
+                this.lock.notifyAll();
+                return;
+            }
             if (this.halt != null || this.stopped) {
                 return;
             }
@@ -149,9 +165,11 @@ final class Outage implements SmartLifecycle {
                 describe(failure),
                 firstInterval);
         this.metrics.halted();
+        // Connections opened before the failure (to a server since demoted to read-only, say) are not handed out again.
+        this.probe.evictConnections();
         Thread probe = new Thread(() -> probe(firstInterval), "idempotency-outage-probe");
         probe.setDaemon(true);
-        this.probe = probe;
+        this.probeThread = probe;
         try {
             probe.start();
         } catch (RuntimeException | Error ex) {
@@ -164,12 +182,25 @@ final class Outage implements SmartLifecycle {
     }
 
     /**
-     * Waits while consumption is halted, at most {@code max}.
+     * Waits while consumption is halted, at most {@code max}, before a message is processed. Once the probe finds the
+     * database answering, the first thread to ask goes on, with the trial's message; the others wait for its outcome.
      *
      * @return whether consumption may go on: {@code false} when still halted after {@code max}, or when the
      *     application stops meanwhile
      */
     boolean awaitEnd(Duration max) {
+        return await(max, true);
+    }
+
+    /**
+     * Waits, at most {@code max}, while consumption is halted and the probe has not found the database answering: a
+     * message that met the outage is held so, then given back, and its next delivery may be the one that tries it.
+     */
+    boolean awaitAnswer(Duration max) {
+        return await(max, false);
+    }
+
+    private boolean await(Duration max, boolean takesTheTrial) {
         if (this.halt == null) {
             return true;
         }
@@ -178,6 +209,10 @@ final class Outage implements SmartLifecycle {
             while (this.halt != null) {
                 if (this.stopped) {
                     return false;
+                }
+                if (this.trial && !this.trialTaken) {
+                    this.trialTaken = takesTheTrial;
+                    return true;
                 }
                 long left = deadline - System.nanoTime();
                 if (left <= 0) {
@@ -194,38 +229,82 @@ final class Outage implements SmartLifecycle {
         }
     }
 
+    /** A message's transaction committed, or failed for a reason of its own: the database works. */
+    void worked() {
+        if (this.halt == null) {
+            return;
+        }
+        synchronized (this.lock) {
+            if (this.trial) {
+                resume(this.lastInterval);
+            }
+        }
+    }
+
     private void probe(Duration firstInterval) {
         Duration interval = firstInterval;
         while (!this.stopped && sleep(interval)) {
-            String failure = check();
-            if (failure == null) {
-                resume(interval);
-                return;
+            try {
+                String failure = this.probe.check();
+                if (failure == null) {
+                    if (tryOneMessage(interval)) {
+                        return;
+                    }
+                    failure = "the first message tried met the outage again";
+                }
+                logger.debug("The database does not work yet ({}); next check in {}", failure, interval);
+            } catch (RuntimeException | Error ex) {
+                // The probe goes on whatever fails in it: only a resume or the service stopping ends it.
+                logger.debug("The outage probe failed; next check in {}", interval, ex);
             }
-            logger.debug("The database does not answer yet ({}); next check in {}", failure, interval);
             interval = longer(interval);
         }
     }
 
-    /** {@code null} when the database answers, else why it does not. */
-    private @Nullable String check() {
-        try (Connection connection = this.dataSource.getConnection()) {
-            return connection.isValid(2) ? null : "the connection is not valid";
-        } catch (SQLException | RuntimeException ex) {
-            return ex.getMessage();
+    /**
+     * Lets one message through and waits for its outcome; {@code true} once consumption resumed. With no message to
+     * try it within {@code probe-max-interval}, consumption resumes all the same: the write went through.
+     */
+    private boolean tryOneMessage(Duration interval) {
+        synchronized (this.lock) {
+            this.lastInterval = interval;
+            this.trial = true;
+            this.trialTaken = false;
+            this.trialFailed = false;
+            this.lock.notifyAll();
+            long untried = System.nanoTime() + this.settings.probeMaxInterval().toNanos();
+            while (this.halt != null && !this.trialFailed && !this.stopped) {
+                long left = untried - System.nanoTime();
+                if (!this.trialTaken && left <= 0) {
+                    resume(interval);
+                    break;
+                }
+                try {
+                    this.lock.wait(this.trialTaken ? 100 : Math.max(1, left / 1_000_000));
+                } catch (InterruptedException ex) {
+                    Thread.currentThread().interrupt();
+                    break;
+                }
+            }
+            boolean resumed = this.halt == null;
+            this.trial = false;
+            this.trialTaken = false;
+            return resumed;
         }
     }
 
+    /** Ends the halt; called holding the lock. */
     private void resume(Duration interval) {
-        Duration halted;
-        synchronized (this.lock) {
-            Halt ended = this.halt;
-            this.halt = null;
-            this.lastResumed = Instant.now();
-            this.lastInterval = interval;
-            halted = ended != null ? Duration.between(ended.since(), this.lastResumed) : Duration.ZERO;
-            this.lock.notifyAll();
+        Halt ended = this.halt;
+        if (ended == null) {
+            return;
         }
+        this.halt = null;
+        this.trial = false;
+        this.lastResumed = Instant.now();
+        this.lastInterval = interval;
+        Duration halted = Duration.between(ended.since(), this.lastResumed);
+        this.lock.notifyAll();
         logger.info("Consumption of the guarded bindings {} resumes after {} halted", this.bindingNames, halted);
         this.metrics.resumed(halted);
     }

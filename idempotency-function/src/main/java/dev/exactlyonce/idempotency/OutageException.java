@@ -10,7 +10,18 @@ final class OutageException extends IdempotencyException {
 
     private static final long serialVersionUID = 1L;
 
-    OutageException(String message, @Nullable Throwable cause) {
+    private final boolean held;
+
+    /**
+     * @param held whether the message was held already while consumption was halted (then it is given back at once);
+     *     otherwise it is held in the error path first, until the database answers
+     */
+    OutageException(String message, @Nullable Throwable cause, boolean held) {
         super(message, cause);
+        this.held = held;
+    }
+
+    boolean held() {
+        return this.held;
     }
 }

@@ -33,10 +33,12 @@ final class OutageGiveBack implements ChannelInterceptor {
         }
         Throwable failure = error.getPayload();
         this.outage.detected(failure);
-        if (Failures.find(failure, OutageException.class) == null) {
-            // Not held yet: the attempt found the outage on its own (its last one). One hold per delivery, so that a
-            // delivery is never held longer than max-hold in all.
-            this.outage.awaitEnd(this.outage.maxHold());
+        OutageException given = Failures.find(failure, OutageException.class);
+        if (given == null || !given.held()) {
+            // Not held yet: the attempt found the outage on its own. One hold per delivery, so that a delivery is
+            // never held longer than max-hold in all; it ends as soon as the database answers, and the delivery that
+            // follows is the one that tries it.
+            this.outage.awaitAnswer(this.outage.maxHold());
         }
         String reason =
                 "A dependency is unavailable: the message is given back to be delivered again, not" + " dead-lettered";
@@ -48,7 +50,7 @@ final class OutageGiveBack implements ChannelInterceptor {
      * on RabbitMQ requeued with {@code basic.nack}; on Kafka the container seeks back to it.
      */
     static RuntimeException givenBack(String reason, Throwable failure) {
-        return AMQP ? Requeue.exception(reason, failure) : new OutageException(reason, failure);
+        return AMQP ? Requeue.exception(reason, failure) : new OutageException(reason, failure, true);
     }
 
     /** Loaded only when Spring AMQP is there. */

@@ -98,16 +98,21 @@ final class TransactionPerMessage implements ChannelInterceptor {
                     ("A message of %s was held %s while a dependency is unavailable: given back to the broker, to be"
                                     + " delivered again")
                             .formatted(this.binding.bindingName(), this.outage.maxHold()),
-                    null);
+                    null,
+                    true);
         }
         TransactionStatus transaction;
         try {
             transaction = this.transactionManager.getTransaction(this.definition);
         } catch (RuntimeException ex) {
-            if (this.outage.isOutage(ex)) {
-                this.outage.detected(ex);
-            }
-            throw ex;
+            // Nothing in a message makes a transaction fail to begin: a refused connection (a role locked out, a
+            // password rotated, a database renamed) is the database's condition, whatever its SQLSTATE.
+            this.outage.detected(ex);
+            throw new OutageException(
+                    "Could not begin the transaction of a message of %s: %s"
+                            .formatted(this.binding.bindingName(), ex.getMessage()),
+                    ex,
+                    false);
         }
         GuardedInvocation.open(this.binding, this.transactionManager, transaction, this.outbox);
         logger.debug("Began the transaction of a message of {}", this.binding.bindingName());
@@ -118,6 +123,7 @@ final class TransactionPerMessage implements ChannelInterceptor {
     public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
         GuardedInvocation invocation = current();
         this.transactionManager.commit(invocation.transaction());
+        this.outage.worked();
         if (invocation.claimed() > 0) {
             this.metrics.processed(this.binding, invocation.claimed());
         }
@@ -143,6 +149,9 @@ final class TransactionPerMessage implements ChannelInterceptor {
         boolean outage = failure != null && this.outage.isOutage(failure);
         if (outage) {
             this.outage.detected(failure);
+        } else if (failure != null) {
+            // The message's own failure: the database answered.
+            this.outage.worked();
         }
         // Counted once, when they go to the dead-letter queue: the messages a batch set aside once the rest of it
         // committed (not on each attempt at a batch that rolled back), or the message rejected.

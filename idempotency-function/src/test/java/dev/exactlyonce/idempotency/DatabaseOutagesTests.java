@@ -19,7 +19,11 @@ class DatabaseOutagesTests {
     private final DatabaseOutages outages = new DatabaseOutages(List.of(), List.of());
 
     @ParameterizedTest
-    @ValueSource(strings = {"08000", "08001", "08003", "08006", "57P01", "57P02", "57P03", "53300", "25006"})
+    @ValueSource(
+            strings = {
+                "08000", "08001", "08003", "08006", "57P01", "57P02", "57P03", "53000", "53100", "53200", "53300",
+                "53400", "58000", "58030", "25006"
+            })
     void theSqlStatesOfAnUnavailableDatabaseAreOutagesWhateverTheyAreWrappedIn(String sqlState) {
         SQLException cause = new SQLException("server said no", sqlState);
 
