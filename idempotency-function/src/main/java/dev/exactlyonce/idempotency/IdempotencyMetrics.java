@@ -41,6 +41,9 @@ interface IdempotencyMetrics {
     /** Consumption resumed after it was halted this long. */
     default void resumed(Duration halted) {}
 
+    /** A delivery was given back to the broker during an outage, to be delivered again. */
+    default void givenBack() {}
+
     /** A committed transaction wrote events to the outbox. */
     default void outboxWritten(int events) {}
 

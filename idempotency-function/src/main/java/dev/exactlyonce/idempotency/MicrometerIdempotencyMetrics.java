@@ -32,6 +32,8 @@ import java.util.concurrent.atomic.AtomicLong;
  *       {@code dropped}): partitions the maintenance created or dropped;
  *   <li>{@value #HALTS} (counter): halts of the guarded bindings' consumption for an outage;
  *   <li>{@value #HALTED} (timer): how long each halt lasted, recorded when consumption resumes;
+ *   <li>{@value #HALTED_NOW} (gauge, seconds): how long consumption has been halted, 0 while it runs;
+ *   <li>{@value #GIVEN_BACK} (counter): deliveries given back to the broker during an outage, to be delivered again;
  *   <li>{@value #OUTBOX_WRITTEN}, {@value #OUTBOX_PUBLISHED} (counters): events written to the outbox by committed
  *       transactions, and published by the relay (confirmed by the broker; a run whose mark failed publishes its
  *       rows again, and they count again);
@@ -62,6 +64,13 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
     static final String HALTS = "idempotency.outage.halts";
 
     static final String HALTED = "idempotency.outage.halted";
+
+    static final String HALTED_NOW = "idempotency.outage.halted.now";
+
+    static final String GIVEN_BACK = "idempotency.outage.given.back";
+
+    /** When the halt in progress began, in {@link System#nanoTime()}; 0 while consumption runs. */
+    private final AtomicLong haltedSince = new AtomicLong();
 
     static final String OUTBOX_WRITTEN = "idempotency.outbox.written";
 
@@ -96,6 +105,13 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
         Gauge.builder(OUTBOX_LAG, this.outboxLagMillis, millis -> millis.get() / 1000.0)
                 .description(
                         "How long the oldest outbox row not parked has waited to be published, as the relay last saw it")
+                .baseUnit("seconds")
+                .register(registry);
+        Gauge.builder(HALTED_NOW, this.haltedSince, since -> {
+                    long began = since.get();
+                    return began == 0 ? 0 : (System.nanoTime() - began) / 1e9;
+                })
+                .description("How long the guarded bindings' consumption has been halted, 0 while it runs")
                 .baseUnit("seconds")
                 .register(registry);
         Gauge.builder(OUTBOX_PARKED, this.outboxParked, AtomicLong::get)
@@ -151,6 +167,7 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 
     @Override
     public void halted() {
+        this.haltedSince.set(System.nanoTime());
         Counter.builder(HALTS)
                 .description("Halts of the guarded bindings' consumption while a dependency was unavailable")
                 .register(this.registry)
@@ -159,10 +176,19 @@ final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 
     @Override
     public void resumed(Duration halted) {
+        this.haltedSince.set(0);
         Timer.builder(HALTED)
                 .description("How long the guarded bindings' consumption was halted, per outage")
                 .register(this.registry)
                 .record(halted);
+    }
+
+    @Override
+    public void givenBack() {
+        Counter.builder(GIVEN_BACK)
+                .description("Deliveries given back to the broker during an outage, to be delivered again")
+                .register(this.registry)
+                .increment();
     }
 
     @Override

@@ -96,6 +96,11 @@ final class Outage implements SmartLifecycle {
         return this.classifier.isOutage(failure);
     }
 
+    /** A delivery is given back to the broker, to be delivered again. */
+    void givenBack() {
+        this.metrics.givenBack();
+    }
+
     /** How long a consumer thread holds a message before it gives it back to the broker. */
     Duration maxHold() {
         return this.settings.maxHold();

@@ -42,6 +42,7 @@ final class OutageGiveBack implements ChannelInterceptor {
         }
         String reason =
                 "A dependency is unavailable: the message is given back to be delivered again, not" + " dead-lettered";
+        this.outage.givenBack();
         throw givenBack(reason, failure);
     }
 

@@ -115,6 +115,8 @@ class DatabaseConditionsTests {
 
     @Test
     void aRoleLockedOutHaltsConsumptionAndNothingIsDeadLettered() throws Exception {
+        double givenBack = count(MicrometerIdempotencyMetrics.GIVEN_BACK);
+
         assertHeldWhileAndAppliedOnceAfter(
                 () -> {
                     TestPostgres.server()
@@ -127,6 +129,10 @@ class DatabaseConditionsTests {
                     this.pool.getHikariPoolMXBean().softEvictConnections();
                 },
                 () -> TestPostgres.server().execute("ALTER ROLE \"%s\" LOGIN".formatted(ROLE)));
+
+        assertThat(count(MicrometerIdempotencyMetrics.GIVEN_BACK) - givenBack)
+                .as("the delivery whose transaction could not begin, given back once the database answered")
+                .isEqualTo(1);
     }
 
     @Test
@@ -173,9 +179,21 @@ class DatabaseConditionsTests {
                 .atMost(Duration.ofSeconds(4))
                 .until(() -> this.outage.halt() != null && this.deliveries.lastError() == null);
         assertThat(delivery).as("held while the fault lasts").isNotDone();
+        assertThat(this.meterRegistry
+                        .get(MicrometerIdempotencyMetrics.HALTED_NOW)
+                        .gauge()
+                        .value())
+                .as("how long consumption has been halted, on a dashboard")
+                .isGreaterThan(2.0);
         mend.run();
 
         delivery.get(10, TimeUnit.SECONDS);
+        await().atMost(Duration.ofSeconds(5)).until(() -> this.outage.halt() == null);
+        assertThat(this.meterRegistry
+                        .get(MicrometerIdempotencyMetrics.HALTED_NOW)
+                        .gauge()
+                        .value())
+                .isZero();
         assertThat(effects(event)).as("applied once").isEqualTo(1);
         assertThat(this.deliveries.lastError()).as("nothing dead-lettered").isNull();
         assertThat(count(MicrometerIdempotencyMetrics.HALTS) - halts)
