@@ -24,6 +24,8 @@ import org.springframework.transaction.CannotCreateTransactionException;
  *       {@link DataAccessResourceFailureException}. A SQLSTATE in the chain decides alone: Spring translates classes
  *       53, 54, 57 and 58 into {@code DataAccessResourceFailureException}, and some of them are the message's own
  *       (54000, an index row too big), which would otherwise halt consumption on every delivery of it;
+ *   <li>a message whose transaction could not begin ({@link TransactionNotBegun}), whatever the SQLSTATE: nothing in a
+ *       message makes that fail (a role locked out, a password rotated, a database renamed);
  *   <li>the types listed in {@code idempotency.outage.exceptions}, and what the service's {@link OutageClassifier}
  *       beans recognize.
  * </ul>
@@ -67,7 +69,7 @@ final class DatabaseOutages implements OutageClassifier {
     private boolean found(Throwable failure, int depth, List<String> states) {
         int level = depth;
         for (Throwable cause = failure; cause != null && level < 32; cause = next(cause), level++) {
-            if (cause instanceof OutageException || isDeclared(cause)) {
+            if (cause instanceof OutageException || cause instanceof TransactionNotBegun || isDeclared(cause)) {
                 return true;
             }
             if (cause instanceof SQLException sql && sql.getSQLState() != null) {

@@ -10,18 +10,7 @@ final class OutageException extends IdempotencyException {
 
     private static final long serialVersionUID = 1L;
 
-    private final boolean held;
-
-    /**
-     * @param held whether the message was held already while consumption was halted (then it is given back at once);
-     *     otherwise it is held in the error path first, until the database answers
-     */
-    OutageException(String message, @Nullable Throwable cause, boolean held) {
+    OutageException(String message, @Nullable Throwable cause) {
         super(message, cause);
-        this.held = held;
-    }
-
-    boolean held() {
-        return this.held;
     }
 }

@@ -33,11 +33,10 @@ final class OutageGiveBack implements ChannelInterceptor {
         }
         Throwable failure = error.getPayload();
         this.outage.detected(failure);
-        OutageException given = Failures.find(failure, OutageException.class);
-        if (given == null || !given.held()) {
-            // Not held yet: the attempt found the outage on its own. One hold per delivery, so that a delivery is
-            // never held longer than max-hold in all; it ends as soon as the database answers, and the delivery that
-            // follows is the one that tries it.
+        if (Failures.find(failure, OutageException.class) == null) {
+            // Not held yet: the attempt found the outage on its own (its last one). One hold per delivery, so that a
+            // delivery is never held longer than max-hold in all; it ends as soon as the database answers, and the
+            // delivery that follows may be the one that tries it.
             this.outage.awaitAnswer(this.outage.maxHold());
         }
         String reason =
@@ -51,7 +50,7 @@ final class OutageGiveBack implements ChannelInterceptor {
      * on RabbitMQ requeued with {@code basic.nack}; on Kafka the container seeks back to it.
      */
     static RuntimeException givenBack(String reason, Throwable failure) {
-        return AMQP ? Requeue.exception(reason, failure) : new OutageException(reason, failure, true);
+        return AMQP ? Requeue.exception(reason, failure) : new OutageException(reason, failure);
     }
 
     /** Loaded only when Spring AMQP is there. */

@@ -98,8 +98,7 @@ final class TransactionPerMessage implements ChannelInterceptor {
                     ("A message of %s was held %s while a dependency is unavailable: given back to the broker, to be"
                                     + " delivered again")
                             .formatted(this.binding.bindingName(), this.outage.maxHold()),
-                    null,
-                    true);
+                    null);
         }
         TransactionStatus transaction;
         try {
@@ -107,12 +106,9 @@ final class TransactionPerMessage implements ChannelInterceptor {
         } catch (RuntimeException ex) {
             // Nothing in a message makes a transaction fail to begin: a refused connection (a role locked out, a
             // password rotated, a database renamed) is the database's condition, whatever its SQLSTATE.
-            this.outage.detected(ex);
-            throw new OutageException(
-                    "Could not begin the transaction of a message of %s: %s"
-                            .formatted(this.binding.bindingName(), ex.getMessage()),
-                    ex,
-                    false);
+            TransactionNotBegun failure = new TransactionNotBegun(this.binding.bindingName(), ex);
+            this.outage.detected(failure);
+            throw failure;
         }
         GuardedInvocation.open(this.binding, this.transactionManager, transaction, this.outbox);
         logger.debug("Began the transaction of a message of {}", this.binding.bindingName());

@@ -115,8 +115,6 @@ class DatabaseConditionsTests {
 
     @Test
     void aRoleLockedOutHaltsConsumptionAndNothingIsDeadLettered() throws Exception {
-        double givenBack = count(MicrometerIdempotencyMetrics.GIVEN_BACK);
-
         assertHeldWhileAndAppliedOnceAfter(
                 () -> {
                     TestPostgres.server()
@@ -129,10 +127,6 @@ class DatabaseConditionsTests {
                     this.pool.getHikariPoolMXBean().softEvictConnections();
                 },
                 () -> TestPostgres.server().execute("ALTER ROLE \"%s\" LOGIN".formatted(ROLE)));
-
-        assertThat(count(MicrometerIdempotencyMetrics.GIVEN_BACK) - givenBack)
-                .as("the delivery whose transaction could not begin, given back once the database answered")
-                .isEqualTo(1);
     }
 
     @Test
@@ -173,7 +167,7 @@ class DatabaseConditionsTests {
         double halts = count(MicrometerIdempotencyMetrics.HALTS);
         fault.run();
 
-        CompletableFuture<Void> delivery = CompletableFuture.runAsync(() -> deliverAsABrokerWould(event));
+        CompletableFuture<Void> delivery = this.deliveries.deliverUntilTakenAsync(event, Duration.ofSeconds(60));
         await().atMost(Duration.ofSeconds(10)).until(() -> this.outage.halt() != null);
         await().during(Duration.ofSeconds(3))
                 .atMost(Duration.ofSeconds(4))
@@ -199,34 +193,6 @@ class DatabaseConditionsTests {
         assertThat(count(MicrometerIdempotencyMetrics.HALTS) - halts)
                 .as("one halt, not one per probe that found a connection")
                 .isEqualTo(1);
-    }
-
-    /** Delivers the event, and again each time it is given back to the broker, until it is processed. */
-    private void deliverAsABrokerWould(EventEnvelope<ThingHappened> event) {
-        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
-        while (true) {
-            try {
-                this.deliveries.deliver(event);
-                return;
-            } catch (RuntimeException ex) {
-                if (!String.valueOf(ex).contains("ImmediateRequeueAmqpException")
-                        && !hasCause(ex, "ImmediateRequeueAmqpException")) {
-                    throw ex;
-                }
-                if (System.nanoTime() > deadline) {
-                    throw new AssertionError("still given back after 60 s", ex);
-                }
-            }
-        }
-    }
-
-    private static boolean hasCause(Throwable failure, String simpleName) {
-        for (Throwable cause = failure; cause != null; cause = cause.getCause()) {
-            if (cause.getClass().getSimpleName().equals(simpleName)) {
-                return true;
-            }
-        }
-        return false;
     }
 
     private int effects(EventEnvelope<ThingHappened> event) {

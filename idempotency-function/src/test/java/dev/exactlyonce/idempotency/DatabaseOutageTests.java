@@ -11,6 +11,7 @@ import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.DeliveryRecorder;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.EventDeliveries;
+import dev.exactlyonce.idempotency.test.Pause;
 import dev.exactlyonce.idempotency.test.TcpProxy;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
@@ -194,6 +195,7 @@ class DatabaseOutageTests {
         @Test
         void aMessageHeldLongerThanTheMaximumIsGivenBackToBeDeliveredAgainNotDeadLettered() {
             EventEnvelope<ThingHappened> event = Things.thingHappened();
+            double givenBack = count(MicrometerIdempotencyMetrics.GIVEN_BACK);
             postgres.cut();
 
             assertThatThrownBy(() -> DatabaseOutageTests.this.deliveries.deliver(event))
@@ -203,6 +205,9 @@ class DatabaseOutageTests {
             assertThat(DatabaseOutageTests.this.deliveries.lastError())
                     .as("not dead-lettered")
                     .isNull();
+            assertThat(count(MicrometerIdempotencyMetrics.GIVEN_BACK) - givenBack)
+                    .as("the delivery given back, counted")
+                    .isEqualTo(1);
             postgres.restore();
             await().atMost(Duration.ofSeconds(10)).until(() -> DatabaseOutageTests.this.outage.halt() == null);
 
@@ -210,6 +215,39 @@ class DatabaseOutageTests {
 
             assertThat(effects(event)).isEqualTo(1);
             assertThat(DatabaseOutageTests.this.probe.invocations(FUNCTION)).isEqualTo(1);
+        }
+    }
+
+    /** A network that drops packets without closing the connection, which pgjdbc would wait on without limit. */
+    @Nested
+    @TestPropertySource(properties = "idempotency.outage.socket-timeout=2s")
+    class WithASilentNetwork {
+
+        @Test
+        void aDatabaseThatStopsAnsweringWithoutClosingTheConnectionHaltsConsumptionAndLosesNothing() throws Exception {
+            EventEnvelope<ThingHappened> event = Things.thingHappened();
+            // The event is claimed; the function's own statement goes out on a network gone silent.
+            Pause pause = DatabaseOutageTests.this.probe.pauseNext(FUNCTION);
+            CompletableFuture<Void> delivery =
+                    DatabaseOutageTests.this.deliveries.deliverUntilTakenAsync(event, Duration.ofSeconds(60));
+            pause.awaitReached();
+            postgres.freeze();
+            try {
+                pause.release();
+
+                await().atMost(Duration.ofSeconds(15))
+                        .alias("the statement that waits on the silent network fails, and consumption halts")
+                        .until(() -> DatabaseOutageTests.this.outage.halt() != null);
+                assertThat(delivery).isNotDone();
+            } finally {
+                postgres.thaw();
+            }
+
+            delivery.get(30, TimeUnit.SECONDS);
+            assertThat(effects(event)).isEqualTo(1);
+            assertThat(DatabaseOutageTests.this.deliveries.lastError())
+                    .as("nothing dead-lettered")
+                    .isNull();
         }
     }
 

@@ -3,6 +3,7 @@ package dev.exactlyonce.idempotency.test;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.GuardedDefinitions;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
@@ -57,6 +58,48 @@ public final class EventDeliveries {
         for (int i = 0; i < times; i++) {
             deliverBody(body);
         }
+    }
+
+    /**
+     * Delivers the event, and again each time the service gives it back to the binder to be delivered again (as it
+     * does during an outage), as a broker would, until it is processed, dead-lettered or dropped.
+     *
+     * @throws AssertionError when it is still given back after {@code limit}
+     */
+    public void deliverUntilTaken(EventEnvelope<?> event, Duration limit) {
+        long deadline = System.nanoTime() + limit.toNanos();
+        while (true) {
+            try {
+                deliver(event);
+                return;
+            } catch (RuntimeException ex) {
+                if (!givenBack(ex)) {
+                    throw ex;
+                }
+                if (System.nanoTime() > deadline) {
+                    throw new AssertionError("event %s still given back after %s".formatted(event.eventId(), limit), ex);
+                }
+            }
+        }
+    }
+
+    /** Starts {@link #deliverUntilTaken} on a new thread. */
+    public CompletableFuture<Void> deliverUntilTakenAsync(EventEnvelope<?> event, Duration limit) {
+        return CompletableFuture.runAsync(
+                () -> deliverUntilTaken(event, limit), runnable -> new Thread(runnable, "delivery").start());
+    }
+
+    private static boolean givenBack(Throwable failure) {
+        for (Throwable cause = failure; cause != null; cause = cause.getCause()) {
+            String name = cause.getClass().getSimpleName();
+            if (name.equals("ImmediateRequeueAmqpException") || name.equals("OutageException")) {
+                return true;
+            }
+            if (cause.getCause() == cause) {
+                break;
+            }
+        }
+        return false;
     }
 
     /** Delivers the events as one batch, to a binding in batch mode: one message whose payload is their bodies. */
