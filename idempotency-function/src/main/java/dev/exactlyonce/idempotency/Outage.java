@@ -116,6 +116,10 @@ final class Outage implements SmartLifecycle {
     public void start() {
         this.stopped = false;
         this.running = true;
+        if (this.halt != null) {
+            // Started again while halted (a context stopped and started): a probe takes over from the one stop() ended.
+            startProbe(this.settings.probeInitialInterval());
+        }
     }
 
     /**
@@ -172,11 +176,8 @@ final class Outage implements SmartLifecycle {
         this.metrics.halted();
         // Connections opened before the failure (to a server since demoted to read-only, say) are not handed out again.
         this.probe.evictConnections();
-        Thread probe = new Thread(() -> probe(firstInterval), "idempotency-outage-probe");
-        probe.setDaemon(true);
-        this.probeThread = probe;
         try {
-            probe.start();
+            startProbe(firstInterval);
         } catch (RuntimeException | Error ex) {
             synchronized (this.lock) {
                 this.halt = null;
@@ -184,6 +185,17 @@ final class Outage implements SmartLifecycle {
             }
             throw ex;
         }
+    }
+
+    private void startProbe(Duration firstInterval) {
+        Thread previous = this.probeThread;
+        if (previous != null) {
+            previous.interrupt();
+        }
+        Thread probe = new Thread(() -> probe(firstInterval), "idempotency-outage-probe");
+        probe.setDaemon(true);
+        this.probeThread = probe;
+        probe.start();
     }
 
     /**
@@ -248,7 +260,8 @@ final class Outage implements SmartLifecycle {
 
     private void probe(Duration firstInterval) {
         Duration interval = firstInterval;
-        while (!this.stopped && sleep(interval)) {
+        // Only the latest probe goes on: one that stop() interrupted, or that another replaced, ends.
+        while (!this.stopped && Thread.currentThread() == this.probeThread && sleep(interval)) {
             try {
                 String failure = this.probe.check();
                 if (failure == null) {

@@ -176,6 +176,25 @@ class DatabaseOutageTests {
     }
 
     @Test
+    void aServiceStoppedAndStartedAgainWhileHaltedResumesWhenTheDatabaseAnswers() throws Exception {
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+        postgres.cut();
+        CompletableFuture<Void> delivery = this.deliveries.deliverUntilTakenAsync(event, Duration.ofSeconds(60));
+        await().atMost(Duration.ofSeconds(10)).until(() -> this.outage.halt() != null);
+
+        // What a context's stop() and start() do to it.
+        this.outage.stop();
+        this.outage.start();
+        postgres.restore();
+
+        await().atMost(Duration.ofSeconds(10))
+                .alias("the halt ends once the database answers")
+                .until(() -> this.outage.halt() == null);
+        delivery.get(30, TimeUnit.SECONDS);
+        assertThat(effects(event)).isEqualTo(1);
+    }
+
+    @Test
     void aFailureOfTheMessageWhileTheDatabaseAnswersIsRetriedAndDeadLetteredAsBefore() {
         EventEnvelope<ThingHappened> event = Things.thingHappened();
         this.probe.failNext(FUNCTION, 2);

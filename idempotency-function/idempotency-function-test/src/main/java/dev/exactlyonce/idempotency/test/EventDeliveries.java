@@ -77,7 +77,8 @@ public final class EventDeliveries {
                     throw ex;
                 }
                 if (System.nanoTime() > deadline) {
-                    throw new AssertionError("event %s still given back after %s".formatted(event.eventId(), limit), ex);
+                    throw new AssertionError(
+                            "event %s still given back after %s".formatted(event.eventId(), limit), ex);
                 }
             }
         }
