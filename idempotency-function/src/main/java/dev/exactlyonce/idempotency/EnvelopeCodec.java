@@ -211,7 +211,10 @@ public final class EnvelopeCodec {
         if (!node.isString() || node.stringValue().isBlank()) {
             Reason reason = EVENT_ID.equals(field) ? Reason.INVALID_EVENT_ID : Reason.MISSING_FIELD;
             throw new RejectedMessageException(
-                    reason, eventId, "the envelope's %s is not a non-empty string: %s".formatted(field, node));
+                    reason,
+                    eventId,
+                    "the envelope's %s is not a non-empty string: %s"
+                            .formatted(field, Printable.of(String.valueOf(node))));
         }
         return node.stringValue();
     }
@@ -220,7 +223,9 @@ public final class EnvelopeCodec {
         UUID eventId = parseCanonicalUuid(text);
         if (eventId == null) {
             throw new RejectedMessageException(
-                    Reason.INVALID_EVENT_ID, null, "the envelope's event_id is not a UUID: '%s'".formatted(text));
+                    Reason.INVALID_EVENT_ID,
+                    null,
+                    "the envelope's event_id is not a UUID: '%s'".formatted(Printable.of(text)));
         }
         return eventId;
     }
@@ -236,7 +241,8 @@ public final class EnvelopeCodec {
             throw new RejectedMessageException(
                     Reason.INVALID_OCCURRED_AT,
                     eventId,
-                    "the envelope's occurred_at is not an ISO-8601 instant: %s".formatted(node),
+                    "the envelope's occurred_at is not an ISO-8601 instant: %s"
+                            .formatted(Printable.of(String.valueOf(node))),
                     ex);
         }
     }

@@ -12,6 +12,7 @@ import java.time.Instant;
 import java.time.format.DateTimeParseException;
 import java.util.List;
 import java.util.UUID;
+import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.messaging.MessageHeaders;
 import tools.jackson.databind.JsonNode;
@@ -27,6 +28,11 @@ final class EventReader {
     static final String AMQP_ROUTING_KEY = "amqp_receivedRoutingKey";
 
     static final String AMQP_EXCHANGE = "amqp_receivedExchange";
+
+    static final String KAFKA_TOPIC = "kafka_receivedTopic";
+
+    /** What an event name may hold: it goes into log lines, the MDC and meters' tags, so nothing else. */
+    private static final Pattern NAME = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._-]{0,254}");
 
     /**
      * The prefixes of CloudEvents attributes in binary mode: Kafka's, HTTP's, AMQP's (and AMQP's as some mappers write
@@ -51,6 +57,30 @@ final class EventReader {
     }
 
     IncomingEvent read(MessageHeaders headers, byte[] body) {
+        IncomingEvent event = readEvent(headers, body);
+        if (!NAME.matcher(event.eventName()).matches()) {
+            throw new RejectedMessageException(
+                    Reason.INVALID_EVENT_NAME,
+                    event.eventId(),
+                    ("the event name '%s' holds characters other than letters, digits, '.', '-' and '_', or is longer"
+                                    + " than 255")
+                            .formatted(Printable.of(event.eventName())));
+        }
+        if (this.settings.routeCheck()) {
+            String route = route(headers);
+            if (route != null && !route.equals(event.eventName())) {
+                throw new RejectedMessageException(
+                        Reason.ROUTE_MISMATCH,
+                        event.eventId(),
+                        ("the event's name, %s, is not the routing key or topic it arrived by, '%s': an event is"
+                                        + " published under its own name (idempotency.event-id.route-check)")
+                                .formatted(event.eventName(), Printable.of(route)));
+            }
+        }
+        return event;
+    }
+
+    private IncomingEvent readEvent(MessageHeaders headers, byte[] body) {
         if (this.settings.source() == EventIdSource.ENVELOPE) {
             EventEnvelope<JsonNode> envelope = this.codec.decode(body);
             return new IncomingEvent(
@@ -93,7 +123,7 @@ final class EventReader {
             throw new RejectedMessageException(
                     Reason.INVALID_EVENT_ID,
                     null,
-                    "the message's event id (%s) is not a UUID: '%s'".formatted(describeSource(), text));
+                    "the message's event id (%s) is not a UUID: '%s'".formatted(describeSource(), Printable.of(text)));
         }
         return eventId;
     }
@@ -105,6 +135,17 @@ final class EventReader {
             case CLOUDEVENTS -> "header ce_id";
             case ENVELOPE -> "envelope event_id";
         };
+    }
+
+    /**
+     * What the event was routed by: on RabbitMQ the routing key it was published with, on Kafka its topic; nothing
+     * where the binder says neither (the test binder).
+     */
+    private static @Nullable String route(MessageHeaders headers) {
+        if (headers.containsKey(AMQP_ROUTING_KEY)) {
+            return publishedRoutingKey(headers);
+        }
+        return text(headers, KAFKA_TOPIC);
     }
 
     /**
@@ -147,7 +188,10 @@ final class EventReader {
             return Instant.parse(time);
         } catch (DateTimeParseException ex) {
             throw new RejectedMessageException(
-                    Reason.INVALID_OCCURRED_AT, eventId, "the event time is not an ISO-8601 instant: " + time, ex);
+                    Reason.INVALID_OCCURRED_AT,
+                    eventId,
+                    "the event time is not an ISO-8601 instant: " + Printable.of(time),
+                    ex);
         }
     }
 }

@@ -249,11 +249,17 @@ public record IdempotencyProperties(
      * @param whenMissing What to do with a message that carries no event id: reject it to the dead-letter queue (it
      *     cannot be deduplicated), or let it pass-through to the business function unguarded (no claim; a copy of it
      *     would apply twice). An envelope without event_id is malformed and always rejected.
+     * @param routeCheck Whether an event whose name differs from the routing key (RabbitMQ) or the topic (Kafka) it
+     *     arrived by is rejected: a service allowed to publish one routing key could otherwise route, under it, an event
+     *     of another name to every queue bound to that key. A dead letter moved back to its queue is checked against
+     *     the routing key it was dead-lettered with. Turn it off only where routing keys are not event names (a fanout
+     *     exchange).
      */
     public record EventId(
             @DefaultValue("envelope") EventIdSource source,
             @DefaultValue("event_id") String header,
-            @DefaultValue("reject") MissingEventId whenMissing) {}
+            @DefaultValue("reject") MissingEventId whenMissing,
+            @DefaultValue("true") boolean routeCheck) {}
 
     /** What an event is recorded as processed for. */
     public enum KeyScope {

@@ -25,6 +25,10 @@ public class RejectedMessageException extends IdempotencyException {
         MISSING_FIELD,
         /** The event id is not a UUID. */
         INVALID_EVENT_ID,
+        /** The event name is not a name: it holds characters other than letters, digits, dots, hyphens, underscores. */
+        INVALID_EVENT_NAME,
+        /** The event name is not the routing key (RabbitMQ) or topic (Kafka) the event arrived by. */
+        ROUTE_MISMATCH,
         /** The envelope's {@code occurred_at} is not an ISO-8601 instant. */
         INVALID_OCCURRED_AT,
         /** The event name is not one the business function handles. */
