@@ -51,9 +51,12 @@ final class EventReader {
         this.settings = settings;
     }
 
-    /** Whether events are read from the message's headers (every source but the envelope). */
+    /**
+     * Whether events are read from the message's own headers: from every source but the envelope, and to check the
+     * name against the route the message arrived by (in a batch, each message's own).
+     */
     boolean readsHeaders() {
-        return this.settings.source() != EventIdSource.ENVELOPE;
+        return this.settings.source() != EventIdSource.ENVELOPE || this.settings.routeCheck();
     }
 
     IncomingEvent read(MessageHeaders headers, byte[] body) {

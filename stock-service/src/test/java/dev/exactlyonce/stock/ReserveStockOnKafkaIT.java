@@ -183,6 +183,7 @@ class ReserveStockOnKafkaIT {
     @Test
     void poisonRecordsOfABatchAreDeadLetteredAloneWithTheirReasonsAndTheOthersReserveStockOnce() {
         List<EventEnvelope<Map<String, Object>>> orders = new ArrayList<>();
+        // Published to the topic of another event: not the topic of its name.
         EventEnvelope<Map<String, Object>> unknown =
                 new EventEnvelope<>(UuidV7.generate(), "order.order.unknown.v1", Instant.now(), Map.of());
         EventEnvelope<Map<String, Object>> unmappable =
@@ -205,7 +206,7 @@ class ReserveStockOnKafkaIT {
         send(records);
 
         assertThat(reason(deadLetter(notJson))).startsWith("NOT_JSON: ");
-        assertThat(reason(deadLetter(unknown.eventId().toString()))).startsWith("UNKNOWN_EVENT: ");
+        assertThat(reason(deadLetter(unknown.eventId().toString()))).startsWith("ROUTE_MISMATCH: ");
         assertThat(reason(deadLetter(unmappable.eventId().toString()))).startsWith("INVALID_PAYLOAD: ");
         await().atMost(Duration.ofSeconds(60)).until(() -> orders.stream().allMatch(order -> reservations(order) > 0));
         assertThat(orders).allSatisfy(order -> assertThat(reservations(order)).isEqualTo(1));

@@ -124,7 +124,7 @@ class ReserveStockOnRabbitIT {
             no event_name                       | {"event_id": "%1$s", "payload": %3$s}               | MISSING_FIELD
             no payload                          | {"event_id": "%1$s", "event_name": "%2$s"}          | MISSING_FIELD
             an event_id that is not a UUID      | {"event_id": "order-1", "event_name": "%2$s", "payload": %3$s} | INVALID_EVENT_ID
-            an event_name nobody here handles   | {"event_id": "%1$s", "event_name": "order.order.shipped.v1", "payload": %3$s} | UNKNOWN_EVENT
+            an event_name not its routing key   | {"event_id": "%1$s", "event_name": "order.order.shipped.v1", "payload": %3$s} | ROUTE_MISMATCH
             a product id that is not a UUID     | {"event_id": "%1$s", "event_name": "%2$s", "payload": {"orderId": "%1$s", "lines": [{"productId": "p-1", "quantity": "1.000"}]}} | INVALID_PAYLOAD
             a quantity that is not a decimal    | {"event_id": "%1$s", "event_name": "%2$s", "payload": {"orderId": "%1$s", "lines": [{"productId": "%1$s", "quantity": "a lot"}]}} | INVALID_PAYLOAD
             a missing required field            | {"event_id": "%1$s", "event_name": "%2$s", "payload": {"lines": []}} | INVALID_PAYLOAD
