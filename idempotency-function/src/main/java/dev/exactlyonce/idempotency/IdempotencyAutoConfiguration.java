@@ -54,17 +54,6 @@ class IdempotencyAutoConfiguration {
                 .outage());
     }
 
-    /** Gives the service's PostgreSQL pools a socket timeout, when a definition composes the guard. */
-    @Bean
-    @ConditionalOnGuardedDefinition
-    @ConditionalOnClass(name = "com.zaxxer.hikari.HikariDataSource")
-    static SilentNetworkDefaults idempotencySilentNetworkDefaults(Environment environment) {
-        return new SilentNetworkDefaults(Binder.get(environment)
-                .bindOrCreate("idempotency", IdempotencyProperties.class)
-                .outage()
-                .socketTimeout());
-    }
-
     @Bean
     @ConditionalOnMissingBean
     EnvelopeCodec idempotencyEnvelopeCodec() {

@@ -206,11 +206,11 @@ public record IdempotencyProperties(
      *     whose delivery stays unacknowledged past its consumer timeout (30 minutes by default), Kafka evicts a
      *     consumer that does not poll within max.poll.interval.ms (5 minutes by default).
      * @param startupWait How long start-up waits for the database before it fails (0s: fail at once).
-     * @param socketTimeout How long a connection of a PostgreSQL DataSource pooled by HikariCP waits for the server's
-     *     answer before it fails (the driver's socketTimeout), unless the service sets it: a network that drops
-     *     packets without closing the connection (a firewall, a failed switch, a paused virtual machine) is then an
-     *     outage within that long, not a statement blocked for the kernel's TCP timeout (about 15 minutes). Keep it
-     *     above the longest statement the service runs on that DataSource (0s: the driver's default, no timeout).
+     * @param socketTimeout How long a statement of a guarded message's transaction waits for the database's answer
+     *     (the connection's network timeout, for that transaction only): a network that drops packets without closing
+     *     the connection (a firewall, a failed switch, a paused virtual machine) is then an outage within that long,
+     *     not a statement blocked for the kernel's TCP timeout (about 15 minutes). Keep it above the longest statement
+     *     a business function runs (0s: no limit, the driver's default).
      * @param exceptions Further failures that mean a dependency is down, not that the message is wrong (a payment
      *     provider answering 503, for example): a failure whose chain of causes holds one of them halts consumption as
      *     a database outage does.

@@ -101,6 +101,11 @@ final class Outage implements SmartLifecycle {
         this.metrics.givenBack();
     }
 
+    /** How long a statement of a message's transaction waits for the database's answer: 0 without limit. */
+    Duration socketTimeout() {
+        return this.settings.socketTimeout();
+    }
+
     /** How long a consumer thread holds a message before it gives it back to the broker. */
     Duration maxHold() {
         return this.settings.maxHold();
@@ -151,6 +156,11 @@ final class Outage implements SmartLifecycle {
 
     /** Halts consumption, unless it is halted already; a trial's message that meets it again fails the trial. */
     void detected(Throwable failure) {
+        if (Failures.find(failure, OutageException.class) != null) {
+            // A message given back after its hold ran out: nothing new about the database, no new halt, no failed
+            // trial.
+            return;
+        }
         Duration firstInterval;
         synchronized (this.lock) {
             if (this.trial) {
@@ -260,6 +270,7 @@ final class Outage implements SmartLifecycle {
 
     private void probe(Duration firstInterval) {
         Duration interval = firstInterval;
+        boolean trialFailedBefore = false;
         // Only the latest probe goes on: one that stop() interrupted, or that another replaced, ends.
         while (!this.stopped && Thread.currentThread() == this.probeThread && sleep(interval)) {
             try {
@@ -269,6 +280,12 @@ final class Outage implements SmartLifecycle {
                         return;
                     }
                     failure = "the first message tried met the outage again";
+                    if (!trialFailedBefore) {
+                        trialFailedBefore = true;
+                        logger.warn("The database answers the outage probe's write, but the first message tried met the"
+                                + " outage again: consumption stays halted, and one message is tried after"
+                                + " each probe that passes");
+                    }
                 }
                 logger.debug("The database does not work yet ({}); next check in {}", failure, interval);
             } catch (RuntimeException | Error ex) {
@@ -285,6 +302,9 @@ final class Outage implements SmartLifecycle {
      */
     private boolean tryOneMessage(Duration interval) {
         synchronized (this.lock) {
+            if (Thread.currentThread() != this.probeThread || this.halt == null) {
+                return this.halt == null;
+            }
             this.lastInterval = interval;
             this.trial = true;
             this.trialTaken = false;

@@ -45,7 +45,7 @@ public final class Outbox {
      */
     private static final String INSERT = """
             WITH key_locks AS MATERIALIZED (
-                SELECT count(pg_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox-key'), slot))
+                SELECT count(pg_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox-key:' || current_schema()), slot))
                 FROM (SELECT DISTINCT hashtext(destination || ':' || key) & %d AS slot
                       FROM unnest(?::text[], ?::text[]) AS written (destination, key)
                       ORDER BY slot) AS slots)
@@ -144,6 +144,9 @@ public final class Outbox {
             written = new Written();
             TransactionSynchronizationManager.bindResource(this, written);
             TransactionSynchronizationManager.registerSynchronization(written);
+        } else if (written.inserted) {
+            throw new IllegalStateException("Outbox.emit was called while the transaction commits (from a callback"
+                    + " of its commit, after the outbox wrote its events): emit before the commit begins");
         }
         List<UUID> ids = new ArrayList<>(events.size());
         for (OutgoingEvent event : events) {
@@ -182,6 +185,9 @@ public final class Outbox {
 
         private final List<Row> rows = new ArrayList<>();
 
+        /** Whether the rows were inserted: the commit began. */
+        private boolean inserted;
+
         /** How many rows were written when each savepoint was set: a rollback to it drops the rows written since. */
         private final Map<Object, Integer> savepoints = new IdentityHashMap<>();
 
@@ -212,10 +218,20 @@ public final class Outbox {
         @Override
         public void beforeCommit(boolean readOnly) {
             insert(this.rows);
+            this.inserted = true;
         }
 
         @Override
         public void afterCommit() {
+            if (!this.inserted) {
+                // Registered while the commit's callbacks ran (a first emit from another beforeCommit): too late to be
+                // written, which no exception can tell the caller any more.
+                logger.error(
+                        "{} event(s) emitted while the transaction committed (from a callback of its commit) were not"
+                                + " written to the outbox and will not be published: emit before the commit begins",
+                        this.rows.size());
+                return;
+            }
             // The transaction committed: nothing here may fail its caller, who would retry and emit a second time.
             try {
                 Outbox.this.metrics.outboxWritten(this.rows.size());

@@ -82,6 +82,13 @@ final class OutboxRelay implements SmartLifecycle {
             SELECT %s, extract(epoch FROM clock_timestamp() - publishable_at)
             FROM outbox_event WHERE published_at IS NULL AND %s ORDER BY position LIMIT ?""".formatted(PARTITION, NOT_HELD);
 
+    /**
+     * A run whose connection goes silent must not keep its partitions' locks until the server notices (its TCP
+     * keepalive, hours): the server ends a session idle that long inside the run's transaction.
+     */
+    private static final String IDLE_LIMIT = """
+            SELECT set_config('idle_in_transaction_session_timeout', ?, true)""";
+
     private static final String LOCK = """
             SELECT partition FROM unnest(?::int[]) AS partition
             WHERE pg_try_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox:' || current_schema()), partition)""";
@@ -97,12 +104,12 @@ final class OutboxRelay implements SmartLifecycle {
     private static final String REFUSED = """
             UPDATE outbox_event
             SET attempts = attempts + 1, last_error = refused.reason,
-                next_attempt_at = now() + make_interval(secs => least(power(2, least(attempts, 30)), %d)),
-                parked_at = CASE WHEN attempts + 1 >= ? THEN now() END
+                next_attempt_at = clock_timestamp() + make_interval(secs => least(power(2, least(attempts, 30)), %d)),
+                parked_at = CASE WHEN attempts + 1 >= ? THEN clock_timestamp() END
             FROM unnest(?::uuid[], ?::text[]) AS refused (id, reason)
             WHERE outbox_event.id = refused.id
             RETURNING outbox_event.id, outbox_event.aggregateid, outbox_event.attempts, outbox_event.parked_at IS NOT NULL,
-                      extract(epoch FROM outbox_event.next_attempt_at - now())""".formatted(MAX_KEY_BACKOFF_SECONDS);
+                      extract(epoch FROM outbox_event.next_attempt_at - clock_timestamp())""".formatted(MAX_KEY_BACKOFF_SECONDS);
 
     /**
      * The rows parked, how soon a held key's back-off ends, and how long the oldest row of a held key that is not
@@ -151,6 +158,9 @@ final class OutboxRelay implements SmartLifecycle {
 
     private final int maxAttempts;
 
+    /** {@code idle_in_transaction_session_timeout} of a run: longer than its wait for confirms. */
+    private final String idleLimit;
+
     private final Duration pollInterval;
 
     private final Duration linger;
@@ -177,6 +187,7 @@ final class OutboxRelay implements SmartLifecycle {
         this.destination = destination;
         this.batchSize = properties.batchSize();
         this.maxAttempts = properties.maxAttempts();
+        this.idleLimit = properties.confirmTimeout().plusSeconds(30).toMillis() + "ms";
         this.pollInterval = properties.pollInterval();
         this.linger = properties.linger();
         this.metrics = metrics;
@@ -194,6 +205,7 @@ final class OutboxRelay implements SmartLifecycle {
         TransactionStatus transaction = this.transactions.getTransaction(TransactionDefinition.withDefaults());
         Run run;
         try {
+            this.jdbc.queryForObject(IDLE_LIMIT, String.class, this.idleLimit);
             Candidates candidates = candidates();
             Run batch = publishBatch(candidates.partitions());
             // Read once the run's refusals are counted: the parked rows it set aside count, and their back-off.

@@ -1,10 +1,13 @@
 package dev.exactlyonce.idempotency;
 
+import java.sql.SQLException;
+import java.time.Duration;
 import java.util.List;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.jdbc.datasource.DataSourceUtils;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.support.ChannelInterceptor;
@@ -110,9 +113,31 @@ final class TransactionPerMessage implements ChannelInterceptor {
             this.outage.detected(failure);
             throw failure;
         }
+        limitNetworkWait();
         GuardedInvocation.open(this.binding, this.transactionManager, transaction, this.outbox);
         logger.debug("Began the transaction of a message of {}", this.binding.bindingName());
         return message;
+    }
+
+    /**
+     * Bounds how long a statement of the message's transaction waits for the database's answer (the driver's socket
+     * timeout, for this transaction's connection only: the pool resets it when the connection comes back): a network
+     * that drops packets without closing the connection then fails the statement, an outage, rather than blocking
+     * the consumer thread for the kernel's TCP timeout.
+     */
+    private void limitNetworkWait() {
+        Duration timeout = this.outage.socketTimeout();
+        if (timeout.isZero()) {
+            return;
+        }
+        try {
+            DataSourceUtils.getConnection(this.dataSource).setNetworkTimeout(Runnable::run, (int) timeout.toMillis());
+        } catch (SQLException | RuntimeException ex) {
+            logger.debug(
+                    "Could not bound the network wait of a message of {}: {}",
+                    this.binding.bindingName(),
+                    ex.toString());
+        }
     }
 
     @Override
