@@ -4,6 +4,8 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import com.rabbitmq.client.AMQP;
+import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
@@ -212,9 +214,23 @@ class ReplayToStockServiceIT {
         rabbit.publish(EXCHANGE, event);
     }
 
-    private void deadLetterCopy(EventEnvelope<?> event) {
-        rabbit.publish(
-                "", QUEUE + ".dlq", this.codec.encode(event), event.eventId().toString());
+    /**
+     * A copy of the event in the dead-letter queue, as the binder's republisher leaves it: with the exchange and
+     * routing key it was first published with (the replay moves it back through the default exchange, and the service
+     * checks the event's name against the recorded routing key).
+     */
+    private void deadLetterCopy(EventEnvelope<?> event) throws Exception {
+        AMQP.BasicProperties properties = new AMQP.BasicProperties.Builder()
+                .contentType("application/json")
+                .messageId(event.eventId().toString())
+                .deliveryMode(2)
+                .headers(Map.of("x-original-exchange", EXCHANGE, "x-original-routingKey", event.eventName()))
+                .build();
+        try (Channel channel = connection.createChannel()) {
+            channel.confirmSelect();
+            channel.basicPublish("", QUEUE + ".dlq", properties, this.codec.encode(event));
+            channel.waitForConfirmsOrDie(10_000);
+        }
     }
 
     private static int deadLetters() {
