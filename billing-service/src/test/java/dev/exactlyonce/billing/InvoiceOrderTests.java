@@ -26,6 +26,8 @@ import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.support.ErrorMessage;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -196,6 +198,29 @@ class InvoiceOrderTests {
                 .isEqualTo(2);
         assertThat(provider.chargeCount()).isEqualTo(chargesBefore + 1);
         assertThat(invoices(order)).isEqualTo(1);
+    }
+
+    /**
+     * Thirteen characters of JSON that cost minutes of CPU: 10^100000000 is one digit and an exponent as a
+     * BigDecimal, and rounding the total to cents writes out its hundred million digits, on each attempt.
+     */
+    @Test
+    void anOrderWithAQuantityOfAHundredMillionDigitsIsRejectedBeforeAnyArithmetic() throws Exception {
+        EventEnvelope<Map<String, Object>> order = order("EUR", line("1e100000000", "9.99"));
+        int chargesBefore = provider.chargeCount();
+
+        CompletableFuture<Void> delivery = this.deliveries.deliverAsync(order);
+
+        delivery.get(60, TimeUnit.SECONDS);
+        Message<?> error = this.deliveries.lastError();
+        assertThat(error).as("the binder gave up on the message").isInstanceOf(ErrorMessage.class);
+        Throwable failure = ((ErrorMessage) error).getPayload();
+        assertThat(failure.getCause() != null ? failure.getCause().getMessage() : failure.getMessage())
+                .startsWith("INVALID_PAYLOAD: ")
+                .contains("payload.lines[0].quantity");
+        assertThat(this.probe.invocations(FUNCTION)).isZero();
+        assertThat(invoices(order)).isZero();
+        assertThat(provider.chargeCount()).isEqualTo(chargesBefore);
     }
 
     private static EventEnvelope<Map<String, Object>> occurredAgo(

@@ -3,17 +3,23 @@ package dev.exactlyonce.idempotency;
 import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import java.lang.reflect.Type;
+import java.math.BigDecimal;
 import java.time.Instant;
 import java.time.format.DateTimeParseException;
+import java.util.Map;
 import java.util.UUID;
 import java.util.stream.Collectors;
 import org.jspecify.annotations.Nullable;
 import org.springframework.util.Assert;
 import tools.jackson.core.JacksonException;
+import tools.jackson.core.JsonParser;
+import tools.jackson.databind.DeserializationContext;
 import tools.jackson.databind.DeserializationFeature;
 import tools.jackson.databind.JavaType;
 import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.deser.jdk.NumberDeserializers;
 import tools.jackson.databind.json.JsonMapper;
+import tools.jackson.databind.module.SimpleModule;
 import tools.jackson.databind.node.ObjectNode;
 import tools.jackson.databind.util.RawValue;
 
@@ -26,6 +32,12 @@ import tools.jackson.databind.util.RawValue;
  * with the default mapper every record component is required, unknown properties are ignored (producers may add
  * fields), and decimals, written as strings such as {@code "2.000"} or as JSON numbers, map to
  * {@link java.math.BigDecimal} exactly, scale included (never through a {@code double}).
+ *
+ * <p>What a message costs to read is bounded before it is read ({@link Limits}): a body over the size limit is
+ * rejected unparsed, and a decimal of more digits, or a larger exponent, than the limit allows is rejected wherever it
+ * is in the body, and wherever a payload field maps to a {@code BigDecimal} (from a JSON number or a string), before
+ * any arithmetic: {@code 1e100000000} is thirteen characters of JSON, and rounding it writes out a hundred million
+ * digits. Both are {@link Reason#INVALID_PAYLOAD}.
  */
 public final class EnvelopeCodec {
 
@@ -36,20 +48,49 @@ public final class EnvelopeCodec {
 
     private final JsonMapper jsonMapper;
 
-    /** A codec with the default mapper described above. */
+    private final Limits limits;
+
+    /** A codec with the default mapper described above and the default limits. */
     public EnvelopeCodec() {
-        this(defaultJsonMapper());
+        this(Limits.DEFAULTS);
     }
 
-    /** A codec that maps payloads with the given mapper. */
+    /** A codec with the default mapper described above, bounded by the given limits. */
+    public EnvelopeCodec(Limits limits) {
+        this(defaultJsonMapper(limits), limits);
+    }
+
+    /**
+     * A codec that maps payloads with the given mapper, with the default limits. The size of a body and the digits of
+     * its JSON numbers are checked whatever the mapper; decimals given as strings are checked by the default mapper's
+     * {@code BigDecimal} deserializer (see {@link #defaultJsonMapper(Limits)}).
+     */
     public EnvelopeCodec(JsonMapper jsonMapper) {
+        this(jsonMapper, Limits.DEFAULTS);
+    }
+
+    /** A codec that maps payloads with the given mapper, bounded by the given limits. */
+    public EnvelopeCodec(JsonMapper jsonMapper, Limits limits) {
         Assert.notNull(jsonMapper, "jsonMapper must not be null");
+        Assert.notNull(limits, "limits must not be null");
         this.jsonMapper = jsonMapper;
+        this.limits = limits;
     }
 
     /** The mapper the no-argument constructor uses. */
     public static JsonMapper defaultJsonMapper() {
+        return defaultJsonMapper(Limits.DEFAULTS);
+    }
+
+    /**
+     * The mapper described above, whose {@code BigDecimal}s (from JSON numbers or strings) are refused beyond the
+     * limits' digits.
+     */
+    public static JsonMapper defaultJsonMapper(Limits limits) {
+        SimpleModule boundedDecimals = new SimpleModule("idempotency-bounded-decimals");
+        boundedDecimals.addDeserializer(BigDecimal.class, new BoundedDecimalDeserializer(limits.maxDecimalDigits()));
         return JsonMapper.builder()
+                .addModule(boundedDecimals)
                 .disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
                 .enable(DeserializationFeature.FAIL_ON_MISSING_CREATOR_PROPERTIES)
                 .enable(DeserializationFeature.FAIL_ON_NULL_CREATOR_PROPERTIES)
@@ -182,6 +223,13 @@ public final class EnvelopeCodec {
         if (body.length == 0) {
             throw new RejectedMessageException(Reason.NOT_JSON, null, "the %s is empty".formatted(what));
         }
+        if (body.length > this.limits.maxBytes()) {
+            throw new RejectedMessageException(
+                    Reason.INVALID_PAYLOAD,
+                    null,
+                    "the %s is %d bytes, over the limit of %d (idempotency.payload.max-size)"
+                            .formatted(what, body.length, this.limits.maxBytes()));
+        }
         JsonNode root;
         try {
             root = this.jsonMapper.readTree(body);
@@ -198,6 +246,7 @@ public final class EnvelopeCodec {
                     null,
                     "the %s is JSON but not an object: %s".formatted(what, root.getNodeType()));
         }
+        checkNumbers(root, what.equals(PAYLOAD) ? PAYLOAD : "");
         return root;
     }
 
@@ -251,6 +300,28 @@ public final class EnvelopeCodec {
         return new RejectedMessageException(Reason.MISSING_FIELD, eventId, "the envelope has no %s".formatted(field));
     }
 
+    /**
+     * Rejects a JSON number, anywhere in the tree, whose digits or exponent are beyond the limit: whatever the field's
+     * type, converting it (to a {@code long}, a {@code BigInteger}) or computing with it would cost in proportion.
+     */
+    private void checkNumbers(JsonNode node, String path) {
+        if (node.isObject()) {
+            for (Map.Entry<String, JsonNode> property : node.properties()) {
+                checkNumbers(property.getValue(), path.isEmpty() ? property.getKey() : path + "." + property.getKey());
+            }
+        } else if (node.isArray()) {
+            for (int i = 0; i < node.size(); i++) {
+                checkNumbers(node.get(i), path + "[" + i + "]");
+            }
+        } else if (node.isBigDecimal() || node.isBigInteger()) {
+            BigDecimal value = node.isBigDecimal() ? node.decimalValue() : new BigDecimal(node.bigIntegerValue());
+            if (!this.limits.allows(value)) {
+                throw new RejectedMessageException(
+                        Reason.INVALID_PAYLOAD, null, "%s at %s".formatted(this.limits.refusal(value), path));
+            }
+        }
+    }
+
     private static String location(JacksonException ex) {
         String path = ex.getPath().stream()
                 .map(reference -> reference.getPropertyName() != null
@@ -258,5 +329,52 @@ public final class EnvelopeCodec {
                         : "[" + reference.getIndex() + "]")
                 .collect(Collectors.joining());
         return path.isEmpty() ? "" : " at payload" + path;
+    }
+
+    /**
+     * What a message may cost to read.
+     *
+     * @param maxBytes the largest body read, in bytes
+     * @param maxDecimalDigits the most digits a decimal may have, and the largest exponent (of either sign) it may be
+     *     written with: {@code 1e100} and {@code 1e-100} are allowed with 100, {@code 1e101} is not
+     */
+    public record Limits(long maxBytes, int maxDecimalDigits) {
+
+        /** 4 MiB, 100 digits. */
+        public static final Limits DEFAULTS = new Limits(4L * 1024 * 1024, 100);
+
+        public Limits {
+            Assert.isTrue(maxBytes > 0, "maxBytes must be positive");
+            Assert.isTrue(maxDecimalDigits > 0, "maxDecimalDigits must be positive");
+        }
+
+        boolean allows(BigDecimal value) {
+            return value.precision() <= this.maxDecimalDigits
+                    && Math.abs((long) value.scale()) <= this.maxDecimalDigits;
+        }
+
+        String refusal(BigDecimal value) {
+            return "a decimal of %d digit(s) and scale %d, beyond %d digits or exponent (idempotency.payload.max-decimal-digits)"
+                    .formatted(value.precision(), value.scale(), this.maxDecimalDigits);
+        }
+    }
+
+    /** Jackson's own {@code BigDecimal} deserializer, whose results beyond the limit are refused. */
+    private static final class BoundedDecimalDeserializer extends NumberDeserializers.BigDecimalDeserializer {
+
+        private final Limits limits;
+
+        BoundedDecimalDeserializer(int maxDecimalDigits) {
+            this.limits = new Limits(Long.MAX_VALUE, maxDecimalDigits);
+        }
+
+        @Override
+        public BigDecimal deserialize(JsonParser parser, DeserializationContext context) {
+            BigDecimal value = super.deserialize(parser, context);
+            if (value != null && !this.limits.allows(value)) {
+                return context.reportInputMismatch(this, this.limits.refusal(value));
+            }
+            return value;
+        }
     }
 }

@@ -56,8 +56,8 @@ class IdempotencyAutoConfiguration {
 
     @Bean
     @ConditionalOnMissingBean
-    EnvelopeCodec idempotencyEnvelopeCodec() {
-        return new EnvelopeCodec();
+    EnvelopeCodec idempotencyEnvelopeCodec(IdempotencyProperties properties) {
+        return new EnvelopeCodec(properties.payload().limits());
     }
 
     /**

@@ -6,6 +6,7 @@ import java.util.Map;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.boot.context.properties.bind.DefaultValue;
+import org.springframework.util.unit.DataSize;
 
 /**
  * Configuration of the idempotency guard, under the {@code idempotency} prefix.
@@ -29,6 +30,7 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  * @param outage What the guarded bindings do while the database (or another dependency) is unavailable.
  * @param endpoint The idempotency Actuator endpoint.
  * @param batch How guarded batch bindings (batch-mode) gather their batches.
+ * @param payload What a message may cost to read: its size, the digits of its decimals.
  * @param bindings Per guarded binding (by its name, such as idempotencyGuardreserveStock-in-0): a scope name that stays
  *     the same when functions are renamed or the key scope changes, and the scopes whose claims it takes over.
  * @param retiredScopes Scopes whose claims are given up on purpose: the events they recorded are processed again if a
@@ -48,6 +50,7 @@ public record IdempotencyProperties(
         @DefaultValue Outage outage,
         @DefaultValue Endpoint endpoint,
         @DefaultValue Batch batch,
+        @DefaultValue Payload payload,
         @Nullable Map<String, Binding> bindings,
         @Nullable List<String> retiredScopes) {
 
@@ -189,6 +192,33 @@ public record IdempotencyProperties(
             if (maxWait.isNegative()) {
                 throw new IllegalArgumentException("idempotency.batch.max-wait must not be negative");
             }
+        }
+    }
+
+    /**
+     * What a guarded message may cost to read, under {@code idempotency.payload}: a message beyond either bound is
+     * rejected ({@code INVALID_PAYLOAD}, dead-lettered with its reason) before it is parsed or computed with.
+     *
+     * @param maxSize The largest message body read. Keep it at or under the broker's own bound (RabbitMQ's
+     *     {@code max_message_size}, Kafka's {@code max.message.bytes}), which bounds what a consumer holds in memory.
+     * @param maxDecimalDigits The most digits a decimal may have, and the largest exponent it may be written with, in
+     *     a JSON number anywhere in the body or a string mapped to a {@code BigDecimal}: {@code 1e100000000} is
+     *     thirteen characters, and rounding it writes out a hundred million digits, for minutes.
+     */
+    public record Payload(
+            @DefaultValue("4MB") DataSize maxSize,
+            @DefaultValue("100") int maxDecimalDigits) {
+
+        public Payload {
+            if (maxSize.toBytes() <= 0 || maxDecimalDigits <= 0) {
+                throw new IllegalArgumentException(
+                        "idempotency.payload.max-size and idempotency.payload.max-decimal-digits must be positive");
+            }
+        }
+
+        /** These bounds, as the codec takes them. */
+        public EnvelopeCodec.Limits limits() {
+            return new EnvelopeCodec.Limits(this.maxSize.toBytes(), this.maxDecimalDigits);
         }
     }
 

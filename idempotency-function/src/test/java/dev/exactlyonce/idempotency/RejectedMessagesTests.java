@@ -81,6 +81,11 @@ class RejectedMessagesTests {
             a thing id that is no UUID    | {"event_id": "%1$s", "event_name": "test.thing.happened.v1", "payload": {"thingId": "t-1", "amount": "1"}} | INVALID_PAYLOAD
             an amount that is no decimal  | {"event_id": "%1$s", "event_name": "test.thing.happened.v1", "payload": {"thingId": "%1$s", "amount": "ten"}} | INVALID_PAYLOAD
             a missing amount              | {"event_id": "%1$s", "event_name": "test.thing.happened.v1", "payload": {"thingId": "%1$s"}} | INVALID_PAYLOAD
+            an amount of 10^100000000     | {"event_id": "%1$s", "event_name": "test.thing.happened.v1", "payload": {"thingId": "%1$s", "amount": 1e100000000}} | INVALID_PAYLOAD
+            the same amount as a string   | {"event_id": "%1$s", "event_name": "test.thing.happened.v1", "payload": {"thingId": "%1$s", "amount": "1e100000000"}} | INVALID_PAYLOAD
+            a tiny amount as a string     | {"event_id": "%1$s", "event_name": "test.thing.happened.v1", "payload": {"thingId": "%1$s", "amount": "1e-100000000"}} | INVALID_PAYLOAD
+            an amount of 101 digits       | {"event_id": "%1$s", "event_name": "test.thing.happened.v1", "payload": {"thingId": "%1$s", "amount": 12345678901234567890123456789012345678901234567890123456789012345678901234567890123456789012345678901}} | INVALID_PAYLOAD
+            a huge number anywhere        | {"event_id": "%1$s", "event_name": "test.thing.happened.v1", "payload": {"thingId": "%1$s", "amount": "1", "note": -1E+999999999}} | INVALID_PAYLOAD
             """)
     void aPoisonMessageFailsOnceWithItsReasonAndTheNextMessageIsProcessed(String kind, String body, String reason) {
         this.deliveries.deliverBody((body == null ? "" : body.formatted(EVENT_ID)).getBytes(UTF_8));
@@ -106,6 +111,19 @@ class RejectedMessagesTests {
         assertThat(deadLetteredReason())
                 .startsWith("INVALID_PAYLOAD: the payload of test.thing.happened.v1 does not map to ThingHappened")
                 .contains("at payload.amount");
+    }
+
+    @Test
+    void aBodyOverTheSizeLimitIsRejectedUnparsed() {
+        String note = "x".repeat(4 * 1024 * 1024);
+        this.deliveries.deliverBody("""
+                {"event_id": "%1$s", "event_name": "test.thing.happened.v1",
+                 "payload": {"thingId": "%1$s", "amount": "1", "note": "%2$s"}}""".formatted(EVENT_ID, note).getBytes(UTF_8));
+
+        assertThat(this.probe.invocations(FUNCTION)).isZero();
+        assertThat(deadLetteredReason())
+                .startsWith("INVALID_PAYLOAD: the message body is 4194")
+                .contains("idempotency.payload.max-size");
     }
 
     @Test
