@@ -41,6 +41,10 @@ import org.springframework.util.StringUtils;
  *       RabbitMQ queue that is not durable ({@code durable-subscription: false}: no dead-letter queue either), and a
  *       RabbitMQ queue declared earlier without a dead-letter queue (by a service that ran without this default: the
  *       broker refuses (406) to declare an existing queue again with a dead-letter exchange);
+ *   <li>on Kafka, the dead-letter producer's serializers: byte arrays, so that a rejected record, key included, is
+ *       written to the dead-letter topic as it came (without them, a record with a key fails to be dead-lettered and is
+ *       skipped), unless the service set them; a consumer that deserializes keys or values to anything else, without
+ *       serializers set for its dead letters, is refused at start-up;
  *   <li>on Kafka, the container's error handler: a record given back during an outage is sought back to every second,
  *       without limit, where the container's error handler would skip it (after ten failures with a dead-letter
  *       topic, at once without), losing it. Any other failure that reaches the container is handled as the binder's
@@ -84,6 +88,10 @@ final class BinderConsumers {
 
     private static final Logger logger = LoggerFactory.getLogger(BinderConsumers.class);
 
+    private static final String BYTE_ARRAY_SERIALIZER = "org.apache.kafka.common.serialization.ByteArraySerializer";
+
+    private static final String BYTE_ARRAY_DESERIALIZER = "org.apache.kafka.common.serialization.ByteArrayDeserializer";
+
     /** The binders' switches: the property of their consumer properties, and its name in configuration. */
     private static final Map<String, String> SWITCHES =
             Map.of("autoBindDlq", "auto-bind-dlq", "enableDlq", "enable-dlq");
@@ -123,6 +131,7 @@ final class BinderConsumers {
             refuseWithoutDeadLetterQueue(extended, consumerProperties, bindingName, grouped);
         }
         setKafkaErrorHandler(consumerProperties, bindingName);
+        setDeadLetterSerializers(consumerProperties, bindingName);
         if (this.bindings.getConsumerProperties(bindingName).isBatchMode()) {
             setBatchDefaults(extended, consumerProperties, bindingName);
         }
@@ -247,6 +256,65 @@ final class BinderConsumers {
                         name);
             }
         });
+    }
+
+    /**
+     * Kafka: the dead-letter producer writes a rejected record as it came. The guard reads records natively
+     * ({@code use-native-decoding}), so the binder hands that producer the record's key and value as the consumer's
+     * deserializers made them, and needs serializers for them: without, a record with a key fails to be
+     * dead-lettered, and once the error handler gives up it is skipped, lost. Byte arrays, what the binder's consumer
+     * reads by default, unless the service set the producer's serializers; a consumer that deserializes to something
+     * else is refused at start-up, since only the service knows how to write its keys and values back.
+     */
+    private void setDeadLetterSerializers(BeanWrapper consumer, String bindingName) {
+        if (!consumer.isReadableProperty("dlqProducerProperties")
+                || !Boolean.TRUE.equals(consumer.getPropertyValue("enableDlq"))) {
+            return;
+        }
+        Map<String, String> producer = configurationOf(consumer.getPropertyValue("dlqProducerProperties"));
+        Map<String, String> reader = configurationOf(consumer.getWrappedInstance());
+        for (String part : List.of("key", "value")) {
+            String serializer = part + ".serializer";
+            if (producer.containsKey(serializer)) {
+                continue;
+            }
+            String deserializer = deserializer(reader, part);
+            if (deserializer != null && !deserializer.equals(BYTE_ARRAY_DESERIALIZER)) {
+                throw new StartupRefusal(
+                        ("Binding %s reads record %ss with %s, and its dead-letter producer has no %s to write them"
+                                        + " back: a rejected record would fail to be dead-lettered, and be lost")
+                                .formatted(bindingName, part, deserializer, serializer),
+                        ("Set spring.cloud.stream.kafka.bindings.%s.consumer.dlq-producer-properties.configuration.%s"
+                                        + " to the serializer that matches %s")
+                                .formatted(bindingName, serializer, deserializer));
+            }
+            producer.put(serializer, BYTE_ARRAY_SERIALIZER);
+        }
+    }
+
+    /** The deserializer the binding's consumer reads a record's key or value with, where the service set one. */
+    private @Nullable String deserializer(Map<String, String> binding, String part) {
+        String property = part + ".deserializer";
+        if (binding.containsKey(property)) {
+            return binding.get(property);
+        }
+        for (String name : List.of(
+                "spring.cloud.stream.kafka.binder.consumer-properties." + property,
+                "spring.cloud.stream.kafka.binder.configuration." + property,
+                "spring.kafka.consumer." + part + "-deserializer")) {
+            String value = this.environment.getProperty(name);
+            if (value != null) {
+                return value;
+            }
+        }
+        return null;
+    }
+
+    @SuppressWarnings("unchecked")
+    private static Map<String, String> configurationOf(@Nullable Object properties) {
+        Object configuration =
+                properties != null ? new BeanWrapperImpl(properties).getPropertyValue("configuration") : null;
+        return configuration instanceof Map<?, ?> map ? (Map<String, String>) map : new LinkedHashMap<>();
     }
 
     /** A guarded Kafka binding's error handler (see the class's description), unless the binding names its own. */
