@@ -14,7 +14,7 @@ import org.springframework.core.io.FileSystemResource;
 /**
  * What each service's {@code application.yml} must keep for least privilege, read from the files the jars are built
  * from (the services' own tests set the ports and exchanges they need themselves, so they would not notice): Actuator
- * on a port of its own, the purge endpoint's write operation left off, and a service's broker user declaring no
+ * on a port of its own and on the loopback interface, the purge endpoint's write operation left off, and a service's broker user declaring no
  * exchange, its dead letters going through an exchange of its own.
  */
 class ServicesConfigurationTests {
@@ -23,13 +23,16 @@ class ServicesConfigurationTests {
 
     @ParameterizedTest
     @FieldSource("services")
-    void actuatorAnswersOnAPortOfItsOwnAndThePurgeIsOff(ShopScenario.Service service) {
+    void actuatorAnswersOnAPortOfItsOwnOnTheLoopbackInterfaceAndThePurgeIsOff(ShopScenario.Service service) {
         Properties yaml = applicationYaml(service);
 
         assertThat(yaml.getProperty("management.server.port"))
                 .as("a management port")
                 .isNotBlank()
                 .isNotEqualTo(yaml.getProperty("server.port"));
+        assertThat(yaml.getProperty("management.server.address"))
+                .as("Actuator answering on the loopback interface only, unless the deployment says otherwise")
+                .isEqualTo("127.0.0.1");
         assertThat(yaml.getProperty("idempotency.endpoint.purge-enabled", "false"))
                 .as("the purge left off")
                 .isEqualTo("false");
