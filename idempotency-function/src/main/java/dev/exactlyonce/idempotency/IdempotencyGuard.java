@@ -100,6 +100,19 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     }
 
     /**
+     * The event id the guard reads from a message as the binder delivered it (one message of a batch: its own headers
+     * and body), wherever {@code idempotency.event-id.source} says it is; {@code null} when the message carries none
+     * the guard could read. For tools and tests that follow messages by event id as the guard does.
+     */
+    public @Nullable UUID eventIdOf(MessageHeaders headers, byte[] body) {
+        try {
+            return this.reader.read(headers, body).eventId();
+        } catch (RejectedMessageException ex) {
+            return ex.eventId();
+        }
+    }
+
+    /**
      * Guards a message, observed as {@value #OBSERVATION} (the guard's own work: reading the message and claiming its
      * id), with the binding, the business function and the outcome: {@code processed} (a first delivery, claimed and
      * handed to the business function; the {@code idempotency.events.processed} counter counts those that committed),

@@ -4,28 +4,48 @@ import dev.exactlyonce.idempotency.GuardedDefinitions;
 import java.util.Map;
 import java.util.Queue;
 import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ConcurrentLinkedQueue;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 import java.util.function.Function;
 import org.aopalliance.intercept.MethodInterceptor;
+import org.jspecify.annotations.Nullable;
 import org.springframework.aop.framework.ProxyFactory;
+import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.context.EnvironmentAware;
 import org.springframework.core.Ordered;
 import org.springframework.core.env.Environment;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.support.ChannelInterceptor;
+import org.springframework.transaction.support.TransactionSynchronization;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 /**
  * Watches the service's business functions (those named in {@code spring.cloud.function.definition}): counts their
  * invocations, and on request fails or holds the next ones after they ran, inside their transaction.
  *
  * <p>It wraps the function itself, inside the guard's decoration, so an invocation counts only when the function
- * really ran: a duplicate the guard discarded is not counted.
+ * really ran: a duplicate the guard discarded is not counted. A failure it injects ({@link #failNext}) fails the
+ * transaction's commit, after the function returned and the events it emitted were written to the outbox, where a
+ * real failure of the commit would roll them back with the effect.
+ *
+ * <p>It fails loudly rather than let a test pass on nothing: a guarded function it could not wrap (declared as a
+ * {@code FunctionRegistration}, or as a bean of another name) fails the start-up, and a name it does not watch (a typo)
+ * fails the call.
  */
-public final class BusinessFunctionProbe implements BeanPostProcessor, EnvironmentAware, Ordered {
+public final class BusinessFunctionProbe
+        implements BeanPostProcessor, EnvironmentAware, Ordered, SmartInitializingSingleton {
 
     private Set<String> functionNames = Set.of();
+
+    private final Set<String> wrapped = ConcurrentHashMap.newKeySet();
+
+    /** The function whose injected failure the transaction running on this thread is to fail its commit with. */
+    private final ThreadLocal<String> failingCommit = new ThreadLocal<>();
 
     private final Map<String, AtomicInteger> invocations = new ConcurrentHashMap<>();
 
@@ -45,14 +65,23 @@ public final class BusinessFunctionProbe implements BeanPostProcessor, Environme
         return Ordered.HIGHEST_PRECEDENCE;
     }
 
-    /** How many times the function was called (including calls that then failed). */
+    /**
+     * How many times the function was called (including calls that then failed).
+     *
+     * @throws IllegalArgumentException when no business function of that name is watched
+     */
     public int invocations(String functionName) {
-        return counter(this.invocations, functionName).get();
+        return counter(this.invocations, watched(functionName)).get();
     }
 
-    /** The next {@code count} runs of the function throw an {@link InjectedFailure} after the function ran. */
+    /**
+     * The next {@code count} runs of the function fail with an {@link InjectedFailure}: each runs, emits what it
+     * emits, and its transaction's commit fails once the outbox rows are written, so everything rolls back.
+     *
+     * @throws IllegalArgumentException when no business function of that name is watched
+     */
     public void failNext(String functionName, int count) {
-        counter(this.failures, functionName).addAndGet(count);
+        counter(this.failures, watched(functionName)).addAndGet(count);
     }
 
     /**
@@ -62,13 +91,13 @@ public final class BusinessFunctionProbe implements BeanPostProcessor, Environme
      */
     public void failNextWith(String functionName, Throwable failure) {
         this.thrown
-                .computeIfAbsent(functionName, name -> new ConcurrentLinkedQueue<>())
+                .computeIfAbsent(watched(functionName), name -> new ConcurrentLinkedQueue<>())
                 .add(failure);
     }
 
     /** The next run of the function is held after it ran, until the returned pause is released. */
     public Pause pauseNext(String functionName) {
-        Pause pause = new Pause(functionName);
+        Pause pause = new Pause(watched(functionName));
         this.pauses
                 .computeIfAbsent(functionName, name -> new ConcurrentLinkedQueue<>())
                 .add(pause);
@@ -89,6 +118,7 @@ public final class BusinessFunctionProbe implements BeanPostProcessor, Environme
                 || !(bean instanceof Consumer<?> || bean instanceof Function<?, ?>)) {
             return bean;
         }
+        this.wrapped.add(beanName);
         ProxyFactory proxyFactory = new ProxyFactory(bean);
         proxyFactory.addAdvice((MethodInterceptor) invocation -> {
             if (!invocation.getMethod().getName().equals("accept")
@@ -101,7 +131,11 @@ public final class BusinessFunctionProbe implements BeanPostProcessor, Environme
             Pause pause = pending != null ? pending.poll() : null;
             boolean fail = pause != null && pause.hold();
             if (fail || counter(this.failures, beanName).getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
-                throw new InjectedFailure(beanName);
+                if (!TransactionSynchronizationManager.isSynchronizationActive()) {
+                    throw new InjectedFailure(beanName);
+                }
+                // Failed at the commit (see failAtCommit), once what the function emits is written.
+                this.failingCommit.set(beanName);
             }
             Queue<Throwable> failures = this.thrown.get(beanName);
             Throwable failure = failures != null ? failures.poll() : null;
@@ -111,6 +145,62 @@ public final class BusinessFunctionProbe implements BeanPostProcessor, Environme
             return result;
         });
         return proxyFactory.getProxy(bean.getClass().getClassLoader());
+    }
+
+    /** Every guarded business function must be watched, or a test's count of its invocations would read 0. */
+    @Override
+    public void afterSingletonsInstantiated() {
+        Set<String> unwatched = new TreeSet<>(this.functionNames);
+        unwatched.removeAll(this.wrapped);
+        if (!unwatched.isEmpty()) {
+            throw new IllegalStateException(("The test kit's BusinessFunctionProbe cannot watch %s: it wraps a guarded"
+                            + " business function declared as a bean of the name the function definition gives it, a"
+                            + " java.util.function.Function or Consumer (not a FunctionRegistration, nor a bean of"
+                            + " another name), and would count 0 invocations of it whatever happened. Declare it so, or"
+                            + " leave the function out of the tests that use the probe")
+                    .formatted(unwatched));
+        }
+    }
+
+    /**
+     * The interceptor, placed before the transaction's on each guarded input channel, that fails the commit of a
+     * transaction in which a function was asked to fail: its synchronization, registered after the outbox's, throws
+     * once the outbox rows are written, and the transaction manager rolls back the claim, the effect and the rows.
+     */
+    ChannelInterceptor failAtCommit() {
+        return new ChannelInterceptor() {
+            @Override
+            public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
+                String functionName = BusinessFunctionProbe.this.failingCommit.get();
+                BusinessFunctionProbe.this.failingCommit.remove();
+                if (functionName == null) {
+                    return;
+                }
+                if (!TransactionSynchronizationManager.isSynchronizationActive()) {
+                    throw new InjectedFailure(functionName);
+                }
+                TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                    @Override
+                    public void beforeCommit(boolean readOnly) {
+                        throw new InjectedFailure(functionName);
+                    }
+                });
+            }
+
+            @Override
+            public void afterSendCompletion(
+                    Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
+                BusinessFunctionProbe.this.failingCommit.remove();
+            }
+        };
+    }
+
+    private String watched(String functionName) {
+        if (!this.wrapped.contains(functionName)) {
+            throw new IllegalArgumentException("No business function named '%s' is watched; the probe watches %s"
+                    .formatted(functionName, new TreeSet<>(this.wrapped)));
+        }
+        return functionName;
     }
 
     private static AtomicInteger counter(Map<String, AtomicInteger> counters, String functionName) {

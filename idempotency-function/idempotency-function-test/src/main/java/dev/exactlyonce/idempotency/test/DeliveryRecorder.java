@@ -2,19 +2,23 @@ package dev.exactlyonce.idempotency.test;
 
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.GuardedDefinitions;
+import dev.exactlyonce.idempotency.IdempotencyGuard;
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.ListableBeanFactory;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.context.SmartLifecycle;
 import org.springframework.core.env.Environment;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.MessageHeaders;
 import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.InterceptableChannel;
 
@@ -29,7 +33,8 @@ public final class DeliveryRecorder implements SmartLifecycle {
     /**
      * One attempt at a message.
      *
-     * @param eventId the envelope's event id, or {@code null} when the body is not an envelope
+     * @param eventId the event id, read as the guard reads it (from the envelope, or the header that
+     *     {@code idempotency.event-id.source} names), or {@code null} when the message carries none it could read
      * @param headers the headers of the message as the binder delivered it
      * @param failure what the attempt threw, or {@code null} when it committed
      */
@@ -56,9 +61,12 @@ public final class DeliveryRecorder implements SmartLifecycle {
 
     private volatile boolean running;
 
+    private final ObjectProvider<IdempotencyGuard> guard;
+
     DeliveryRecorder(ListableBeanFactory beanFactory, Environment environment) {
         this.beanFactory = beanFactory;
         this.environment = environment;
+        this.guard = beanFactory.getBeanProvider(IdempotencyGuard.class);
     }
 
     /** The attempts at messages carrying this event id, in order. */
@@ -75,16 +83,29 @@ public final class DeliveryRecorder implements SmartLifecycle {
 
     /**
      * Runs the action once, after the next attempt at this event commits and before the binder acknowledges it; for
-     * example, closing the broker connection so that the acknowledgement is lost.
+     * example, closing the broker connection so that the acknowledgement is lost. An action that has not run when the
+     * test ends fails the test ({@link #reset}): no attempt at that event committed, and whatever the test asserted
+     * about the lost acknowledgement was not tested.
      */
     public void afterCommit(UUID eventId, Runnable action) {
         this.afterCommit.put(eventId, action);
     }
 
-    /** Forgets the attempts recorded so far and the pending actions. */
+    /**
+     * Forgets the attempts recorded so far and the pending actions; done before each test method by the test kit.
+     *
+     * @throws IllegalStateException when an {@link #afterCommit} action never ran
+     */
     public void reset() {
+        Set<UUID> neverRan = Set.copyOf(this.afterCommit.keySet());
         this.attempts.clear();
         this.afterCommit.clear();
+        if (!neverRan.isEmpty()) {
+            throw new IllegalStateException(("The action after the commit of event(s) %s never ran: no attempt at"
+                            + " them committed (were they delivered, and does the service read their ids where the"
+                            + " test wrote them?)")
+                    .formatted(neverRan));
+        }
     }
 
     /**
@@ -99,16 +120,18 @@ public final class DeliveryRecorder implements SmartLifecycle {
                     Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
                 List<?> bodies = bodies(message);
                 for (int index = 0; index < bodies.size(); index++) {
+                    Map<String, Object> headers = headers(message, index);
                     DeliveryRecorder.this.attempts.add(
-                            new Attempt(eventId(bodies.get(index)), headers(message, index), failure));
+                            new Attempt(eventId(headers, bodies.get(index)), headers, failure));
                 }
             }
         };
         ChannelInterceptor afterCommit = new ChannelInterceptor() {
             @Override
             public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
-                for (Object body : bodies(message)) {
-                    UUID eventId = eventId(body);
+                List<?> bodies = bodies(message);
+                for (int index = 0; index < bodies.size(); index++) {
+                    UUID eventId = eventId(headers(message, index), bodies.get(index));
                     Runnable action = eventId != null ? DeliveryRecorder.this.afterCommit.remove(eventId) : null;
                     if (action != null) {
                         action.run();
@@ -116,7 +139,13 @@ public final class DeliveryRecorder implements SmartLifecycle {
                 }
             }
         };
+        BusinessFunctionProbe probe =
+                this.beanFactory.getBeanProvider(BusinessFunctionProbe.class).getIfAvailable();
         for (InterceptableChannel channel : guardedInputChannels()) {
+            if (probe != null) {
+                // Before the transaction's interceptor: it fails the commit that follows.
+                channel.addInterceptor(0, probe.failAtCommit());
+            }
             channel.addInterceptor(0, recording);
             channel.addInterceptor(afterCommit);
         }
@@ -157,9 +186,14 @@ public final class DeliveryRecorder implements SmartLifecycle {
         return message.getPayload() instanceof List<?> batch ? batch : List.of(message.getPayload());
     }
 
-    private @Nullable UUID eventId(Object payload) {
+    /** The event id as the guard reads it, wherever the service reads ids from. */
+    private @Nullable UUID eventId(Map<String, Object> headers, Object payload) {
         if (!(payload instanceof byte[] body)) {
             return null;
+        }
+        IdempotencyGuard guard = this.guard.getIfAvailable();
+        if (guard != null) {
+            return guard.eventIdOf(new MessageHeaders(headers), body);
         }
         try {
             return this.codec.decode(body).eventId();
