@@ -200,10 +200,10 @@ public record IdempotencyProperties(
      * rejected ({@code INVALID_PAYLOAD}, dead-lettered with its reason) before it is parsed or computed with.
      *
      * @param maxSize The largest message body read. Keep it at or under the broker's own bound (RabbitMQ's
-     *     {@code max_message_size}, Kafka's {@code max.message.bytes}), which bounds what a consumer holds in memory.
+     *     max_message_size, Kafka's max.message.bytes), which bounds what a consumer holds in memory.
      * @param maxDecimalDigits The most digits a decimal may have, and the largest exponent it may be written with, in
-     *     a JSON number anywhere in the body or a string mapped to a {@code BigDecimal}: {@code 1e100000000} is
-     *     thirteen characters, and rounding it writes out a hundred million digits, for minutes.
+     *     a JSON number anywhere in the body or a string mapped to a BigDecimal: 1e100000000 is thirteen characters,
+     *     and rounding it writes out a hundred million digits, for minutes.
      */
     public record Payload(
             @DefaultValue("4MB") DataSize maxSize,
