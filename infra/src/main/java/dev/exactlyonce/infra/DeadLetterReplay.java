@@ -5,6 +5,7 @@ import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.idempotency.Printable;
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.io.IOException;
@@ -224,6 +225,10 @@ final class DeadLetterReplay {
         Object reason = message.getProps().getHeaders() != null
                 ? message.getProps().getHeaders().get("x-exception-message")
                 : null;
-        return "%s: %s".formatted(eventId != null ? eventId : "(no event id)", reason != null ? reason : "");
+        // Written by whoever dead-lettered the message, or published it to the dead-letter queue: escaped and cut.
+        return "%s: %s"
+                .formatted(
+                        eventId != null ? eventId : "(no event id)",
+                        reason != null ? Printable.of(reason.toString()) : "");
     }
 }

@@ -117,6 +117,23 @@ class DeadLetterReplayIT {
         assertThat(drain(this.queue + ".dlq")).hasSize(1);
     }
 
+    @Test
+    void aDryRunPrintsADeadLettersReasonEscapedAndCut() throws Exception {
+        UUID event = UUID.randomUUID();
+        // Written by whoever published the dead letter: a terminal escape that clears the screen, a line forged after
+        // a line break, and a reason as long as a message.
+        String reason = "INVALID_PAYLOAD: \u001b[2J\nreplay " + UUID.randomUUID() + ": fine" + "x".repeat(10_000);
+        deadLetterBody("""
+                {"event_id": "%s", "event_name": "order.order.placed.v1", "payload": {}}""".formatted(event).getBytes(UTF_8), Map.of("x-exception-message", reason));
+
+        this.replay.replay(connection, this.queue, Set.of(), true);
+
+        String printed = this.output.toString(UTF_8);
+        assertThat(printed).doesNotContain("\u001b").contains("\\u001b[2J\\u000areplay ");
+        assertThat(printed.lines().filter(line -> line.startsWith("  replay"))).hasSize(1);
+        assertThat(printed.lines().mapToInt(String::length).max().orElseThrow()).isLessThan(400);
+    }
+
     @ParameterizedTest(name = "{0} queues")
     @ValueSource(strings = {"quorum", "classic"})
     void aDryRunListsEachDeadLetterOnceInOrderAndLeavesThemInOrder(String queueType) throws Exception {
@@ -262,8 +279,8 @@ class DeadLetterReplayIT {
     }
 
     private void deadLetterBody(byte[] body, Map<String, Object> headers) throws Exception {
-        Map<String, Object> all = new HashMap<>(headers);
-        all.put("x-exception-message", "INVALID_PAYLOAD: test");
+        Map<String, Object> all = new HashMap<>(Map.of("x-exception-message", "INVALID_PAYLOAD: test"));
+        all.putAll(headers);
         AMQP.BasicProperties properties = new AMQP.BasicProperties.Builder()
                 .contentType("application/json")
                 .deliveryMode(2)
