@@ -11,7 +11,9 @@ import org.springframework.boot.SpringApplication;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.boot.http.client.ClientHttpRequestFactoryBuilder;
 import org.springframework.boot.http.client.HttpClientSettings;
+import org.springframework.boot.http.client.HttpRedirects;
 import org.springframework.context.annotation.Bean;
+import org.springframework.http.HttpStatusCode;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.messaging.Message;
 import org.springframework.web.client.RestClient;
@@ -85,12 +87,26 @@ public class BillingServiceApplication {
             @Value("${billing.payment-provider.url}") String url,
             @Value("${billing.payment-provider.timeout:5s}") Duration timeout,
             @Value("${billing.payment-provider.in-flight-wait:30s}") Duration inFlightWait) {
-        HttpClientSettings settings =
-                HttpClientSettings.defaults().withConnectTimeout(timeout).withReadTimeout(timeout);
+        // No redirect is followed: a 307 would send the charge, its amount and its idempotency key to whatever host
+        // the answer names. A redirect is a failure of the attempt, like any answer that is not the provider's.
+        HttpClientSettings settings = HttpClientSettings.defaults()
+                .withConnectTimeout(timeout)
+                .withReadTimeout(timeout)
+                .withRedirects(HttpRedirects.DONT_FOLLOW);
         return new PaymentProviderClient(
                 restClients
                         .baseUrl(url)
                         .requestFactory(ClientHttpRequestFactoryBuilder.jdk().build(settings))
+                        .defaultStatusHandler(HttpStatusCode::is3xxRedirection, (request, response) -> {
+                            throw new IllegalStateException(
+                                    "The payment provider at %s answered %s to %s %s: redirects are not followed, set"
+                                                    .formatted(
+                                                            url,
+                                                            response.getStatusCode(),
+                                                            request.getMethod(),
+                                                            request.getURI())
+                                            + " billing.payment-provider.url to the address that answers");
+                        })
                         .build(),
                 inFlightWait);
     }
