@@ -4,6 +4,7 @@ import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import java.lang.reflect.Type;
 import java.math.BigDecimal;
+import java.math.BigInteger;
 import java.time.Instant;
 import java.time.format.DateTimeParseException;
 import java.util.Map;
@@ -34,10 +35,11 @@ import tools.jackson.databind.util.RawValue;
  * {@link java.math.BigDecimal} exactly, scale included (never through a {@code double}).
  *
  * <p>What a message costs to read is bounded before it is read ({@link Limits}): a body over the size limit is
- * rejected unparsed, and a decimal of more digits, or a larger exponent, than the limit allows is rejected wherever it
- * is in the body, and wherever a payload field maps to a {@code BigDecimal} (from a JSON number or a string), before
- * any arithmetic: {@code 1e100000000} is thirteen characters of JSON, and rounding it writes out a hundred million
- * digits. Both are {@link Reason#INVALID_PAYLOAD}.
+ * rejected unparsed; a JSON number anywhere in the body of more digits than the limit, or written with an exponent
+ * beyond ten times it, is rejected; and a payload field mapped to a {@code BigDecimal} or a {@code Number} (from a JSON
+ * number or a string) is rejected beyond the limit itself, before any arithmetic: {@code 1e100000000} is thirteen
+ * characters of JSON, and rounding it writes out a hundred million digits. All are {@link Reason#INVALID_PAYLOAD}. A
+ * string in a payload read as a tree ({@code JsonNode}, {@code Map}) is the business function's to bound.
  */
 public final class EnvelopeCodec {
 
@@ -89,6 +91,10 @@ public final class EnvelopeCodec {
     public static JsonMapper defaultJsonMapper(Limits limits) {
         SimpleModule boundedDecimals = new SimpleModule("idempotency-bounded-decimals");
         boundedDecimals.addDeserializer(BigDecimal.class, new BoundedDecimalDeserializer(limits.maxDecimalDigits()));
+        // Jackson's Number deserializer is typed Object: registered for Number as Jackson registers it.
+        @SuppressWarnings("unchecked")
+        Class<Object> number = (Class<Object>) (Class<?>) Number.class;
+        boundedDecimals.addDeserializer(number, new BoundedNumberDeserializer(limits.maxDecimalDigits()));
         return JsonMapper.builder()
                 .addModule(boundedDecimals)
                 .disable(DeserializationFeature.FAIL_ON_UNKNOWN_PROPERTIES)
@@ -108,6 +114,7 @@ public final class EnvelopeCodec {
     public EventEnvelope<JsonNode> decode(byte[] body) {
         JsonNode root = parseObject(body, "message body");
         UUID eventId = parseEventId(requiredText(root, EVENT_ID, null));
+        checkNumbers(root, "", eventId);
         String eventName = requiredText(root, EVENT_NAME, eventId);
         JsonNode payload = root.get(PAYLOAD);
         if (payload == null || payload.isNull()) {
@@ -127,7 +134,19 @@ public final class EnvelopeCodec {
      * @throws RejectedMessageException when the body is not a JSON object
      */
     public JsonNode decodePayload(byte[] body) {
-        return parseObject(body, "payload");
+        return decodePayload(body, null);
+    }
+
+    /**
+     * Reads a bare payload, as {@link #decodePayload(byte[])}, whose event id (read from the headers) a rejection
+     * names.
+     *
+     * @throws RejectedMessageException when the body is not a JSON object, or is beyond the limits
+     */
+    public JsonNode decodePayload(byte[] body, @Nullable UUID eventId) {
+        JsonNode root = parseObject(body, "payload");
+        checkNumbers(root, PAYLOAD, eventId);
+        return root;
     }
 
     /**
@@ -246,7 +265,6 @@ public final class EnvelopeCodec {
                     null,
                     "the %s is JSON but not an object: %s".formatted(what, root.getNodeType()));
         }
-        checkNumbers(root, what.equals(PAYLOAD) ? PAYLOAD : "");
         return root;
     }
 
@@ -301,23 +319,26 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * Rejects a JSON number, anywhere in the tree, whose digits or exponent are beyond the limit: whatever the field's
-     * type, converting it (to a {@code long}, a {@code BigInteger}) or computing with it would cost in proportion.
+     * Rejects a JSON number, anywhere in the tree, of more digits than the limit, or written with an exponent beyond
+     * ten times it: whatever the field's type, converting it (to a {@code long}, a {@code BigInteger}) or computing
+     * with it costs in proportion. The exponent's bound is looser here than for a {@code BigDecimal} field, so that a
+     * field the payload type ignores may hold any {@code double} ({@code 1.0E-200}, {@code Double.MAX_VALUE}).
      */
-    private void checkNumbers(JsonNode node, String path) {
+    private void checkNumbers(JsonNode node, String path, @Nullable UUID eventId) {
         if (node.isObject()) {
             for (Map.Entry<String, JsonNode> property : node.properties()) {
-                checkNumbers(property.getValue(), path.isEmpty() ? property.getKey() : path + "." + property.getKey());
+                String name = path.isEmpty() ? property.getKey() : path + "." + property.getKey();
+                checkNumbers(property.getValue(), name, eventId);
             }
         } else if (node.isArray()) {
             for (int i = 0; i < node.size(); i++) {
-                checkNumbers(node.get(i), path + "[" + i + "]");
+                checkNumbers(node.get(i), path + "[" + i + "]", eventId);
             }
         } else if (node.isBigDecimal() || node.isBigInteger()) {
             BigDecimal value = node.isBigDecimal() ? node.decimalValue() : new BigDecimal(node.bigIntegerValue());
-            if (!this.limits.allows(value)) {
+            if (!this.limits.allowsAnywhere(value)) {
                 throw new RejectedMessageException(
-                        Reason.INVALID_PAYLOAD, null, "%s at %s".formatted(this.limits.refusal(value), path));
+                        Reason.INVALID_PAYLOAD, eventId, "%s at %s".formatted(this.limits.refusal(value), path));
             }
         }
     }
@@ -353,9 +374,39 @@ public final class EnvelopeCodec {
                     && Math.abs((long) value.scale()) <= this.maxDecimalDigits;
         }
 
+        /** A number anywhere in a body: the same digits, an exponent up to ten times as large. */
+        boolean allowsAnywhere(BigDecimal value) {
+            return value.precision() <= this.maxDecimalDigits
+                    && Math.abs((long) value.scale()) <= 10L * this.maxDecimalDigits;
+        }
+
         String refusal(BigDecimal value) {
             return "a decimal of %d digit(s) and scale %d, beyond %d digits or exponent (idempotency.payload.max-decimal-digits)"
                     .formatted(value.precision(), value.scale(), this.maxDecimalDigits);
+        }
+    }
+
+    /**
+     * Jackson's own deserializer of a field typed {@code Number}, which reads decimals as {@code BigDecimal} (from a
+     * JSON number or a string); those beyond the limit are refused.
+     */
+    private static final class BoundedNumberDeserializer extends NumberDeserializers.NumberDeserializer {
+
+        private final Limits limits;
+
+        BoundedNumberDeserializer(int maxDecimalDigits) {
+            this.limits = new Limits(Long.MAX_VALUE, maxDecimalDigits);
+        }
+
+        @Override
+        public Object deserialize(JsonParser parser, DeserializationContext context) {
+            Object value = super.deserialize(parser, context);
+            BigDecimal decimal =
+                    value instanceof BigDecimal d ? d : value instanceof BigInteger i ? new BigDecimal(i) : null;
+            if (decimal != null && !this.limits.allows(decimal)) {
+                return context.reportInputMismatch(this, this.limits.refusal(decimal));
+            }
+            return value;
         }
     }
 

@@ -26,6 +26,8 @@ class EnvelopeCodecTests {
 
     record Order(UUID orderId, List<Line> lines) {}
 
+    record Measure(Number value) {}
+
     @Test
     void decodesAnEnvelopeAndMapsItsPayload() {
         EventEnvelope<JsonNode> envelope = this.codec.decode(bytes("""
@@ -163,5 +165,40 @@ class EnvelopeCodecTests {
 
     private static byte[] bytes(String text) {
         return text.getBytes(UTF_8);
+    }
+
+    @Test
+    void aFieldTypedNumberIsBoundedLikeABigDecimal() {
+        EventEnvelope<JsonNode> envelope =
+                this.codec.decode("""
+                {"event_id": "%s", "event_name": "measured", "payload": {"value": "1e100000000"}}""".formatted(UUID.randomUUID()).getBytes(UTF_8));
+
+        assertThatExceptionOfType(RejectedMessageException.class)
+                .isThrownBy(() -> this.codec.readPayload(envelope, Measure.class))
+                .satisfies(ex -> assertThat(ex.reason()).isEqualTo(Reason.INVALID_PAYLOAD))
+                .withMessageContaining("scale -100000000");
+    }
+
+    @Test
+    void aNumberBeyondTheBoundKeepsTheEventIdOfItsEnvelope() {
+        UUID eventId = UUID.randomUUID();
+
+        assertThatExceptionOfType(RejectedMessageException.class)
+                .isThrownBy(() -> this.codec.decode("""
+                        {"event_id": "%s", "event_name": "measured", "payload": {"value": 1e100000000}}""".formatted(eventId).getBytes(UTF_8)))
+                .satisfies(ex -> assertThat(ex.eventId()).isEqualTo(eventId))
+                .withMessageContaining("at payload.value");
+    }
+
+    @Test
+    void anyDoubleMayBeInAFieldThePayloadTypeIgnores() {
+        EventEnvelope<JsonNode> envelope = this.codec.decode(
+                """
+                {"event_id": "%s", "event_name": "order.placed",
+                 "payload": {"orderId": "%s", "lines": [], "tiny": 1.0E-200, "huge": 1.7976931348623157E308}}""".formatted(UUID.randomUUID(), UUID.randomUUID()).getBytes(UTF_8));
+
+        Order order = this.codec.readPayload(envelope, Order.class);
+
+        assertThat(order.lines()).isEmpty();
     }
 }

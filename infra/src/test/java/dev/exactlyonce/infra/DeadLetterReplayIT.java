@@ -130,6 +130,7 @@ class DeadLetterReplayIT {
 
         String printed = this.output.toString(UTF_8);
         assertThat(printed).doesNotContain("\u001b").contains("\\u001b[2J\\u000areplay ");
+        assertThat(printed.lines()).noneMatch(line -> line.startsWith("replay "));
         assertThat(printed.lines().filter(line -> line.startsWith("  replay"))).hasSize(1);
         assertThat(printed.lines().mapToInt(String::length).max().orElseThrow()).isLessThan(400);
     }
