@@ -47,6 +47,9 @@ public final class BusinessFunctionProbe
     /** The function whose injected failure the transaction running on this thread is to fail its commit with. */
     private final ThreadLocal<String> failingCommit = new ThreadLocal<>();
 
+    /** Whether this thread delivers a message of a guarded binding, whose commit {@link #failAtCommit} can fail. */
+    private final ThreadLocal<Boolean> guardedSend = new ThreadLocal<>();
+
     private final Map<String, AtomicInteger> invocations = new ConcurrentHashMap<>();
 
     private final Map<String, AtomicInteger> failures = new ConcurrentHashMap<>();
@@ -76,7 +79,9 @@ public final class BusinessFunctionProbe
 
     /**
      * The next {@code count} runs of the function fail with an {@link InjectedFailure}: each runs, emits what it
-     * emits, and its transaction's commit fails once the outbox rows are written, so everything rolls back.
+     * emits, and its transaction's commit fails once the outbox rows are written, so everything rolls back. One
+     * failure per attempt: in a batch, the call that takes one fails the batch's commit, and its later calls run on.
+     * Called outside the delivery of a guarded message (a test's own transaction), the run throws at once.
      *
      * @throws IllegalArgumentException when no business function of that name is watched
      */
@@ -130,8 +135,15 @@ public final class BusinessFunctionProbe
             Queue<Pause> pending = this.pauses.get(beanName);
             Pause pause = pending != null ? pending.poll() : null;
             boolean fail = pause != null && pause.hold();
+            boolean atCommit = Boolean.TRUE.equals(this.guardedSend.get())
+                    && TransactionSynchronizationManager.isSynchronizationActive();
+            if (atCommit && this.failingCommit.get() != null) {
+                // The attempt fails already: one failure per attempt, as when the first call threw (a batch calls the
+                // function once per event).
+                return result;
+            }
             if (fail || counter(this.failures, beanName).getAndUpdate(n -> Math.max(0, n - 1)) > 0) {
-                if (!TransactionSynchronizationManager.isSynchronizationActive()) {
+                if (!atCommit) {
                     throw new InjectedFailure(beanName);
                 }
                 // Failed at the commit (see failAtCommit), once what the function emits is written.
@@ -170,6 +182,13 @@ public final class BusinessFunctionProbe
     ChannelInterceptor failAtCommit() {
         return new ChannelInterceptor() {
             @Override
+            public Message<?> preSend(Message<?> message, MessageChannel channel) {
+                BusinessFunctionProbe.this.guardedSend.set(Boolean.TRUE);
+                BusinessFunctionProbe.this.failingCommit.remove();
+                return message;
+            }
+
+            @Override
             public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
                 String functionName = BusinessFunctionProbe.this.failingCommit.get();
                 BusinessFunctionProbe.this.failingCommit.remove();
@@ -191,6 +210,7 @@ public final class BusinessFunctionProbe
             public void afterSendCompletion(
                     Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
                 BusinessFunctionProbe.this.failingCommit.remove();
+                BusinessFunctionProbe.this.guardedSend.remove();
             }
         };
     }

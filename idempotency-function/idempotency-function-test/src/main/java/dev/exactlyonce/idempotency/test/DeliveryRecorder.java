@@ -5,6 +5,7 @@ import dev.exactlyonce.idempotency.GuardedDefinitions;
 import dev.exactlyonce.idempotency.IdempotencyGuard;
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -21,6 +22,8 @@ import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.MessageHeaders;
 import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.InterceptableChannel;
+import org.springframework.transaction.support.TransactionSynchronization;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 /**
  * Records every attempt at a message of the service's guarded bindings, on any binder: the event id, the message
@@ -126,17 +129,35 @@ public final class DeliveryRecorder implements SmartLifecycle {
                 }
             }
         };
+        // Last on the channel, so that its preSend runs in the message's transaction: the actions run when it commits
+        // (after a batch commits too, though the guard then sets rejected messages aside with an exception).
         ChannelInterceptor afterCommit = new ChannelInterceptor() {
             @Override
-            public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
+            public Message<?> preSend(Message<?> message, MessageChannel channel) {
+                if (DeliveryRecorder.this.afterCommit.isEmpty()
+                        || !TransactionSynchronizationManager.isSynchronizationActive()) {
+                    return message;
+                }
+                List<UUID> eventIds = new ArrayList<>();
                 List<?> bodies = bodies(message);
                 for (int index = 0; index < bodies.size(); index++) {
                     UUID eventId = eventId(headers(message, index), bodies.get(index));
-                    Runnable action = eventId != null ? DeliveryRecorder.this.afterCommit.remove(eventId) : null;
-                    if (action != null) {
-                        action.run();
+                    if (eventId != null) {
+                        eventIds.add(eventId);
                     }
                 }
+                TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
+                    @Override
+                    public void afterCommit() {
+                        for (UUID eventId : eventIds) {
+                            Runnable action = DeliveryRecorder.this.afterCommit.remove(eventId);
+                            if (action != null) {
+                                action.run();
+                            }
+                        }
+                    }
+                });
+                return message;
             }
         };
         BusinessFunctionProbe probe =

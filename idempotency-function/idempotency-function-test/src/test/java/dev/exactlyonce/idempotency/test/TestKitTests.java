@@ -2,14 +2,17 @@ package dev.exactlyonce.idempotency.test;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
 import static org.assertj.core.api.Assertions.assertThatIllegalArgumentException;
 import static org.assertj.core.api.Assertions.assertThatIllegalStateException;
 
+import dev.exactlyonce.idempotency.OutgoingEvent;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.test.KitTestApplication.KitHappened;
 import java.time.Instant;
 import java.util.UUID;
+import java.util.function.Function;
 import org.junit.jupiter.api.MethodOrderer;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Order;
@@ -21,6 +24,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.messaging.support.MessageBuilder;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.transaction.support.TransactionTemplate;
 
 /**
  * The test kit on a small guarded service: what it checks for a test, and what it refuses rather than let a test pass
@@ -52,6 +56,12 @@ class TestKitTests {
 
     @Autowired
     JdbcTemplate jdbcTemplate;
+
+    @Autowired
+    TransactionTemplate transactions;
+
+    @Autowired
+    Function<KitHappened, OutgoingEvent> recordKit;
 
     @Test
     void theProbeRefusesANameItDoesNotWatch() {
@@ -86,6 +96,21 @@ class TestKitTests {
                 .isZero();
         assertThat(effects(kit)).isZero();
         assertThat(this.processedEvents.rows(kit.eventId())).isZero();
+    }
+
+    @Test
+    void aFailureInjectedIntoACallOutsideADeliveryThrowsAtOnceAndLeavesNothingBehind() {
+        EventEnvelope<KitHappened> kit = kit();
+        this.probe.failNext(FUNCTION, 1);
+
+        assertThatExceptionOfType(InjectedFailure.class)
+                .isThrownBy(() -> this.transactions.executeWithoutResult(
+                        status -> this.recordKit.apply(new KitHappened(UUID.randomUUID()))));
+
+        this.deliveries.deliver(kit);
+        assertThat(effects(kit))
+                .as("the next delivery is not failed by what the call left")
+                .isEqualTo(1);
     }
 
     @Test
