@@ -18,6 +18,7 @@ import org.springframework.amqp.rabbit.core.RabbitAdmin;
 import org.springframework.beans.BeanWrapper;
 import org.springframework.beans.BeanWrapperImpl;
 import org.springframework.beans.factory.ListableBeanFactory;
+import org.springframework.boot.context.properties.bind.Bindable;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
@@ -88,9 +89,17 @@ final class BinderConsumers {
 
     private static final Logger logger = LoggerFactory.getLogger(BinderConsumers.class);
 
-    private static final String BYTE_ARRAY_SERIALIZER = "org.apache.kafka.common.serialization.ByteArraySerializer";
+    private static final String KAFKA_BINDER = "spring.cloud.stream.kafka.binder";
 
-    private static final String BYTE_ARRAY_DESERIALIZER = "org.apache.kafka.common.serialization.ByteArrayDeserializer";
+    /** By name: Kafka's client is on the class path only with the Kafka binder. */
+    private static final String DEAD_LETTER_SERIALIZER = "dev.exactlyonce.idempotency.kafka.DeadLetterSerializer";
+
+    /** The consumer's deserializers whose keys and values {@code DeadLetterSerializer} writes back as they came. */
+    private static final List<String> WRITTEN_BACK = List.of(
+            "org.apache.kafka.common.serialization.ByteArrayDeserializer",
+            "org.apache.kafka.common.serialization.StringDeserializer",
+            "org.apache.kafka.common.serialization.BytesDeserializer",
+            "org.apache.kafka.common.serialization.ByteBufferDeserializer");
 
     /** The binders' switches: the property of their consumer properties, and its name in configuration. */
     private static final Map<String, String> SWITCHES =
@@ -262,9 +271,11 @@ final class BinderConsumers {
      * Kafka: the dead-letter producer writes a rejected record as it came. The guard reads records natively
      * ({@code use-native-decoding}), so the binder hands that producer the record's key and value as the consumer's
      * deserializers made them, and needs serializers for them: without, a record with a key fails to be
-     * dead-lettered, and once the error handler gives up it is skipped, lost. Byte arrays, what the binder's consumer
-     * reads by default, unless the service set the producer's serializers; a consumer that deserializes to something
-     * else is refused at start-up, since only the service knows how to write its keys and values back.
+     * dead-lettered, and once the error handler gives up it is skipped, lost. {@code DeadLetterSerializer} writes
+     * bytes (the binder's default) and strings back as they came, unless the service set serializers, for the
+     * binding's dead letters or for the binder's producers; a consumer that deserializes to anything else is refused at
+     * start-up, since only the service knows how to write its keys and values back. So is a transactional binder
+     * without serializers for its transactional producer, which writes the dead letters then.
      */
     private void setDeadLetterSerializers(BeanWrapper consumer, String bindingName) {
         if (!consumer.isReadableProperty("dlqProducerProperties")
@@ -273,13 +284,40 @@ final class BinderConsumers {
         }
         Map<String, String> producer = configurationOf(consumer.getPropertyValue("dlqProducerProperties"));
         Map<String, String> reader = configurationOf(consumer.getWrappedInstance());
+        boolean transactional = this.configuration
+                .bind(KAFKA_BINDER + ".transaction.transaction-id-prefix", String.class)
+                .isBound();
         for (String part : List.of("key", "value")) {
             String serializer = part + ".serializer";
-            if (producer.containsKey(serializer)) {
+            if (transactional) {
+                if (kafkaSetting(serializer, KAFKA_BINDER + ".transaction.producer.configuration") == null) {
+                    throw new StartupRefusal(
+                            ("Binding %s dead-letters through the Kafka binder's transactional producer, which has no"
+                                            + " %s: a rejected record would fail to be dead-lettered, and be lost")
+                                    .formatted(bindingName, serializer),
+                            ("Set %s.transaction.producer.configuration.%s (%s writes back the bytes or strings the"
+                                            + " consumer read)")
+                                    .formatted(KAFKA_BINDER, serializer, DEAD_LETTER_SERIALIZER));
+                }
                 continue;
             }
-            String deserializer = deserializer(reader, part);
-            if (deserializer != null && !deserializer.equals(BYTE_ARRAY_DESERIALIZER)) {
+            if (producer.containsKey(serializer)
+                    || kafkaSetting(serializer, KAFKA_BINDER + ".configuration", KAFKA_BINDER + ".producer-properties")
+                            != null) {
+                continue;
+            }
+            String deserializer = reader.containsKey(part + ".deserializer")
+                    ? reader.get(part + ".deserializer")
+                    : kafkaSetting(
+                            part + ".deserializer",
+                            KAFKA_BINDER + ".configuration",
+                            KAFKA_BINDER + ".consumer-properties",
+                            "spring.kafka.properties",
+                            "spring.kafka.consumer.properties");
+            if (deserializer == null) {
+                deserializer = this.environment.getProperty("spring.kafka.consumer." + part + "-deserializer");
+            }
+            if (deserializer != null && !WRITTEN_BACK.contains(deserializer)) {
                 throw new StartupRefusal(
                         ("Binding %s reads record %ss with %s, and its dead-letter producer has no %s to write them"
                                         + " back: a rejected record would fail to be dead-lettered, and be lost")
@@ -288,21 +326,17 @@ final class BinderConsumers {
                                         + " to the serializer that matches %s")
                                 .formatted(bindingName, serializer, deserializer));
             }
-            producer.put(serializer, BYTE_ARRAY_SERIALIZER);
+            producer.put(serializer, DEAD_LETTER_SERIALIZER);
         }
     }
 
-    /** The deserializer the binding's consumer reads a record's key or value with, where the service set one. */
-    private @Nullable String deserializer(Map<String, String> binding, String part) {
-        String property = part + ".deserializer";
-        if (binding.containsKey(property)) {
-            return binding.get(property);
-        }
-        for (String name : List.of(
-                "spring.cloud.stream.kafka.binder.consumer-properties." + property,
-                "spring.cloud.stream.kafka.binder.configuration." + property,
-                "spring.kafka.consumer." + part + "-deserializer")) {
-            String value = this.environment.getProperty(name);
+    /** A Kafka client setting from the first of these maps of settings that has it (dotted or bracketed keys). */
+    private @Nullable String kafkaSetting(String name, String... maps) {
+        for (String map : maps) {
+            String value = this.configuration
+                    .bind(map, Bindable.mapOf(String.class, String.class))
+                    .map(settings -> settings.get(name))
+                    .orElse(null);
             if (value != null) {
                 return value;
             }
