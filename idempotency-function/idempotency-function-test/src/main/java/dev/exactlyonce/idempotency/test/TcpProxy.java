@@ -4,12 +4,15 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.io.UncheckedIOException;
+import java.net.BindException;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
+import java.time.Duration;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.locks.LockSupport;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -98,14 +101,31 @@ public final class TcpProxy implements AutoCloseable {
         cut();
     }
 
+    /**
+     * Listens on the port; on the port of a listener just closed, tries again for up to a second (the closing of a
+     * listener whose thread is blocked in accept completes when that thread lets go).
+     */
     private static ServerSocket listen(int port) {
-        try {
-            ServerSocket server = new ServerSocket();
-            server.setReuseAddress(true);
-            server.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), port));
-            return server;
-        } catch (IOException ex) {
-            throw new UncheckedIOException("Could not listen on port " + port, ex);
+        long deadline = System.nanoTime() + Duration.ofSeconds(1).toNanos();
+        while (true) {
+            try {
+                ServerSocket server = new ServerSocket();
+                server.setReuseAddress(true);
+                try {
+                    server.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), port));
+                } catch (IOException ex) {
+                    server.close();
+                    throw ex;
+                }
+                return server;
+            } catch (BindException ex) {
+                if (port == 0 || System.nanoTime() > deadline) {
+                    throw new UncheckedIOException("Could not listen on port " + port, ex);
+                }
+                LockSupport.parkNanos(Duration.ofMillis(10).toNanos());
+            } catch (IOException ex) {
+                throw new UncheckedIOException("Could not listen on port " + port, ex);
+            }
         }
     }
 
@@ -115,9 +135,16 @@ public final class TcpProxy implements AutoCloseable {
                     while (!server.isClosed()) {
                         try {
                             Socket client = server.accept();
-                            Socket upstream = new Socket(this.targetHost, this.targetPort);
-                            this.sockets.add(client);
-                            this.sockets.add(upstream);
+                            Socket upstream;
+                            try {
+                                upstream = new Socket(this.targetHost, this.targetPort);
+                            } catch (IOException ex) {
+                                closeQuietly(client);
+                                throw ex;
+                            }
+                            if (!register(server, client, upstream)) {
+                                continue;
+                            }
                             pump(client, upstream);
                             pump(upstream, client);
                         } catch (IOException ex) {
@@ -128,6 +155,21 @@ public final class TcpProxy implements AutoCloseable {
                 "tcp-proxy-" + server.getLocalPort());
         acceptor.setDaemon(true);
         acceptor.start();
+    }
+
+    /**
+     * Registers a connection, unless the proxy was cut since it was accepted: then it is closed, as a connection to a
+     * stopped server would be (a cut between accept and registration let it live on).
+     */
+    private synchronized boolean register(ServerSocket acceptedBy, Socket client, Socket upstream) {
+        if (this.server != acceptedBy) {
+            closeQuietly(client);
+            closeQuietly(upstream);
+            return false;
+        }
+        this.sockets.add(client);
+        this.sockets.add(upstream);
+        return true;
     }
 
     private void pump(Socket from, Socket to) {
