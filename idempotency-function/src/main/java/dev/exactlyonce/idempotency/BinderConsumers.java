@@ -42,10 +42,11 @@ import org.springframework.util.StringUtils;
  *       RabbitMQ queue that is not durable ({@code durable-subscription: false}: no dead-letter queue either), and a
  *       RabbitMQ queue declared earlier without a dead-letter queue (by a service that ran without this default: the
  *       broker refuses (406) to declare an existing queue again with a dead-letter exchange);
- *   <li>on Kafka, the dead-letter producer's serializers: byte arrays, so that a rejected record, key included, is
- *       written to the dead-letter topic as it came (without them, a record with a key fails to be dead-lettered and is
- *       skipped), unless the service set them; a consumer that deserializes keys or values to anything else, without
- *       serializers set for its dead letters, is refused at start-up;
+ *   <li>on Kafka, the dead-letter producer's serializers: the library's {@code DeadLetterSerializer} (bytes as they
+ *       are, strings as UTF-8), so that a rejected record, key included, is written to the dead-letter topic as it
+ *       came (without serializers, a record with a key fails to be dead-lettered and is skipped), unless the service
+ *       set them; a consumer that deserializes keys or values to anything else, without serializers set for its dead
+ *       letters, is refused at start-up;
  *   <li>on Kafka, the container's error handler: a record given back during an outage is sought back to every second,
  *       without limit, where the container's error handler would skip it (after ten failures with a dead-letter
  *       topic, at once without), losing it. Any other failure that reaches the container is handled as the binder's

@@ -65,7 +65,7 @@ public final class EnvelopeCodec {
     /**
      * A codec that maps payloads with the given mapper, with the default limits. The size of a body and the digits of
      * its JSON numbers are checked whatever the mapper; decimals given as strings are checked by the default mapper's
-     * {@code BigDecimal} deserializer (see {@link #defaultJsonMapper(Limits)}).
+     * {@code BigDecimal} and {@code Number} deserializers (see {@link #defaultJsonMapper(Limits)}), not by another.
      */
     public EnvelopeCodec(JsonMapper jsonMapper) {
         this(jsonMapper, Limits.DEFAULTS);
@@ -85,8 +85,8 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * The mapper described above, whose {@code BigDecimal}s (from JSON numbers or strings) are refused beyond the
-     * limits' digits.
+     * The mapper described above, whose {@code BigDecimal} and {@code Number} fields (from JSON numbers or strings)
+     * are refused beyond the limits' digits.
      */
     public static JsonMapper defaultJsonMapper(Limits limits) {
         SimpleModule boundedDecimals = new SimpleModule("idempotency-bounded-decimals");
