@@ -106,13 +106,13 @@ class BrokerPermissionsIT {
     }
 
     @Test
-    void stockPublishesItsOwnEventToTheExchangeAndNoOtherAndTheRelayNotStocks() throws Exception {
+    void stocksRelayPublishesItsOwnEventToTheExchangeAndNoOtherAndTheOrderRelayNotStocks() throws Exception {
         String shipping = queue("shipping");
         try (Connection admin = rabbit.newConnection();
                 Channel channel = admin.createChannel()) {
             channel.queueBind(shipping, EXCHANGE, ShopScenario.STOCK_RESERVED);
         }
-        try (Connection stock = connectAs("stock")) {
+        try (Connection stock = connectAs("stock-relay")) {
             publish(stock, EXCHANGE, ShopScenario.STOCK_RESERVED);
             assertRefused(() -> publish(stock, EXCHANGE, "order.order.status-changed.v1"));
         }
@@ -124,6 +124,61 @@ class BrokerPermissionsIT {
                 .as("stock's event, routed to shipping's queue; not the refused one")
                 .contains(ShopScenario.STOCK_RESERVED)
                 .doesNotContain("order.order.status-changed.v1");
+    }
+
+    /**
+     * The broker's paths around stock's topic permission: binding the events exchange to stock's dead-letter exchange
+     * (a direct exchange, where no topic permission is checked) and publishing an order's event there; declaring an
+     * exchange named like its queue, with the events exchange as its alternate exchange. Billing's queue must receive
+     * nothing.
+     */
+    @Test
+    void stocksUserCannotRouteAnOrdersEventToTheEventsExchangeThroughAnExchangeOfItsOwn() throws Exception {
+        String billing = rabbit.uniqueName("billing.forged");
+        try (Connection admin = rabbit.newConnection();
+                Channel channel = admin.createChannel()) {
+            channel.queueDeclare(rabbit.deleteAtExit(billing), false, false, false, Map.of());
+            channel.queueBind(billing, EXCHANGE, "order.order.placed.v1");
+        }
+        try (Connection stock = connectAs("stock")) {
+            attemptQuietly(() -> {
+                try (Channel channel = stock.createChannel()) {
+                    channel.exchangeBind(EXCHANGE, deadLetterExchange("stock"), "order.order.placed.v1");
+                }
+            });
+            attemptQuietly(() -> publish(stock, deadLetterExchange("stock"), "order.order.placed.v1"));
+            attemptQuietly(() -> {
+                try (Channel channel = stock.createChannel()) {
+                    channel.exchangeDeclare(
+                            queue("stock"), "fanout", false, true, Map.of("alternate-exchange", EXCHANGE));
+                }
+            });
+            attemptQuietly(() -> publish(stock, queue("stock"), "order.order.placed.v1"));
+        }
+        try (Connection admin = rabbit.newConnection();
+                Channel channel = admin.createChannel()) {
+            channel.exchangeUnbind(EXCHANGE, deadLetterExchange("stock"), "order.order.placed.v1");
+        }
+        assertThat(rabbit.messageCount(billing))
+                .as("forged orders that reached billing")
+                .isZero();
+    }
+
+    @Test
+    void stocksConsumerUserCannotPublishToTheEventsExchangeButItsRelayUserCan() throws Exception {
+        try (Connection stock = connectAs("stock")) {
+            assertRefused(() -> publish(stock, EXCHANGE, ShopScenario.STOCK_RESERVED));
+            assertRefused(() -> {
+                try (Channel channel = stock.createChannel()) {
+                    channel.exchangeBind(EXCHANGE, deadLetterExchange("stock"), "order.order.placed.v1");
+                }
+            });
+        }
+        try (Connection stockRelay = connectAs("stock-relay")) {
+            publish(stockRelay, EXCHANGE, ShopScenario.STOCK_RESERVED);
+            assertRefused(() -> publish(stockRelay, EXCHANGE, "order.order.placed.v1"));
+            assertRefused(() -> stockRelay.createChannel().basicGet(queue("stock"), false));
+        }
     }
 
     @Test
@@ -200,6 +255,15 @@ class BrokerPermissionsIT {
 
     private interface Attempt {
         void run() throws Exception;
+    }
+
+    /** Tries what may be refused; whether it is or not, what counts is what reached the queue after. */
+    private static void attemptQuietly(Attempt attempt) {
+        try {
+            attempt.run();
+        } catch (Exception ex) {
+            // refused: the channel or the connection is closed by the broker
+        }
     }
 
     private static void assertRefused(Attempt attempt) {

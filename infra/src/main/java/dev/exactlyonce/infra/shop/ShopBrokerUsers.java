@@ -15,9 +15,12 @@ import org.jspecify.annotations.Nullable;
  *       shared one, a service could publish into another's dead-letter queue (the routing key is the queue's name), or
  *       bind a queue of its own to it and take copies of another's dead letters. It declares no exchange: the
  *       exchanges are the broker's definitions, and the services check they exist ({@code declare-exchange: false},
- *       {@code declare-dlx: false}). A service that
- *       emits events (stock, through its outbox) also writes to the {@code events} exchange, with the routing keys
- *       of its own events only (a topic permission: it cannot publish an order's event);
+ *       {@code declare-dlx: false}). It writes nothing else: with write on the {@code events} exchange, it could bind
+ *       that exchange to its dead-letter exchange (or declare an exchange named like its queue with {@code events} as
+ *       alternate exchange) and route any event there, past a topic permission;
+ *   <li>one per emitting service's outbox relay ({@code stock-relay}): writes to the {@code events} exchange, with the
+ *       routing keys of its service's own events only (a topic permission: it cannot publish an order's event), and
+ *       nothing else; the service's relay publishes through a binder of its own, as this user;
  *   <li>{@code relay}, the order service's outbox relay: writes to the {@code events} exchange, with the order
  *       service's routing keys only, nothing else;
  *   <li>{@code replay}, the operator's dead-letter replay command: reads the dead-letter queues and writes to the
@@ -65,15 +68,27 @@ public final class ShopBrokerUsers {
     /** The users of the shop whose exchange and queues end with {@code suffix} ({@code ""} for the demo). */
     public static List<User> users(String suffix) {
         String exchange = quote("events" + suffix);
-        Stream<User> services = ShopScenario.SERVICES.stream().map(service -> {
+        Stream<User> services = ShopScenario.SERVICES.stream().flatMap(service -> {
             String queue = quote(service.queue(suffix));
-            boolean emits = !service.emits().isEmpty();
-            return new User(
+            User consumer = new User(
                     service.database() + suffix,
                     "^%s(\\.dlq)?$".formatted(queue),
-                    "^(%s(\\.dlq|\\.dlx)?%s)$".formatted(queue, emits ? "|" + exchange : ""),
+                    "^(%s(\\.dlq|\\.dlx)?)$".formatted(queue),
                     "^(%s(\\.dlx)?|%s)$".formatted(queue, exchange),
-                    emits ? publishing("events" + suffix, service.emits()) : null);
+                    null);
+            if (service.emits().isEmpty()) {
+                return Stream.of(consumer);
+            }
+            // Its outbox relay publishes as a user of its own: the consumer's user, which may read its dead-letter
+            // exchange, must not write to the events exchange (it could bind the one to the other and route any event
+            // there, past its topic permission).
+            User relay = new User(
+                    relayOf(service, suffix),
+                    "^$",
+                    "^%s$".formatted(exchange),
+                    "^$",
+                    publishing("events" + suffix, service.emits()));
+            return Stream.of(consumer, relay);
         });
         String deadLetterQueues = ShopScenario.SERVICES.stream()
                 .map(service -> quote(service.queue(suffix)) + "\\.dlq")
@@ -108,6 +123,11 @@ public final class ShopBrokerUsers {
                                 "|",
                                 routingKeys.stream().map(ShopBrokerUsers::quote).toList())),
                 ".*");
+    }
+
+    /** The user a service's outbox relay publishes as, such as {@code stock-relay} for {@code stock-service}. */
+    public static String relayOf(ShopScenario.Service service, String suffix) {
+        return service.database() + "-relay" + suffix;
     }
 
     /** The user of a service, such as {@code stock} for {@code stock-service}. */
