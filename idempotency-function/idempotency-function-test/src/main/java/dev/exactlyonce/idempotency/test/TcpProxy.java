@@ -40,6 +40,9 @@ public final class TcpProxy implements AutoCloseable {
 
     private final Object frozenLock = new Object();
 
+    /** Run as each connection is accepted, before it is registered: a test's way into that moment. */
+    volatile Runnable accepted = () -> {};
+
     private boolean frozen;
 
     private TcpProxy(String targetHost, int targetPort) {
@@ -135,6 +138,7 @@ public final class TcpProxy implements AutoCloseable {
                     while (!server.isClosed()) {
                         try {
                             Socket client = server.accept();
+                            this.accepted.run();
                             Socket upstream;
                             try {
                                 upstream = new Socket(this.targetHost, this.targetPort);
