@@ -63,8 +63,8 @@ final class ClaimScopes {
             SELECT EXISTS (SELECT 1 FROM %s WHERE scope = ?)""";
 
     private static final String COPY = """
-            INSERT INTO %1$s (event_id, scope, processed_at)
-            SELECT former.event_id, heir.scope, former.processed_at
+            INSERT INTO %1$s (event_id, scope, event_name, processed_at)
+            SELECT former.event_id, heir.scope, former.event_name, former.processed_at
             FROM %1$s AS former CROSS JOIN unnest(?::text[]) AS heir(scope)
             WHERE former.scope = ?
             ON CONFLICT DO NOTHING""";

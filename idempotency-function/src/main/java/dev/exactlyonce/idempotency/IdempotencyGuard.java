@@ -37,7 +37,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *   <li>reads the event (from the envelope, or from headers, see {@code idempotency.event-id.source}); a message that
  *       is not a valid envelope, has no event id or names an event the function does not handle is rejected with a
  *       {@link RejectedMessageException}, before any write, and is never retried;
- *   <li>claims the event id with one {@code INSERT ... ON CONFLICT DO NOTHING} into {@code processed_event};
+ *   <li>claims the event (its id and name) with one {@code INSERT ... ON CONFLICT DO NOTHING} into
+ *       {@code processed_event};
  *   <li>one row inserted: maps the payload to the business function's input type (a payload that does not map is
  *       rejected too, and the claim rolls back with the transaction) and returns it, with the event id, name and time
  *       as headers ({@link EventHeaders}); the business function runs in the same transaction;
@@ -156,7 +157,9 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         Type type = checked(event, invocation.binding());
         if (eventId == null) {
             logger.debug("Passing event {} through unguarded: it has no id", event.eventName());
-        } else if (this.store.claim(eventId, invocation.binding().scope())) {
+        } else if (this.store.claim(
+                new ProcessedEventStore.Key(eventId, event.eventName()),
+                invocation.binding().scope())) {
             invocation.markClaimed(1);
             logger.debug("Claimed event {} ({})", eventId, event.eventName());
         } else {
@@ -187,7 +190,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         // The event of each message and the type its payload maps to (null: rejected), and the position of each id's
         // first copy.
         List<@Nullable Checked> events = new ArrayList<>(bodies.size());
-        Map<UUID, Integer> firstCopies = new LinkedHashMap<>();
+        Map<ProcessedEventStore.Key, Integer> firstCopies = new LinkedHashMap<>();
         for (int index = 0; index < bodies.size(); index++) {
             Checked checked = null;
             try {
@@ -196,21 +199,25 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                         body(bodies.get(index)));
                 checked = new Checked(event, checked(event, binding));
                 if (event.eventId() != null) {
-                    firstCopies.putIfAbsent(event.eventId(), index);
+                    firstCopies.putIfAbsent(new ProcessedEventStore.Key(event.eventId(), event.eventName()), index);
                 }
             } catch (RejectedMessageException ex) {
                 invocation.reject(index, ex);
             }
             events.add(checked);
         }
-        MDC.put(EventHeaders.EVENT_ID, joined(firstCopies.keySet()));
+        MDC.put(
+                EventHeaders.EVENT_ID,
+                joined(firstCopies.keySet().stream()
+                        .map(ProcessedEventStore.Key::eventId)
+                        .collect(Collectors.toCollection(LinkedHashSet::new))));
         MDC.put(
                 EventHeaders.EVENT_NAME,
                 joined(events.stream()
                         .filter(Objects::nonNull)
                         .map(checked -> checked.event().eventName())
                         .collect(Collectors.toCollection(LinkedHashSet::new))));
-        Set<UUID> claimed =
+        Set<ProcessedEventStore.Key> claimed =
                 firstCopies.isEmpty() ? Set.of() : this.store.claimAll(firstCopies.keySet(), binding.scope());
         List<GuardedInvocation.Delivery> firstDeliveries = new ArrayList<>(claimed.size());
         int unguarded = 0;
@@ -221,12 +228,14 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             }
             IncomingEvent event = checked.event();
             UUID eventId = event.eventId();
-            if (eventId != null && (firstCopies.get(eventId) != index || !claimed.contains(eventId))) {
+            ProcessedEventStore.Key key =
+                    eventId == null ? null : new ProcessedEventStore.Key(eventId, event.eventName());
+            if (key != null && (firstCopies.get(key) != index || !claimed.contains(key))) {
                 logger.debug(
                         "Discarded event {} ({}): {}",
                         eventId,
                         event.eventName(),
-                        firstCopies.get(eventId) != index
+                        firstCopies.get(key) != index
                                 ? "a copy of an event earlier in the batch"
                                 : "already processed by this service");
                 continue;
@@ -240,8 +249,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                 firstDeliveries.add(new GuardedInvocation.Delivery(
                         payload, () -> eventMessage(payload, read, headersOf(delivered, position))));
             } catch (RejectedMessageException ex) {
-                if (eventId != null) {
-                    this.store.unclaim(eventId, binding.scope());
+                if (key != null) {
+                    this.store.unclaim(key, binding.scope());
                 }
                 invocation.reject(index, ex);
             }

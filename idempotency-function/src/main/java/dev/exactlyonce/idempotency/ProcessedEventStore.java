@@ -9,29 +9,45 @@ import java.util.UUID;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * The {@code processed_event} table: one row per event id this service has processed.
+ * The {@code processed_event} table: one row per event this service has processed.
  *
- * <p>The key is the event id and a scope: {@code ""} when the key scope is the service, the function's name when it is
- * the function. A claim is one statement, {@code INSERT ... ON CONFLICT DO NOTHING}, run in the caller's transaction: one row
- * inserted means first delivery; zero rows means the id is already recorded (a duplicate). A concurrent claim of the
- * same id waits for the first transaction to end: it inserts nothing if that one commits, and inserts if it rolls
- * back. No error is raised on a duplicate, so the transaction stays usable (a unique violation would abort it). A batch
- * is claimed the same way, with one statement for all its ids ({@code INSERT ... SELECT unnest(?) ... RETURNING}), in
- * the order of the ids, so that batches sharing ids never deadlock.
+ * <p>The key is the event id, its name and a scope: {@code ""} when the key scope is the service, the function's name
+ * when it is the function. The name is part of the key so that an id taken by an event of another name (a neighbour
+ * that saw the id and publishes an event of its own with it) does not make the genuine event a duplicate; a producer
+ * never gives two of its events one id, so copies of an event still share their key. Rows written before the name was
+ * recorded have the name {@code ""} and count as a claim of their id under any name.
+ *
+ * <p>A claim is one statement, {@code INSERT ... ON CONFLICT DO NOTHING}, run in the caller's transaction: one row
+ * inserted means first delivery; zero rows means the event is already recorded (a duplicate). A concurrent claim of
+ * the same event waits for the first transaction to end: it inserts nothing if that one commits, and inserts if it
+ * rolls back. No error is raised on a duplicate, so the transaction stays usable (a unique violation would abort it).
+ * A batch is claimed the same way, with one statement for all its events ({@code INSERT ... SELECT unnest(?, ?) ...
+ * RETURNING}), in the order of their keys, so that batches sharing events never deadlock.
  */
 final class ProcessedEventStore {
 
-    private static final String CLAIM = """
-            INSERT INTO %s (event_id, scope) VALUES (?, ?) ON CONFLICT DO NOTHING""";
+    /** What a claim records of an event: its id and its name. */
+    record Key(UUID eventId, String eventName) {}
 
-    // In the ids' order, whatever the order of the messages: two batches that share ids then wait for each other in
-    // the same order, never in a cycle (a deadlock, 40P01, would fail one of them).
+    // A row of an earlier version ('' for the name) is a claim of its id under any name: it is never written any
+    // more, so looking for it needs no lock.
+    private static final String CLAIM = """
+            INSERT INTO %1$s (event_id, scope, event_name) SELECT ?, ?, ?
+            WHERE NOT EXISTS (SELECT FROM %1$s WHERE event_id = ? AND scope = ? AND event_name = '')
+            ON CONFLICT DO NOTHING""";
+
+    // In the keys' order, whatever the order of the messages: two batches that share events then wait for each other
+    // in the same order, never in a cycle (a deadlock, 40P01, would fail one of them).
     private static final String CLAIM_ALL = """
-            INSERT INTO %s (event_id, scope) SELECT id, ? FROM unnest(?::uuid[]) AS id ORDER BY id
-            ON CONFLICT DO NOTHING RETURNING event_id""";
+            INSERT INTO %1$s (event_id, scope, event_name)
+            SELECT event.id, ?, event.name FROM unnest(?::uuid[], ?::text[]) AS event(id, name)
+            WHERE NOT EXISTS (SELECT FROM %1$s AS earlier
+                              WHERE earlier.event_id = event.id AND earlier.scope = ? AND earlier.event_name = '')
+            ORDER BY event.id, event.name
+            ON CONFLICT DO NOTHING RETURNING event_id, event_name""";
 
     private static final String UNCLAIM = """
-            DELETE FROM %s WHERE event_id = ? AND scope = ?""";
+            DELETE FROM %s WHERE event_id = ? AND scope = ? AND event_name = ?""";
 
     private final JdbcTemplate jdbcTemplate;
 
@@ -52,31 +68,41 @@ final class ProcessedEventStore {
      * Takes back a claim made in the current transaction, for an event of a batch that turns out not to be processable
      * while the rest of the batch goes on.
      */
-    void unclaim(UUID eventId, String scope) {
-        this.jdbcTemplate.update(this.unclaimSql, eventId, scope);
+    void unclaim(Key event, String scope) {
+        this.jdbcTemplate.update(this.unclaimSql, event.eventId(), scope, event.eventName());
     }
 
     /**
-     * Records the event id in the scope ({@code ""} for the whole service, or a function's name); {@code true} when
-     * this is its first delivery in that scope.
+     * Records the event in the scope ({@code ""} for the whole service, or a function's name); {@code true} when this
+     * is its first delivery in that scope.
      */
-    boolean claim(UUID eventId, String scope) {
-        return this.jdbcTemplate.update(this.claimSql, eventId, scope) == 1;
+    boolean claim(Key event, String scope) {
+        return this.jdbcTemplate.update(
+                        this.claimSql, event.eventId(), scope, event.eventName(), event.eventId(), scope)
+                == 1;
     }
 
     /**
-     * Records a batch of event ids with one statement; returns those of their first delivery. An id repeated within the
-     * batch is claimed (and returned) once.
+     * Records a batch of events with one statement; returns those of their first delivery. An event repeated within
+     * the batch is claimed (and returned) once.
      */
-    Set<UUID> claimAll(Collection<UUID> eventIds, String scope) {
-        List<UUID> claimed = this.jdbcTemplate.query(
+    Set<Key> claimAll(Collection<Key> events, String scope) {
+        List<Key> claimed = this.jdbcTemplate.query(
                 connection -> {
                     PreparedStatement statement = connection.prepareStatement(this.claimAllSql);
                     statement.setString(1, scope);
-                    statement.setArray(2, connection.createArrayOf("uuid", eventIds.toArray()));
+                    statement.setArray(
+                            2,
+                            connection.createArrayOf(
+                                    "uuid", events.stream().map(Key::eventId).toArray()));
+                    statement.setArray(
+                            3,
+                            connection.createArrayOf(
+                                    "text", events.stream().map(Key::eventName).toArray()));
+                    statement.setString(4, scope);
                     return statement;
                 },
-                (row, index) -> row.getObject(1, UUID.class));
+                (row, index) -> new Key(row.getObject(1, UUID.class), row.getString(2)));
         return new HashSet<>(claimed);
     }
 }

@@ -2,12 +2,14 @@
 -- the event id itself. Event ids are UUID v7, whose first 48 bits are the producer's timestamp, so each day of events
 -- is a range of ids: a duplicate always lands in the partition of its first copy, and the primary key stays global.
 -- The library creates the daily partitions ahead of time (processed_event_p20261129, ...) and drops whole partitions
--- once they are older than the retention; there is no processed_at index and no row purge.
+-- once they are older than the retention; there is no processed_at index and no row purge. The key is the event's id,
+-- the scope and the event's name, as in schema-postgresql.sql.
 CREATE TABLE processed_event (
     event_id     uuid        NOT NULL,
     scope        text        NOT NULL DEFAULT '',
     processed_at timestamptz NOT NULL DEFAULT now(),
-    CONSTRAINT processed_event_pkey PRIMARY KEY (event_id, scope)
+    event_name   text        NOT NULL DEFAULT '',
+    CONSTRAINT processed_event_pkey PRIMARY KEY (event_id, scope, event_name)
 ) PARTITION BY RANGE (event_id);
 
 -- The scopes processed_event holds claims under, registered by the guard at start-up: a start-up whose bindings no

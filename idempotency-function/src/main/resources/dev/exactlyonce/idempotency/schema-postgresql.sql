@@ -1,14 +1,17 @@
 -- The table the idempotency guard records processed event ids in: one row per event id this service processed,
 -- written in the transaction of the business effect. scope is '' when the key is the event id alone (the default,
 -- idempotency.key-scope=service), or the function's name when each function keeps its own record
--- (idempotency.key-scope=function). processed_at drives the purge.
+-- (idempotency.key-scope=function). event_name is the event's name: an id claimed by an event of another name does
+-- not make an event a duplicate ('' in the rows of versions before it, which count as claims under any name).
+-- processed_at drives the purge.
 -- Services that migrate with Flyway get this table from the library (idempotency.migrate-with-flyway); others run
 -- this script with their own tool, renaming the table if idempotency.table-name says so.
 CREATE TABLE processed_event (
     event_id     uuid        NOT NULL,
     scope        text        NOT NULL DEFAULT '',
     processed_at timestamptz NOT NULL DEFAULT now(),
-    CONSTRAINT processed_event_pkey PRIMARY KEY (event_id, scope)
+    event_name   text        NOT NULL DEFAULT '',
+    CONSTRAINT processed_event_pkey PRIMARY KEY (event_id, scope, event_name)
 );
 
 CREATE INDEX processed_event_processed_at_idx ON processed_event (processed_at);

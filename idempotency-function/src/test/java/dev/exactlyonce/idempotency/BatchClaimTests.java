@@ -189,9 +189,10 @@ class BatchClaimTests {
         try (Connection holder =
                 DriverManager.getConnection(database.jdbcUrl(), database.username(), database.password())) {
             holder.setAutoCommit(false);
-            try (PreparedStatement claim =
-                    holder.prepareStatement("INSERT INTO processed_event (event_id, scope) VALUES (?, '')")) {
+            try (PreparedStatement claim = holder.prepareStatement(
+                    "INSERT INTO processed_event (event_id, scope, event_name) VALUES (?, '', ?)")) {
                 claim.setObject(1, k.eventId());
+                claim.setString(2, k.eventName());
                 claim.executeUpdate();
             }
             first = this.deliveries.deliverBatchAsync(List.of(a, k, b));

@@ -41,9 +41,12 @@ class ProcessedEventSchemaTests {
         assertThat(describe(migrated, "processed_event"))
                 .isEqualTo(describe(scripted, "processed_event"))
                 .contains(
-                        "event_id uuid NO ", "scope text NO ''::text", "processed_at timestamp with time zone NO now()")
+                        "event_id uuid NO ",
+                        "scope text NO ''::text",
+                        "processed_at timestamp with time zone NO now()",
+                        "event_name text NO ''::text")
                 .contains(
-                        "CREATE UNIQUE INDEX T_pkey ON public.T USING btree (event_id, scope)",
+                        "CREATE UNIQUE INDEX T_pkey ON public.T USING btree (event_id, scope, event_name)",
                         "CREATE INDEX T_processed_at_idx ON public.T USING btree (processed_at)");
     }
 
@@ -60,8 +63,8 @@ class ProcessedEventSchemaTests {
         assertThat(describe(migrated, "outbox_event")).isEqualTo(describe(scripted, "outbox_event"));
         assertThat(describe(migrated, "processed_event"))
                 .isEqualTo(describe(scripted, "processed_event"))
-                .contains("CREATE UNIQUE INDEX T_pkey ON ONLY public.T USING btree (event_id, scope)")
-                .hasSize(4);
+                .contains("CREATE UNIQUE INDEX T_pkey ON ONLY public.T USING btree (event_id, scope, event_name)")
+                .hasSize(5);
         assertThat(new JdbcTemplate(migrated)
                         .queryForObject("SELECT pg_get_partkeydef('processed_event'::regclass)", String.class))
                 .isEqualTo("RANGE (event_id)");
@@ -73,7 +76,7 @@ class ProcessedEventSchemaTests {
 
         migrate(dataSource, "inbox");
 
-        assertThat(describe(dataSource, "inbox")).hasSize(5);
+        assertThat(describe(dataSource, "inbox")).hasSize(6);
         assertThat(describe(dataSource, "processed_event")).isEmpty();
     }
 
@@ -97,7 +100,7 @@ class ProcessedEventSchemaTests {
         assertThat(jdbc.queryForList(
                         "SELECT version FROM idempotency_schema_history WHERE success ORDER BY installed_rank",
                         String.class))
-                .containsExactly("0", "1", "2", "3", "4");
+                .containsExactly("0", "1", "2", "3", "4", "5");
     }
 
     @Test
@@ -107,18 +110,18 @@ class ProcessedEventSchemaTests {
 
         migrate(dataSource, "billing_processed_event");
 
-        assertThat(describe(dataSource, "billing_processed_event")).hasSize(5);
+        assertThat(describe(dataSource, "billing_processed_event")).hasSize(6);
         ProcessedEventStore store = new ProcessedEventStore(new JdbcTemplate(dataSource), "billing_processed_event");
-        UUID eventId = UuidV7.generate();
-        assertThat(store.claim(eventId, "")).as("first delivery").isTrue();
-        assertThat(store.claim(eventId, "")).as("a copy").isFalse();
+        ProcessedEventStore.Key event = new ProcessedEventStore.Key(UuidV7.generate(), "test.thing.happened.v1");
+        assertThat(store.claim(event, "")).as("first delivery").isTrue();
+        assertThat(store.claim(event, "")).as("a copy").isFalse();
         assertThat(new JdbcTemplate(dataSource)
                         .queryForList(
                                 "SELECT version FROM billing_processed_event_schema_history WHERE success"
                                         + " ORDER BY installed_rank",
                                 String.class))
                 .as("a history of its own, at version 0 since the schema held another table")
-                .containsExactly("0", "1", "2", "3", "4");
+                .containsExactly("0", "1", "2", "3", "4", "5");
     }
 
     @Test
@@ -134,7 +137,40 @@ class ProcessedEventSchemaTests {
                                 "SELECT version FROM idempotency_schema_history WHERE success ORDER BY installed_rank",
                                 String.class))
                 .as("baselined at the version the table already has")
-                .containsExactly("1", "2", "3", "4");
+                .containsExactly("1", "2", "3", "4", "5");
+    }
+
+    @Test
+    void claimsRecordedBeforeTheEventNameWasPartOfTheKeyStillCountUnderAnyName() {
+        DataSource dataSource = dataSource(TestPostgres.newDatabase("schema"));
+        Flyway.configure(ProcessedEventMigration.class.getClassLoader())
+                .dataSource(dataSource)
+                .table(ProcessedEventMigration.HISTORY_TABLE)
+                .locations(ProcessedEventMigration.LOCATION, ProcessedEventMigration.COMMON_LOCATION)
+                .placeholders(java.util.Map.of("table", "processed_event"))
+                .baselineOnMigrate(true)
+                .baselineVersion("0")
+                .target("4")
+                .load()
+                .migrate();
+        JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+        UUID single = UuidV7.generate();
+        UUID batched = UuidV7.generate();
+        jdbc.update("INSERT INTO processed_event (event_id, scope) VALUES (?, ''), (?, '')", single, batched);
+
+        migrate(dataSource, "processed_event");
+
+        ProcessedEventStore store = new ProcessedEventStore(jdbc, "processed_event");
+        assertThat(store.claim(new ProcessedEventStore.Key(single, "test.thing.happened.v1"), ""))
+                .as("a copy of an event processed before the upgrade")
+                .isFalse();
+        ProcessedEventStore.Key fresh = new ProcessedEventStore.Key(UuidV7.generate(), "test.thing.happened.v1");
+        assertThat(store.claimAll(List.of(new ProcessedEventStore.Key(batched, "test.thing.happened.v1"), fresh), ""))
+                .as("in a batch too")
+                .containsExactly(fresh);
+        assertThat(store.claim(new ProcessedEventStore.Key(single, "test.thing.happened.v1"), "a-function"))
+                .as("the row is a claim in its own scope only")
+                .isTrue();
     }
 
     private static void migrate(DataSource dataSource, String tableName) {

@@ -37,8 +37,11 @@ public final class PurgeBenchmark {
 
     private static final int CLIENTS = 2;
 
-    private static final String CLAIM =
-            "INSERT INTO processed_event (event_id, scope) VALUES (?, '') ON CONFLICT DO NOTHING";
+    /** The guard's claim, as it runs it. */
+    private static final String CLAIM = """
+            INSERT INTO processed_event (event_id, scope, event_name) SELECT ?, '', 'bench.effect.v1'
+            WHERE NOT EXISTS (SELECT FROM processed_event WHERE event_id = ? AND scope = '' AND event_name = '')
+            ON CONFLICT DO NOTHING""";
 
     private static final String FILL = """
             INSERT INTO processed_event (event_id, processed_at)
@@ -194,6 +197,7 @@ public final class PurgeBenchmark {
                 UUID eventId = UuidV7.generate();
                 long start = System.nanoTime();
                 claim.setObject(1, eventId);
+                claim.setObject(2, eventId);
                 claim.executeUpdate();
                 connection.commit();
                 window.get().add(System.nanoTime() - start);
