@@ -31,6 +31,14 @@ final class EventReader {
 
     static final String KAFKA_TOPIC = "kafka_receivedTopic";
 
+    static final String AMQP_CONSUMER_QUEUE = "amqp_consumerQueue";
+
+    /**
+     * The suffix of a queue's replay exchange, {@code <queue>.replay}: a direct exchange bound to the queue alone, that
+     * dead letters are moved back through by a user that may write nothing else.
+     */
+    static final String REPLAY_EXCHANGE_SUFFIX = ".replay";
+
     /** What an event name may hold: it goes into log lines, the MDC and meters' tags, so nothing else. */
     private static final Pattern NAME = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._-]{0,254}");
 
@@ -153,13 +161,19 @@ final class EventReader {
     }
 
     /**
-     * The routing key the event was published with. A message that arrives through the default exchange was sent to
-     * its queue directly (a dead letter moved back to its queue), with the queue's name as routing key: the event's
-     * routing key is then the one recorded when it was dead-lettered ({@link EventHeaders#deadLetteredRoutingKey}).
+     * The routing key the event was published with. A message that arrives through the default exchange, or through
+     * its queue's replay exchange ({@code <queue>.replay}), was sent to its queue directly (a dead letter moved back
+     * to its queue), with the queue's name as routing key: the event's routing key is then the one recorded when it
+     * was dead-lettered ({@link EventHeaders#deadLetteredRoutingKey}). Whoever may write to those exchanges may put
+     * any event into the queue: give that right to the replay's user alone.
      */
     private static @Nullable String publishedRoutingKey(MessageHeaders headers) {
         String routingKey = text(headers, AMQP_ROUTING_KEY);
-        if (!"".equals(text(headers, AMQP_EXCHANGE))) {
+        String exchange = text(headers, AMQP_EXCHANGE);
+        String queue = text(headers, AMQP_CONSUMER_QUEUE);
+        boolean sentToTheQueue = "".equals(exchange)
+                || (queue != null && exchange != null && exchange.equals(queue + REPLAY_EXCHANGE_SUFFIX));
+        if (!sentToTheQueue) {
             return routingKey;
         }
         String recorded = EventHeaders.deadLetteredRoutingKey(headers);

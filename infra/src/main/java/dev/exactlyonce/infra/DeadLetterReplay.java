@@ -4,6 +4,7 @@ import com.rabbitmq.client.AMQP;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
+import com.rabbitmq.client.ReturnListener;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.Printable;
 import dev.exactlyonce.idempotency.RejectedMessageException;
@@ -18,12 +19,16 @@ import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.jspecify.annotations.Nullable;
 
 /**
  * Moves dead letters back to their queue: the messages of {@code <queue>.dlq}, all of them or those of the given
- * event ids, are published to {@code <queue>} itself (through the default exchange, so no other service's queue
- * receives them), with their headers and a count of replays.
+ * event ids, are published to {@code <queue>} itself, with their headers and a count of replays, through the queue's
+ * replay exchange, {@code <queue>.replay}: a direct exchange bound to the queue and to its dead-letter queue by their
+ * names, and to nothing else (the broker's definitions declare it). The replay user writes to the replay exchanges
+ * only: through the default exchange, which delivers to any queue by its name, it could put any message into any
+ * queue of the virtual host.
  *
  * <p>Safe to run at any time, and again:
  *
@@ -33,10 +38,10 @@ import org.jspecify.annotations.Nullable;
  *       in between leaves a copy in both queues, which the service's guard discards;
  *   <li>a message that is not selected is published back to the tail of the dead-letter queue, then acknowledged
  *       (rather than rejected with requeue, which on a quorum queue counts against its delivery limit);
- *   <li>a replayed message keeps the name of its event: it goes to its queue through the default exchange, whose
+ *   <li>a replayed message keeps the name of its event: it goes to its queue through the replay exchange, whose
  *       routing key is the queue's name, so it carries an {@code event_name} header with the routing key it was
  *       published with (recorded when it was dead-lettered), for services that read the name from headers and for
- *       the next time it is dead-lettered;
+ *       the next time it is dead-lettered; the guard checks a replayed event's name against that recorded key;
  *   <li>replaying an event the service already applied has no effect: the guard finds its id.
  * </ol>
  *
@@ -79,6 +84,7 @@ final class DeadLetterReplay {
         try (Channel channel = connection.createChannel()) {
             requireQueue(connection, queue);
             requireQueue(connection, deadLetters);
+            requireReplayExchange(connection, queue);
             int waiting = channel.queueDeclarePassive(deadLetters).getMessageCount();
             this.out.printf(
                     "%s holds %d message(s); %s%s%n",
@@ -98,7 +104,7 @@ final class DeadLetterReplay {
                     break;
                 }
                 boolean selected = isSelected(message, eventIds);
-                move(channel, message, selected ? queue : deadLetters, selected);
+                move(channel, message, replayExchange(queue), selected ? queue : deadLetters, selected);
                 if (selected) {
                     replayed++;
                 } else {
@@ -177,7 +183,27 @@ final class DeadLetterReplay {
         }
     }
 
-    private void move(Channel channel, GetResponse message, String target, boolean replay)
+    private static void requireReplayExchange(Connection connection, String queue)
+            throws IOException, TimeoutException {
+        String exchange = replayExchange(queue);
+        try (Channel probe = connection.createChannel()) {
+            probe.exchangeDeclarePassive(exchange);
+        } catch (IOException ex) {
+            throw new IllegalStateException(
+                    ("There is no exchange '%1$s' on the broker: declare it (a direct exchange, bound to %2$s with"
+                                    + " routing key %2$s and to %2$s.dlq with routing key %2$s.dlq), and let the"
+                                    + " replay user write to it alone, as infra/rabbitmq/definitions.json does")
+                            .formatted(exchange, queue),
+                    ex);
+        }
+    }
+
+    /** The exchange dead letters of the queue are moved back through: {@code <queue>.replay}. */
+    static String replayExchange(String queue) {
+        return queue + ".replay";
+    }
+
+    private void move(Channel channel, GetResponse message, String exchange, String target, boolean replay)
             throws IOException, TimeoutException, InterruptedException {
         AMQP.BasicProperties properties = message.getProps();
         if (replay) {
@@ -191,8 +217,22 @@ final class DeadLetterReplay {
             }
             properties = properties.builder().headers(headers).build();
         }
-        channel.basicPublish("", target, true, properties, message.getBody());
-        channel.waitForConfirmsOrDie(CONFIRM_TIMEOUT_MS);
+        // Mandatory: a message the exchange routes nowhere (a binding missing) comes back before its confirm, and the
+        // dead letter is then left where it is, never acknowledged.
+        AtomicBoolean returned = new AtomicBoolean();
+        ReturnListener listener = channel.addReturnListener(back -> returned.set(true));
+        try {
+            channel.basicPublish(exchange, target, true, properties, message.getBody());
+            channel.waitForConfirmsOrDie(CONFIRM_TIMEOUT_MS);
+        } finally {
+            channel.removeReturnListener(listener);
+        }
+        if (returned.get()) {
+            throw new IllegalStateException(
+                    ("The exchange '%1$s' routes nothing to %2$s: bind %2$s to it with routing key %2$s. The dead"
+                                    + " letter stays in its queue")
+                            .formatted(exchange, target));
+        }
         channel.basicAck(message.getEnvelope().getDeliveryTag(), false);
     }
 

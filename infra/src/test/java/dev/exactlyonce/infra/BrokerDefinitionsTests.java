@@ -74,6 +74,26 @@ class BrokerDefinitionsTests {
     }
 
     @Test
+    void eachServicesQueueHasAReplayExchangeBoundToItAndItsDeadLetterQueueAlone() {
+        for (String queue : List.of("stock.events", "shipping.events", "billing.events")) {
+            String exchange = ShopBrokerUsers.replayExchange(queue);
+            assertThat(this.definitions.path("exchanges").valueStream())
+                    .filteredOn(declared -> declared.path("name").asString().equals(exchange))
+                    .singleElement()
+                    .satisfies(declared ->
+                            assertThat(declared.path("type").asString()).isEqualTo("direct"));
+            assertThat(this.definitions.path("bindings").valueStream())
+                    .filteredOn(binding -> binding.path("source").asString().equals(exchange))
+                    .extracting(
+                            binding -> binding.path("destination").asString(),
+                            binding -> binding.path("routing_key").asString())
+                    .containsExactlyInAnyOrder(
+                            org.assertj.core.groups.Tuple.tuple(queue, queue),
+                            org.assertj.core.groups.Tuple.tuple(queue + ".dlq", queue + ".dlq"));
+        }
+    }
+
+    @Test
     void onlyAnAdministratorThatNoServiceUsesMayDoEverything() {
         assertThat(this.definitions
                         .path("permissions")

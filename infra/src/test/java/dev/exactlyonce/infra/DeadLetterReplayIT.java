@@ -44,6 +44,7 @@ class DeadLetterReplayIT {
             channel.queueDeclare(this.queue, true, false, false, quorum);
             channel.queueDeclare(this.queue + ".dlq", true, false, false, quorum);
         }
+        ReplayExchanges.declareAndBind(rabbit, this.queue);
     }
 
     private void redeclareQueues(String type) throws Exception {
@@ -54,6 +55,7 @@ class DeadLetterReplayIT {
             channel.queueDeclare(this.queue, true, false, false, arguments);
             channel.queueDeclare(this.queue + ".dlq", true, false, false, arguments);
         }
+        ReplayExchanges.declareAndBind(rabbit, this.queue);
     }
 
     @AfterAll

@@ -94,6 +94,9 @@ class ReplayToStockServiceIT {
                 bareDatabase,
                 "replay-bare-stock-service.log",
                 "idempotency.event-id.source=message-id");
+        // Their replay exchanges, which the broker's definitions declare: the replay moves dead letters through them.
+        ReplayExchanges.declareAndBind(rabbit, QUEUE);
+        ReplayExchanges.declareAndBind(rabbit, BARE_QUEUE);
     }
 
     private static ServiceProcess startStockService(
@@ -216,7 +219,7 @@ class ReplayToStockServiceIT {
 
     /**
      * A copy of the event in the dead-letter queue, as the binder's republisher leaves it: with the exchange and
-     * routing key it was first published with (the replay moves it back through the default exchange, and the service
+     * routing key it was first published with (the replay moves it back through the queue's replay exchange, and the service
      * checks the event's name against the recorded routing key).
      */
     private void deadLetterCopy(EventEnvelope<?> event) throws Exception {

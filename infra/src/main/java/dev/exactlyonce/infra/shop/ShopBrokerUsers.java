@@ -24,7 +24,8 @@ import org.jspecify.annotations.Nullable;
  *   <li>{@code relay}, the order service's outbox relay: writes to the {@code events} exchange, with the order
  *       service's routing keys only, nothing else;
  *   <li>{@code replay}, the operator's dead-letter replay command: reads the dead-letter queues and writes to the
- *       default exchange, which delivers to a queue by its name.
+ *       services' replay exchanges ({@link #replayExchange}), each bound to one service's queue and dead-letter queue;
+ *       not to the default exchange, which delivers to any queue of the virtual host by its name.
  * </ul>
  *
  * <p>{@code infra/rabbitmq/definitions.json} declares the same users for the broker of {@code compose.yaml}.
@@ -37,6 +38,15 @@ public final class ShopBrokerUsers {
      */
     public static String deadLetterExchange(String queue) {
         return queue + ".dlx";
+    }
+
+    /**
+     * The replay exchange of a service's queue, {@code <queue>.replay}: a direct exchange bound to the queue (routing
+     * key {@code <queue>}) and to its dead-letter queue (routing key {@code <queue>.dlq}), and to nothing else. The
+     * replay command moves dead letters back through it; the replay user writes to nothing else.
+     */
+    public static String replayExchange(String queue) {
+        return queue + ".replay";
     }
 
     /**
@@ -94,6 +104,10 @@ public final class ShopBrokerUsers {
                 .map(service -> quote(service.queue(suffix)) + "\\.dlq")
                 .reduce((a, b) -> a + "|" + b)
                 .orElseThrow();
+        String replayExchanges = ShopScenario.SERVICES.stream()
+                .map(service -> quote(replayExchange(service.queue(suffix))))
+                .reduce((a, b) -> a + "|" + b)
+                .orElseThrow();
         return Stream.concat(
                         services,
                         Stream.of(
@@ -108,7 +122,7 @@ public final class ShopBrokerUsers {
                                 new User(
                                         "replay" + suffix,
                                         "^$",
-                                        "^amq\\.default$",
+                                        "^(%s)$".formatted(replayExchanges),
                                         "^(%s)$".formatted(deadLetterQueues),
                                         null)))
                 .toList();

@@ -3,6 +3,7 @@ package dev.exactlyonce.infra.shop;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.ConnectionFactory;
+import com.rabbitmq.client.ShutdownSignalException;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.exactlyonce.idempotency.test.TcpProxy;
 import dev.exactlyonce.paymentprovider.PaymentProvider;
@@ -209,6 +210,7 @@ public final class ShopScenario implements AutoCloseable {
             starting.add(CompletableFuture.runAsync(() -> startService(service, holdRelay)));
         }
         CompletableFuture.allOf(starting.toArray(CompletableFuture[]::new)).join();
+        bindReplayExchanges();
         say(
                 "%s started from their jars (logs in %s)",
                 String.join(", ", this.processes.keySet()), this.settings.logs());
@@ -495,6 +497,7 @@ public final class ShopScenario implements AutoCloseable {
         SERVICES.forEach(service -> {
             names.add(service.queue(this.settings.suffix()));
             names.add(ShopBrokerUsers.deadLetterExchange(service.queue(this.settings.suffix())));
+            names.add(ShopBrokerUsers.replayExchange(service.queue(this.settings.suffix())));
         });
         return names;
     }
@@ -712,6 +715,8 @@ public final class ShopScenario implements AutoCloseable {
             for (Service service : SERVICES) {
                 channel.exchangeDeclare(
                         ShopBrokerUsers.deadLetterExchange(service.queue(this.settings.suffix())), "direct", true);
+                channel.exchangeDeclare(
+                        ShopBrokerUsers.replayExchange(service.queue(this.settings.suffix())), "direct", true);
             }
         }
         for (Service service : SERVICES) {
@@ -720,6 +725,31 @@ public final class ShopScenario implements AutoCloseable {
                 channel.queueDelete(queue);
                 channel.queueDelete(queue + ".dlq");
             }
+        }
+    }
+
+    /**
+     * Binds each service's replay exchange to its queue and dead-letter queue, as the broker's definitions do, once
+     * the service has declared them.
+     */
+    private void bindReplayExchanges() throws Exception {
+        for (Service service : SERVICES) {
+            String queue = service.queue(this.settings.suffix());
+            waitFor(() -> queueExists(queue) && queueExists(queue + ".dlq"), "the queues of " + service.name());
+            try (Channel channel = this.admin.createChannel()) {
+                channel.queueBind(queue, ShopBrokerUsers.replayExchange(queue), queue);
+                channel.queueBind(queue + ".dlq", ShopBrokerUsers.replayExchange(queue), queue + ".dlq");
+            }
+        }
+    }
+
+    private boolean queueExists(String queue) {
+        try (Channel channel = this.admin.createChannel()) {
+            channel.queueDeclarePassive(queue);
+            return true;
+        } catch (IOException | TimeoutException | ShutdownSignalException ex) {
+            // 404: not declared yet (the channel is closed by the broker, and closing it again says so)
+            return false;
         }
     }
 
