@@ -1,6 +1,7 @@
 package dev.exactlyonce.billing;
 
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import java.net.URI;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.UUID;
@@ -37,7 +38,12 @@ public class BillingServiceApplication {
             VALUES (?, ?, ?, ?, ?, ?)""";
 
     public static void main(String[] args) {
-        SpringApplication.run(BillingServiceApplication.class, args);
+        SpringApplication application = new SpringApplication(BillingServiceApplication.class);
+        // The settings a deployment must give (shop.required-settings: the credentials, which have no default): Spring
+        // refuses to start while one is missing, naming it, rather than logging in as a demo user or as guest.
+        application.addInitializers(context -> context.getEnvironment()
+                .setRequiredProperties(context.getEnvironment().getProperty("shop.required-settings", String[].class)));
+        application.run(args);
     }
 
     /** The key of the charge for an event: the same on every delivery and every retry of that event. */
@@ -86,7 +92,16 @@ public class BillingServiceApplication {
             RestClient.Builder restClients,
             @Value("${billing.payment-provider.url}") String url,
             @Value("${billing.payment-provider.timeout:5s}") Duration timeout,
-            @Value("${billing.payment-provider.in-flight-wait:30s}") Duration inFlightWait) {
+            @Value("${billing.payment-provider.in-flight-wait:30s}") Duration inFlightWait,
+            @Value("${billing.payment-provider.plain-http-allowed:false}") boolean plainHttpAllowed) {
+        if (!plainHttpAllowed && !"https".equalsIgnoreCase(URI.create(url).getScheme())) {
+            // The charge, its amount and its idempotency key would cross the network unencrypted and unauthenticated:
+            // whoever is on the path could read them, or answer in the provider's place.
+            throw new IllegalStateException(("billing.payment-provider.url is %s: the payment provider must be reached"
+                            + " over https. Set an https address, or billing.payment-provider.plain-http-allowed=true"
+                            + " for a provider on this machine (the demo's profile does)")
+                    .formatted(url));
+        }
         // No redirect is followed: a 307 would send the charge, its amount and its idempotency key to whatever host
         // the answer names. A redirect is a failure of the attempt, like any answer that is not the provider's.
         HttpClientSettings settings = HttpClientSettings.defaults()

@@ -41,6 +41,7 @@ import org.springframework.test.context.DynamicPropertySource;
             "spring.cloud.stream.bindings.idempotencyGuardinvoiceOrder-in-0.consumer.back-off-initial-interval=1",
             "spring.cloud.stream.bindings.idempotencyGuardinvoiceOrder-in-0.consumer.back-off-max-interval=1",
             "billing.payment-provider.timeout=1s",
+            "billing.payment-provider.plain-http-allowed=true",
             "billing.payment-provider.key-lifetime=1h"
         })
 @EnableIdempotencyTestKit

@@ -34,7 +34,8 @@ import org.springframework.test.context.DynamicPropertySource;
         properties = {
             "spring.cloud.stream.default-binder=test",
             "spring.cloud.stream.bindings.idempotencyGuardinvoiceOrder-in-0.consumer.max-attempts=1",
-            "billing.payment-provider.timeout=1s"
+            "billing.payment-provider.timeout=1s",
+            "billing.payment-provider.plain-http-allowed=true"
         })
 @EnableIdempotencyTestKit
 class PaymentProviderRedirectTests {

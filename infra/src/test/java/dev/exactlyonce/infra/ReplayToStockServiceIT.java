@@ -108,6 +108,8 @@ class ReplayToStockServiceIT {
                 "spring.datasource.hikari.connection-timeout=1000",
                 "spring.rabbitmq.host=" + rabbit.host(),
                 "spring.rabbitmq.port=" + rabbit.port(),
+                "spring.rabbitmq.username=" + rabbit.username(),
+                "spring.rabbitmq.password=" + rabbit.password(),
                 BINDING + "destination=" + exchange,
                 BINDING + "group=" + queue,
                 BINDING + "consumer.back-off-initial-interval=100",
@@ -129,6 +131,15 @@ class ReplayToStockServiceIT {
         bareStock.close();
         connection.close();
         postgres.close();
+    }
+
+    /**
+     * The passwords a service is started with are not on its command line, which every user of the machine can read
+     * ({@code ps}); they reach it in its environment, which only its owner can.
+     */
+    @Test
+    void theServicesPasswordsAreNotOnItsCommandLine() {
+        assertThat(stock.commandLine()).contains("stock-service").doesNotContain("password");
     }
 
     @Test

@@ -40,6 +40,22 @@ class ServicesConfigurationTests {
 
     @ParameterizedTest
     @FieldSource("services")
+    void theServiceCarriesNoCredentialsAndRequiresThem(ShopScenario.Service service) {
+        Properties yaml = applicationYaml(service);
+
+        assertThat(yaml.stringPropertyNames())
+                .as("no user name or password but the demo profile's")
+                .noneMatch(name -> name.endsWith(".username") || name.endsWith(".password"));
+        assertThat(yaml.getProperty("shop.required-settings"))
+                .contains(
+                        "spring.datasource.username",
+                        "spring.datasource.password",
+                        "spring.rabbitmq.username",
+                        "spring.rabbitmq.password");
+    }
+
+    @ParameterizedTest
+    @FieldSource("services")
     void theServiceDeclaresNoExchangeAndDeadLettersThroughItsOwn(ShopScenario.Service service) {
         Properties yaml = applicationYaml(service);
         String consumer = "spring.cloud.stream.rabbit.bindings." + service.binding() + ".consumer.";

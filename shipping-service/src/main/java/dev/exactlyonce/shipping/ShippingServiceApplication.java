@@ -23,7 +23,12 @@ public class ShippingServiceApplication {
             INSERT INTO order_stock (order_id, reservations) VALUES (?, ?)""";
 
     public static void main(String[] args) {
-        SpringApplication.run(ShippingServiceApplication.class, args);
+        SpringApplication application = new SpringApplication(ShippingServiceApplication.class);
+        // The settings a deployment must give (shop.required-settings: the credentials, which have no default): Spring
+        // refuses to start while one is missing, naming it, rather than logging in as a demo user or as guest.
+        application.addInitializers(context -> context.getEnvironment()
+                .setRequiredProperties(context.getEnvironment().getProperty("shop.required-settings", String[].class)));
+        application.run(args);
     }
 
     /**

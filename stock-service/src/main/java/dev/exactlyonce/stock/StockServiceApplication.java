@@ -24,7 +24,12 @@ public class StockServiceApplication {
     static final String STOCK_RESERVED = "stock.stock.reserved.v1";
 
     public static void main(String[] args) {
-        SpringApplication.run(StockServiceApplication.class, args);
+        SpringApplication application = new SpringApplication(StockServiceApplication.class);
+        // The settings a deployment must give (shop.required-settings: the credentials, which have no default): Spring
+        // refuses to start while one is missing, naming it, rather than logging in as a demo user or as guest.
+        application.addInitializers(context -> context.getEnvironment()
+                .setRequiredProperties(context.getEnvironment().getProperty("shop.required-settings", String[].class)));
+        application.run(args);
     }
 
     /**

@@ -8,17 +8,22 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BooleanSupplier;
 import java.util.regex.Pattern;
 import java.util.stream.Stream;
+import tools.jackson.databind.json.JsonMapper;
 
 /**
  * A service run from its jar, as an operator runs it ({@code java -jar <service>/target/<service>-<version>.jar}),
  * with its output in a log file.
  */
 public final class ServiceProcess implements AutoCloseable {
+
+    private static final JsonMapper JSON = JsonMapper.builder().build();
 
     private final String service;
 
@@ -51,7 +56,12 @@ public final class ServiceProcess implements AutoCloseable {
         }
     }
 
-    /** Starts the service's jar with these command-line properties and waits until it has started. */
+    /**
+     * Starts the service's jar with these properties ({@code name=value}) and waits until it has started. They reach
+     * it in its environment ({@code SPRING_APPLICATION_JSON}, which Spring Boot reads above the environment's other
+     * variables and below the command line), not on its command line, which every user of the machine can read: they
+     * hold its passwords.
+     */
     public static ServiceProcess start(Path jar, String service, List<String> properties, Path log) {
         if (!Files.isRegularFile(jar)) {
             throw new IllegalStateException(jar + " is missing: build it first (./mvnw package -DskipTests)");
@@ -62,11 +72,19 @@ public final class ServiceProcess implements AutoCloseable {
                 "-Xss512k",
                 "-jar",
                 jar.toString()));
-        properties.forEach(property -> command.add("--" + property));
+        Map<String, String> settings = new LinkedHashMap<>();
+        for (String property : properties) {
+            int equals = property.indexOf('=');
+            if (equals < 1) {
+                throw new IllegalArgumentException("Not a property, name=value: " + property);
+            }
+            settings.put(property.substring(0, equals), property.substring(equals + 1));
+        }
         try {
             Files.createDirectories(log.toAbsolutePath().getParent());
-            Process process = new ProcessBuilder(command)
-                    .redirectErrorStream(true)
+            ProcessBuilder builder = new ProcessBuilder(command);
+            builder.environment().put("SPRING_APPLICATION_JSON", JSON.writeValueAsString(settings));
+            Process process = builder.redirectErrorStream(true)
                     .redirectOutput(log.toFile())
                     .start();
             ServiceProcess running = new ServiceProcess(service, process, log);
@@ -81,6 +99,14 @@ public final class ServiceProcess implements AutoCloseable {
     public void awaitLog(String regex, Duration limit) {
         Pattern pattern = Pattern.compile(regex);
         await(() -> pattern.matcher(output()).find(), limit, "a log line matching " + regex);
+    }
+
+    /**
+     * The process's command line as any user of the machine reads it ({@code ps}, {@code /proc/<pid>/cmdline}), or
+     * {@code ""} where the system does not tell.
+     */
+    public String commandLine() {
+        return this.process.info().commandLine().orElse("");
     }
 
     /** What the service has logged so far. */

@@ -586,6 +586,8 @@ public final class ShopScenario implements AutoCloseable {
                 binding + "consumer.back-off-initial-interval=200",
                 binding + "consumer.back-off-max-interval=1000",
                 "billing.payment-provider.url=" + this.provider.url(),
+                // The shop's payment provider runs on this machine, on plain http.
+                "billing.payment-provider.plain-http-allowed=true",
                 "server.port=" + this.ports.get(service.name()),
                 "management.server.port=" + this.managementPorts.get(service.name())));
         ServiceProcess process = ServiceProcess.start(
