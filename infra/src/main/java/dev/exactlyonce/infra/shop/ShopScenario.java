@@ -575,8 +575,11 @@ public final class ShopScenario implements AutoCloseable {
                         + this.databases
                                 .url(role)
                                 .replaceFirst("//[^/]+/", "//127.0.0.1:" + this.databaseLink.port() + "/"),
-                "spring.datasource.username=" + role,
-                "spring.datasource.password=" + role,
+                // It migrates as its database's owner, and works as a role that may only read and write the tables.
+                "spring.datasource.username=" + this.databases.appRole(service.database()),
+                "spring.datasource.password=" + this.databases.appRole(service.database()),
+                "spring.flyway.user=" + role,
+                "spring.flyway.password=" + role,
                 "spring.rabbitmq.host=127.0.0.1",
                 "spring.rabbitmq.port=" + this.brokerLink.port(),
                 "spring.rabbitmq.username=" + ShopBrokerUsers.userOf(service, this.settings.suffix()),

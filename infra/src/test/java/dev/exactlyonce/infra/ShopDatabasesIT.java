@@ -1,0 +1,89 @@
+package dev.exactlyonce.infra;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
+
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import dev.exactlyonce.infra.shop.ShopDatabases;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.util.concurrent.ThreadLocalRandom;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The shop's databases on a real PostgreSQL: a service migrates as its database's owner and works as a role that may
+ * read and write the tables, and nothing more, so that a compromised service cannot drop or alter its tables, nor
+ * open another service's database.
+ */
+class ShopDatabasesIT {
+
+    private static final ShopDatabases databases = new ShopDatabases(
+            TestPostgres.server().host(),
+            TestPostgres.server().port(),
+            TestPostgres.server().username(),
+            TestPostgres.server().password(),
+            "_db" + Integer.toHexString(ThreadLocalRandom.current().nextInt(0x1000, 0x10000)));
+
+    @BeforeAll
+    static void recreate() throws Exception {
+        databases.recreate();
+    }
+
+    /** What the service's migrations do, as the owner: a table, with a sequence. */
+    @BeforeEach
+    void migrate() throws Exception {
+        try (Connection owner = databases.connectAs("stock", "stock");
+                Statement statement = owner.createStatement()) {
+            statement.execute(
+                    "CREATE TABLE IF NOT EXISTS reservation (id bigserial PRIMARY KEY, quantity int NOT NULL)");
+        }
+    }
+
+    @AfterAll
+    static void drop() throws Exception {
+        databases.drop();
+    }
+
+    @Test
+    void theRoleAServiceWorksAsReadsAndWritesItsTables() throws Exception {
+        try (Connection app = databases.connect(databases.appRole("stock"), "stock");
+                Statement statement = app.createStatement()) {
+            statement.execute("INSERT INTO reservation (quantity) VALUES (1)");
+            statement.execute("UPDATE reservation SET quantity = 2");
+            try (var rows = statement.executeQuery("SELECT count(*) FROM reservation")) {
+                rows.next();
+                assertThat(rows.getInt(1)).isEqualTo(1);
+            }
+            statement.execute("DELETE FROM reservation");
+        }
+    }
+
+    @Test
+    void theRoleAServiceWorksAsCannotDropAlterOrCreateTables() throws Exception {
+        for (String ddl : new String[] {
+            "DROP TABLE reservation",
+            "ALTER TABLE reservation DROP COLUMN quantity",
+            "TRUNCATE reservation",
+            "CREATE TABLE stolen (id int)"
+        }) {
+            try (Connection app = databases.connect(databases.appRole("stock"), "stock");
+                    Statement statement = app.createStatement()) {
+                assertThatExceptionOfType(SQLException.class)
+                        .as(ddl)
+                        .isThrownBy(() -> statement.execute(ddl))
+                        .satisfies(ex -> assertThat(ex.getSQLState()).isIn("42501", "42P01"));
+            }
+        }
+    }
+
+    @Test
+    void theRoleAServiceWorksAsCannotOpenAnotherServicesDatabase() {
+        assertThatExceptionOfType(SQLException.class)
+                .isThrownBy(() ->
+                        databases.connect(databases.appRole("stock"), "billing").close());
+    }
+}
