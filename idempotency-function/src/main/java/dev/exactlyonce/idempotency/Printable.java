@@ -14,18 +14,30 @@ public final class Printable {
 
     /** The text, escaped and cut. */
     public static String of(String text) {
-        StringBuilder printable = new StringBuilder(Math.min(text.length(), LENGTH) + 8);
-        int[] characters = text.codePoints().limit(LENGTH).toArray();
-        for (int c : characters) {
+        StringBuilder printable = escape(text, LENGTH);
+        if (text.codePointCount(0, text.length()) > LENGTH) {
+            printable.append("...");
+        }
+        return printable.toString();
+    }
+
+    /**
+     * The text escaped, whole: for a text the library wrote around parts of a message, each already cut, that may
+     * still quote the message (a parser's error message does), such as a rejection's.
+     */
+    static String escaped(String text) {
+        return escape(text, Integer.MAX_VALUE).toString();
+    }
+
+    private static StringBuilder escape(String text, int length) {
+        StringBuilder printable = new StringBuilder(Math.min(text.length(), length) + 8);
+        text.codePoints().limit(length).forEach(c -> {
             if (Character.isISOControl(c) || Character.getType(c) == Character.FORMAT) {
                 printable.append("\\u%04x".formatted(c));
             } else {
                 printable.appendCodePoint(c);
             }
-        }
-        if (text.codePointCount(0, text.length()) > LENGTH) {
-            printable.append("...");
-        }
-        return printable.toString();
+        });
+        return printable;
     }
 }

@@ -46,7 +46,9 @@ public class RejectedMessageException extends IdempotencyException {
     }
 
     public RejectedMessageException(Reason reason, @Nullable UUID eventId, String message, @Nullable Throwable cause) {
-        super(reason + ": " + message, cause);
+        // Escaped whole: what the library quotes of a message is cut and escaped already, but a parser's message
+        // quotes the message's text raw. It goes into the dead letter's header, log lines and operators' terminals.
+        super(reason + ": " + Printable.escaped(message), cause);
         this.reason = reason;
         this.eventId = eventId;
     }

@@ -113,6 +113,28 @@ class RejectedMessagesTests {
                 .contains("at payload.amount");
     }
 
+    /**
+     * A payload's field names and values reach the rejection (Jackson's message quotes them), which goes into the
+     * dead letter's {@code x-exception-message}, the WARN line and the operator's terminal: escaped, one line.
+     */
+    @Test
+    void aPayloadRejectionQuotesTheMessagesTextEscaped() {
+        this.logs.clear();
+
+        this.deliveries.deliverBody("""
+                {"event_id": "%1$s", "event_name": "test.thing.happened.v1",
+                 "payload": {"thingId": "not\\r\\n2026-12-01 ERROR forged\\u001b[2J", "amount": 1}}""".formatted(EVENT_ID).getBytes(UTF_8));
+
+        assertThat(deadLetteredReason())
+                .startsWith("INVALID_PAYLOAD: ")
+                .doesNotContain("\n", "\r", "\u001b")
+                .contains("\\u000a");
+        assertThat(this.logs.events())
+                .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.WARN))
+                .isNotEmpty()
+                .allSatisfy(log -> assertThat(log.getFormattedMessage()).doesNotContain("\n", "\r", "\u001b"));
+    }
+
     @Test
     void aBodyOverTheSizeLimitIsRejectedUnparsed() {
         String note = "x".repeat(4 * 1024 * 1024);
