@@ -28,6 +28,7 @@ import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.support.ErrorMessage;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -45,6 +46,9 @@ import org.springframework.test.context.DynamicPropertySource;
             "billing.payment-provider.key-lifetime=1h"
         })
 @EnableIdempotencyTestKit
+// Its @AfterAll closes what the context connects through: the context must not stay cached, its threads
+// logging failures into later tests.
+@DirtiesContext
 class InvoiceOrderTests {
 
     private static final String FUNCTION = "invoiceOrder";

@@ -286,9 +286,16 @@ class BatchClaimTests {
         return counter != null ? counter.count() : 0;
     }
 
-    /** How many times a batch of that size was delivered: the recorder records an attempt at each of its messages. */
+    /**
+     * How many times a batch of that size was delivered: the recorder records an attempt at each of its messages, so
+     * the attempts are a whole number of batches, or some message was attempted alone.
+     */
     private int batchAttempts(int batchSize) {
-        return this.recorder.attempts().size() / batchSize;
+        int attempts = this.recorder.attempts().size();
+        assertThat(attempts % batchSize)
+                .as("%d attempt(s) at messages: whole batches of %d", attempts, batchSize)
+                .isZero();
+        return attempts / batchSize;
     }
 
     private void awaitBlockedClaims(int claims) {

@@ -35,6 +35,7 @@ import org.springframework.boot.test.context.TestConfiguration;
 import org.springframework.context.annotation.Bean;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.test.context.TestPropertySource;
@@ -55,6 +56,9 @@ import org.springframework.test.context.TestPropertySource;
             "idempotency.purge.enabled=false"
         })
 @EnableIdempotencyTestKit
+// Its @AfterAll closes what the context connects through: the context must not stay cached, its threads
+// logging failures into later tests.
+@DirtiesContext
 class DatabaseOutageTests {
 
     private static final String FUNCTION = "recordThing";

@@ -22,6 +22,7 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -43,6 +44,9 @@ import org.springframework.test.context.DynamicPropertySource;
             "idempotency.purge.enabled=false"
         })
 @EnableIdempotencyTestKit(testBinder = false)
+// Its @AfterAll closes what the context connects through: the context must not stay cached, its threads
+// logging failures into later tests.
+@DirtiesContext
 class OutageOfEveryBindingOnRabbitIT {
 
     /** The service: its two business functions, and Spring Boot's auto-configuration. */

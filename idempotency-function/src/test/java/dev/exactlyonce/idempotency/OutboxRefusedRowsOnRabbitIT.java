@@ -44,6 +44,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.support.ChannelInterceptor;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.test.context.TestPropertySource;
@@ -72,6 +73,9 @@ import org.springframework.transaction.support.TransactionTemplate;
             "management.endpoints.web.exposure.include=outbox"
         })
 @EnableIdempotencyTestKit(testBinder = false)
+// Its @AfterAll closes what the context connects through: the context must not stay cached, its threads
+// logging failures into later tests.
+@DirtiesContext
 class OutboxRefusedRowsOnRabbitIT {
 
     static final String EMITTED_EVENT = "test.thing.noticed.v1";

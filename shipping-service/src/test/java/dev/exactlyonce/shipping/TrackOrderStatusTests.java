@@ -21,6 +21,7 @@ import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.messaging.support.ErrorMessage;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -136,6 +137,13 @@ class TrackOrderStatusTests {
                 .isEmpty();
         assertThat(this.processedEvents.rows(unknown.eventId())).isZero();
         assertThat(this.probe.invocations(FUNCTION)).isZero();
+        assertThat(this.deliveries.lastError())
+                .as("handed to the binder to dead-letter, with its reason, not dropped")
+                .isInstanceOfSatisfying(
+                        ErrorMessage.class,
+                        error -> assertThat(error.getPayload())
+                                .hasStackTraceContaining("INVALID_PAYLOAD: ")
+                                .hasStackTraceContaining("LOST_AT_SEA"));
     }
 
     private Map<String, Object> status(UUID orderId) {

@@ -33,6 +33,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
 import org.springframework.kafka.test.EmbeddedKafkaBroker;
 import org.springframework.kafka.test.context.EmbeddedKafka;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.ActiveProfiles;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
@@ -59,6 +60,9 @@ import org.springframework.test.context.DynamicPropertySource;
         partitions = 4,
         topics = {DatabaseOutageOnKafkaIT.TOPIC, DatabaseOutageOnKafkaIT.DEAD_LETTERS})
 @EnableIdempotencyTestKit(testBinder = false)
+// Its @AfterAll closes what the context connects through: the context must not stay cached, its threads
+// logging failures into later tests.
+@DirtiesContext
 class DatabaseOutageOnKafkaIT {
 
     static final String TOPIC = "order.order.placed.v1";

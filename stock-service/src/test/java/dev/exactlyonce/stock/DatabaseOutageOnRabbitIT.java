@@ -23,6 +23,7 @@ import org.springframework.boot.health.contributor.Status;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -41,6 +42,9 @@ import org.springframework.test.context.DynamicPropertySource;
             "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.back-off-max-interval=400"
         })
 @EnableIdempotencyTestKit(testBinder = false)
+// Its @AfterAll closes what the context connects through: the context must not stay cached, its threads
+// logging failures into later tests.
+@DirtiesContext
 class DatabaseOutageOnRabbitIT {
 
     private static final String BINDING = "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.";

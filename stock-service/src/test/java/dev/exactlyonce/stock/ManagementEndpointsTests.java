@@ -8,12 +8,15 @@ import java.net.URI;
 import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.util.UUID;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.context.SpringBootTest.WebEnvironment;
 import org.springframework.boot.test.web.server.LocalManagementPort;
 import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.test.context.TestPropertySource;
@@ -50,9 +53,15 @@ class ManagementEndpointsTests {
         assertThat(get(this.port, "/actuator/idempotency")).isEqualTo(404);
     }
 
+    @Autowired
+    JdbcTemplate jdbcTemplate;
+
     @Test
     void thePurgeCannotBeRunThroughTheEndpointUnlessEnabled() throws Exception {
+        UUID expired = claimProcessedDaysAgo(this.jdbcTemplate, 31);
+
         assertThat(post(this.managementPort, "/actuator/idempotency")).isEqualTo(405);
+        assertThat(claims(this.jdbcTemplate, expired)).as("nothing purged").isOne();
     }
 
     @Nested
@@ -62,10 +71,38 @@ class ManagementEndpointsTests {
         @LocalManagementPort
         int managementPort;
 
+        @Autowired
+        JdbcTemplate jdbcTemplate;
+
         @Test
         void thePurgeRunsThroughTheEndpoint() throws Exception {
+            UUID expired = claimProcessedDaysAgo(this.jdbcTemplate, 31);
+            UUID kept = claimProcessedDaysAgo(this.jdbcTemplate, 29);
+
             assertThat(post(this.managementPort, "/actuator/idempotency")).isEqualTo(200);
+            assertThat(claims(this.jdbcTemplate, expired))
+                    .as("the claim older than the retention (30 days), purged")
+                    .isZero();
+            assertThat(claims(this.jdbcTemplate, kept))
+                    .as("the claim within it, kept")
+                    .isOne();
         }
+    }
+
+    private static UUID claimProcessedDaysAgo(JdbcTemplate jdbcTemplate, int days) {
+        UUID eventId = UUID.randomUUID();
+        jdbcTemplate.update(
+                "INSERT INTO processed_event (event_id, event_name, processed_at)"
+                        + " VALUES (?, 'order.order.placed.v1', now() - make_interval(days => ?))",
+                eventId,
+                days);
+        return eventId;
+    }
+
+    private static int claims(JdbcTemplate jdbcTemplate, UUID eventId) {
+        Integer count = jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM processed_event WHERE event_id = ?", Integer.class, eventId);
+        return count != null ? count : 0;
     }
 
     private int get(int port, String path) throws Exception {
