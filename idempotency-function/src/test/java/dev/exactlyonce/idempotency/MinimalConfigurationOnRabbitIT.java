@@ -8,11 +8,15 @@ import ch.qos.logback.classic.Level;
 import com.rabbitmq.client.GetResponse;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
+import dev.exactlyonce.idempotency.test.DeliveryRecorder;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
 import java.time.Duration;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
+import java.util.UUID;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -68,6 +72,9 @@ class MinimalConfigurationOnRabbitIT {
     }
 
     @Autowired
+    DeliveryRecorder recorder;
+
+    @Autowired
     BusinessFunctionProbe probe;
 
     @Autowired
@@ -87,8 +94,12 @@ class MinimalConfigurationOnRabbitIT {
         await().atMost(Duration.ofSeconds(30))
                 .untilAsserted(
                         () -> assertThat(rabbit.messageCount(QUEUE + ".dlq")).isEqualTo(1));
+        // Both copies attempted before the checks of what the copy did not do: the queue's ready count is zero as
+        // soon as the consumer prefetched them.
         await().atMost(Duration.ofSeconds(30))
-                .untilAsserted(() -> assertThat(rabbit.messageCount(QUEUE)).isZero());
+                .untilAsserted(() -> assertThat(this.recorder.attempts(event.eventId()))
+                        .hasSize(2)
+                        .allSatisfy(attempt -> assertThat(attempt.failure()).isNull()));
         List<GetResponse> deadLetters = rabbit.drain(QUEUE + ".dlq");
         assertThat(new String(deadLetters.get(0).getBody(), UTF_8)).isEqualTo("hello");
         assertThat(deadLetters.get(0).getProps().getHeaders().get("x-exception-message"))
@@ -110,5 +121,57 @@ class MinimalConfigurationOnRabbitIT {
                     assertThat(log.getFormattedMessage()).contains("NOT_JSON: ");
                     assertThat(log.getThrowableProxy()).as("no stack trace").isNull();
                 });
+    }
+    /**
+     * Each kind of message the guard cannot process, as README's configuration receives it: every one in the
+     * dead-letter queue with its reason, after one attempt each, and the event after them applied once.
+     */
+    @Test
+    void eachKindOfPoisonGoesToTheDeadLetterQueueWithItsReasonAndTheNextEventIsAppliedOnce() {
+        rabbit.purge(QUEUE + ".dlq");
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+        String other = "test.other.thing.v1";
+        Map<String, String> poison = new LinkedHashMap<>();
+        poison.put("NOT_JSON", "hello");
+        poison.put("NOT_AN_OBJECT", "[1, 2]");
+        poison.put("MISSING_EVENT_ID", """
+                {"event_name": "%s", "payload": {"thingId": "%s", "amount": 1}}""".formatted(ThingHappened.NAME, UUID.randomUUID()));
+        poison.put("INVALID_EVENT_ID", """
+                {"event_id": "not-a-uuid", "event_name": "%s", "payload": {}}""".formatted(ThingHappened.NAME));
+        poison.put("MISSING_FIELD", """
+                {"event_id": "%s", "event_name": "%s"}""".formatted(UUID.randomUUID(), ThingHappened.NAME));
+        poison.put("INVALID_OCCURRED_AT", """
+                {"event_id": "%s", "event_name": "%s", "occurred_at": "yesterday", "payload": {}}""".formatted(UUID.randomUUID(), ThingHappened.NAME));
+        poison.put("UNKNOWN_EVENT", """
+                {"event_id": "%s", "event_name": "%s", "payload": {}}""".formatted(UUID.randomUUID(), other));
+        poison.put("INVALID_PAYLOAD", """
+                {"event_id": "%s", "event_name": "%s", "payload": {"thingId": "%s", "amount": "ten"}}""".formatted(UUID.randomUUID(), ThingHappened.NAME, UUID.randomUUID()));
+
+        poison.forEach((reason, body) -> rabbit.publish(
+                DESTINATION, reason.equals("UNKNOWN_EVENT") ? other : ThingHappened.NAME, body.getBytes(UTF_8), null));
+        rabbit.publish(DESTINATION, event);
+
+        await().atMost(Duration.ofSeconds(30))
+                .untilAsserted(
+                        () -> assertThat(rabbit.messageCount(QUEUE + ".dlq")).isEqualTo(poison.size()));
+        await().atMost(Duration.ofSeconds(30))
+                .untilAsserted(() ->
+                        assertThat(this.recorder.attempts(event.eventId())).hasSize(1));
+        assertThat(rabbit.drain(QUEUE + ".dlq"))
+                .extracting(deadLetter -> deadLetter
+                        .getProps()
+                        .getHeaders()
+                        .get("x-exception-message")
+                        .toString())
+                .extracting(reason -> reason.substring(0, reason.indexOf(':')))
+                .containsExactlyInAnyOrderElementsOf(poison.keySet());
+        assertThat(this.recorder.attempts())
+                .as("one attempt per poison message, none retried, and the event's")
+                .hasSize(poison.size() + 1);
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT count(*) FROM thing_effect WHERE thing_id = ?",
+                        Integer.class,
+                        event.payload().thingId()))
+                .isEqualTo(1);
     }
 }
