@@ -5,18 +5,21 @@ import static org.awaitility.Awaitility.await;
 
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
+import dev.exactlyonce.idempotency.test.DeliveryRecorder;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.EventDeliveries;
 import dev.exactlyonce.idempotency.test.Pause;
 import dev.exactlyonce.idempotency.test.ProcessedEvents;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.math.BigDecimal;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import org.junit.jupiter.api.AfterEach;
@@ -55,6 +58,9 @@ class GuardThroughTheBinderTests {
 
     @Autowired
     BusinessFunctionProbe probe;
+
+    @Autowired
+    DeliveryRecorder recorder;
 
     @Autowired
     ProcessedEvents processedEvents;
@@ -98,6 +104,50 @@ class GuardThroughTheBinderTests {
 
         assertThat(this.probe.invocations(FUNCTION)).isZero();
         assertThat(effects(event)).isEqualTo(1);
+    }
+
+    /**
+     * A commit PostgreSQL refuses (a deferred constraint, checked at {@code COMMIT}): the claim and the effect roll back
+     * with it, and the retry, whose commit goes through, applies the event once. The trigger fails the first commit
+     * only: a sequence counts commits, and a sequence's value survives a rollback.
+     */
+    @Test
+    void aCommitThePostgresRefusesRollsBackTheClaimAndTheRetryAppliesTheEventOnce() {
+        EventEnvelope<ThingHappened> event = new EventEnvelope<>(
+                UUID.randomUUID(),
+                ThingHappened.NAME,
+                Instant.now(),
+                new ThingHappened(UUID.randomUUID(), new BigDecimal("13.013")));
+        this.jdbcTemplate.execute("CREATE SEQUENCE first_commit_fails");
+        this.jdbcTemplate.execute("""
+                CREATE FUNCTION first_commit_fails() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    IF nextval('first_commit_fails') = 1 THEN
+                        RAISE EXCEPTION 'the first commit fails (injected by the test)';
+                    END IF;
+                    RETURN NULL;
+                END $$""");
+        this.jdbcTemplate.execute("""
+                CREATE CONSTRAINT TRIGGER first_commit_fails AFTER INSERT ON thing_effect
+                DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.amount = 13.013)
+                EXECUTE FUNCTION first_commit_fails()""");
+        try {
+            this.deliveries.deliver(event);
+        } finally {
+            this.jdbcTemplate.execute("DROP TRIGGER first_commit_fails ON thing_effect");
+            this.jdbcTemplate.execute("DROP FUNCTION first_commit_fails()");
+            this.jdbcTemplate.execute("DROP SEQUENCE first_commit_fails");
+        }
+
+        assertThat(this.recorder.attempts(event.eventId()))
+                .as("the attempt whose commit failed, then the retry")
+                .satisfiesExactly(
+                        refused -> assertThat(refused.failure())
+                                .hasStackTraceContaining("the first commit fails (injected by the test)"),
+                        retry -> assertThat(retry.failure()).isNull());
+        assertThat(this.deliveries.lastError()).isNull();
+        assertThat(committedEffects(event)).isEqualTo(1);
+        assertThat(this.processedEvents.rows(event.eventId())).isEqualTo(1);
     }
 
     @Test

@@ -14,13 +14,13 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
-import java.util.UUID;
 import java.util.stream.IntStream;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -28,6 +28,8 @@ import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.health.contributor.HealthIndicator;
+import org.springframework.boot.health.contributor.Status;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
@@ -85,6 +87,9 @@ class DatabaseOutageOnKafkaIT {
     @Autowired
     DeliveryRecorder recorder;
 
+    @Autowired
+    HealthIndicator idempotencyHealthIndicator;
+
     /** Straight to the database, not through the proxy the service uses. */
     private final JdbcTemplate jdbcTemplate =
             new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
@@ -109,8 +114,16 @@ class DatabaseOutageOnKafkaIT {
             send(during.get(i), i % 4);
             send(during.get(i), (i + 1) % 4);
         }
-        // Longer than all the attempts of a record, and than two holds of 3 s.
-        await().pollDelay(Duration.ofSeconds(10)).atMost(Duration.ofSeconds(11)).until(() -> true);
+        await().atMost(Duration.ofSeconds(10))
+                .alias("consumption halted")
+                .until(() ->
+                        this.idempotencyHealthIndicator.health().getStatus().equals(Status.OUT_OF_SERVICE));
+        // Longer than all the attempts of a record, and than two holds of 3 s: halted, nothing dead-lettered, all
+        // along.
+        await().during(Duration.ofSeconds(10)).atMost(Duration.ofSeconds(12)).untilAsserted(() -> {
+            assertThat(deadLetters()).as("dead-lettered during the outage").isZero();
+            assertThat(this.idempotencyHealthIndicator.health().getStatus()).isEqualTo(Status.OUT_OF_SERVICE);
+        });
         postgres.restore();
 
         await().atMost(Duration.ofSeconds(60)).until(() -> applied(during) == during.size());
@@ -118,6 +131,7 @@ class DatabaseOutageOnKafkaIT {
         assertThat(this.jdbcTemplate.queryForObject("SELECT count(*) FROM processed_event", Integer.class))
                 .isEqualTo(1 + during.size());
         assertThat(deadLetters()).as("nothing dead-lettered").isZero();
+        assertThat(this.idempotencyHealthIndicator.health().getStatus()).isEqualTo(Status.UP);
         assertThat(this.recorder.attempts())
                 .as("records held past max-hold were given back, and delivered again")
                 .anySatisfy(attempt -> assertThat(attempt.failure())
@@ -133,19 +147,22 @@ class DatabaseOutageOnKafkaIT {
         }
     }
 
-    private int deadLetters() {
+    /**
+     * The records of the dead-letter topic, from its partitions' offsets: no consumer group, no assignment to wait
+     * for (a poll before the assignment counts nothing).
+     */
+    private long deadLetters() {
         Properties properties = new Properties();
         properties.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
-        properties.put(ConsumerConfig.GROUP_ID_CONFIG, "test-" + UUID.randomUUID());
-        properties.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
         try (KafkaConsumer<String, byte[]> consumer =
                 new KafkaConsumer<>(properties, new StringDeserializer(), new ByteArrayDeserializer())) {
-            consumer.subscribe(List.of(DEAD_LETTERS));
-            int count = 0;
-            for (int poll = 0; poll < 6; poll++) {
-                count += consumer.poll(Duration.ofMillis(500)).count();
-            }
-            return count;
+            List<TopicPartition> partitions = consumer.partitionsFor(DEAD_LETTERS).stream()
+                    .map(partition -> new TopicPartition(partition.topic(), partition.partition()))
+                    .toList();
+            Map<TopicPartition, Long> beginnings = consumer.beginningOffsets(partitions);
+            return consumer.endOffsets(partitions).entrySet().stream()
+                    .mapToLong(end -> end.getValue() - beginnings.get(end.getKey()))
+                    .sum();
         }
     }
 

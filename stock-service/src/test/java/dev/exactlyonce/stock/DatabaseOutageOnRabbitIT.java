@@ -51,7 +51,7 @@ class DatabaseOutageOnRabbitIT {
 
     private static final TestRabbit rabbit = TestRabbit.broker();
 
-    private static final String EXCHANGE = rabbit.topicExchange("events");
+    private static final String EXCHANGE = rabbit.topicExchange("events.outage");
 
     private static final String QUEUE = rabbit.uniqueName("stock.outage");
 

@@ -43,7 +43,7 @@ class ReserveStockOnRabbitIT {
 
     private static final TestRabbit rabbit = TestRabbit.broker();
 
-    private static final String EXCHANGE = rabbit.topicExchange("events");
+    private static final String EXCHANGE = rabbit.topicExchange("events.reserve");
 
     private static final String QUEUE = rabbit.uniqueName("stock.events");
 
