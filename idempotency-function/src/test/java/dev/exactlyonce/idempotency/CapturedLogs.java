@@ -54,6 +54,17 @@ final class CapturedLogs implements BeforeEachCallback, AfterEachCallback {
         }
     }
 
+    /**
+     * What the test's own thread logged: the test binder delivers on it, while the root logger also takes the lines of
+     * the other contexts cached in the JVM, whose threads run on (relays, probes, schedulers).
+     */
+    List<ILoggingEvent> eventsOfThisThread() {
+        String thread = Thread.currentThread().getName();
+        return events().stream()
+                .filter(event -> event.getThreadName().equals(thread))
+                .toList();
+    }
+
     void clear() {
         synchronized (this.appender) {
             this.appender.list.clear();

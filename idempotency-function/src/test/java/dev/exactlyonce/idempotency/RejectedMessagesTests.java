@@ -129,7 +129,7 @@ class RejectedMessagesTests {
                 .startsWith("INVALID_PAYLOAD: ")
                 .doesNotContain("\n", "\r", "\u001b")
                 .contains("\\u000a");
-        assertThat(this.logs.events())
+        assertThat(this.logs.eventsOfThisThread())
                 .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.WARN))
                 .isNotEmpty()
                 .allSatisfy(log -> assertThat(log.getFormattedMessage()).doesNotContain("\n", "\r", "\u001b"));
@@ -167,7 +167,7 @@ class RejectedMessagesTests {
 
         this.deliveries.deliverBody("hello".getBytes(UTF_8));
 
-        assertThat(this.logs.events())
+        assertThat(this.logs.eventsOfThisThread())
                 .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.WARN))
                 .singleElement()
                 .satisfies(log -> {
@@ -186,7 +186,7 @@ class RejectedMessagesTests {
 
         this.deliveries.deliver(Things.thingHappened());
 
-        assertThat(this.logs.events())
+        assertThat(this.logs.eventsOfThisThread())
                 .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.ERROR))
                 .singleElement()
                 .satisfies(log -> assertThat(log.getFormattedMessage())
@@ -203,7 +203,7 @@ class RejectedMessagesTests {
 
         this.deliveries.deliver(event, 3);
 
-        assertThat(this.logs.events())
+        assertThat(this.logs.eventsOfThisThread())
                 .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.INFO))
                 .isEmpty();
     }
