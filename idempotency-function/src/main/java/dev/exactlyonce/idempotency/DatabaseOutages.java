@@ -34,6 +34,8 @@ final class DatabaseOutages implements OutageClassifier {
 
     private static final Set<String> SQL_STATES = Set.of("57P01", "57P02", "57P03", "25006");
 
+    private static final Set<String> CONFLICT_STATES = Set.of("40001", "40P01", "55P03", "57014");
+
     private static final List<Class<? extends Throwable>> TYPES = List.of(
             SQLTransientConnectionException.class,
             CannotGetJdbcConnectionException.class,
@@ -104,6 +106,29 @@ final class DatabaseOutages implements OutageClassifier {
             return sql.getNextException();
         }
         return cause.getCause() != cause ? cause.getCause() : null;
+    }
+
+    /**
+     * Whether the chain holds a conflict with another transaction, which is not the message's fault and passes: a
+     * serialization failure (40001), a deadlock (40P01), a lock not obtained in time (55P03) or a statement timeout
+     * (57014).
+     */
+    static boolean isConflict(Throwable failure) {
+        List<String> states = new ArrayList<>();
+        collectStates(failure, 0, states);
+        return states.stream().anyMatch(CONFLICT_STATES::contains);
+    }
+
+    private static void collectStates(Throwable failure, int depth, List<String> states) {
+        int level = depth;
+        for (Throwable cause = failure; cause != null && level < 32; cause = next(cause), level++) {
+            if (cause instanceof SQLException sql && sql.getSQLState() != null) {
+                states.add(sql.getSQLState());
+            }
+            for (Throwable suppressed : cause.getSuppressed()) {
+                collectStates(suppressed, level + 1, states);
+            }
+        }
     }
 
     static boolean isOutageState(@Nullable String sqlState) {

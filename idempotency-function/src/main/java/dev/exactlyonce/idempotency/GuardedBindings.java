@@ -162,11 +162,15 @@ final class GuardedBindings implements SmartInitializingSingleton {
             InterceptableChannel errorChannel = errorChannel(binder, bindingName);
             OutageGiveBack giveBack = new OutageGiveBack(outage);
             errorChannel.addInterceptor(0, giveBack);
+            errorChannel.addInterceptor(
+                    1,
+                    new ConflictGiveBack(
+                            bindingName, this.properties.conflicts().maxGiveBacks()));
             if (batch) {
                 ConsumerProperties consumer =
                         this.beanFactory.getBean(BindingServiceProperties.class).getConsumerProperties(bindingName);
                 errorChannel.addInterceptor(
-                        1,
+                        2,
                         new EventsOfFailedBatches(
                                 binding,
                                 (MessageChannel) inputChannel,

@@ -28,6 +28,7 @@ import org.springframework.util.unit.DataSize;
  * @param purge The scheduled deletion of ids older than the retention.
  * @param partitioning The opt-in range-partitioned table, whose old ids go with whole partitions.
  * @param outage What the guarded bindings do while the database (or another dependency) is unavailable.
+ * @param conflicts What the guarded bindings do with a message whose attempts conflict with other transactions.
  * @param endpoint The idempotency Actuator endpoint.
  * @param batch How guarded batch bindings (batch-mode) gather their batches.
  * @param payload What a message may cost to read: its size, the digits of its decimals.
@@ -48,6 +49,7 @@ public record IdempotencyProperties(
         @DefaultValue Purge purge,
         @DefaultValue Partitioning partitioning,
         @DefaultValue Outage outage,
+        @DefaultValue Conflicts conflicts,
         @DefaultValue Endpoint endpoint,
         @DefaultValue Batch batch,
         @DefaultValue Payload payload,
@@ -219,6 +221,24 @@ public record IdempotencyProperties(
         /** These bounds, as the codec takes them. */
         public EnvelopeCodec.Limits limits() {
             return new EnvelopeCodec.Limits(this.maxSize.toBytes(), this.maxDecimalDigits);
+        }
+    }
+
+    /**
+     * What the guarded bindings do with a message whose last attempt conflicted with another transaction (a
+     * serialization failure, a deadlock, a lock or statement timeout), under {@code idempotency.conflicts}: not the
+     * message's fault, so it is given back to be delivered again with all its attempts, after a hold that grows from
+     * 200 ms to 5 s.
+     *
+     * @param maxGiveBacks How many times a message is given back so; after that it fails as any message does, and one
+     *     whose every attempt conflicts (a statement that always times out) reaches the dead-letter queue.
+     */
+    public record Conflicts(@DefaultValue("10") int maxGiveBacks) {
+
+        public Conflicts {
+            if (maxGiveBacks < 0) {
+                throw new IllegalArgumentException("idempotency.conflicts.max-give-backs must not be negative");
+            }
         }
     }
 
