@@ -9,6 +9,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.MessagingException;
 import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.ErrorMessage;
 
@@ -103,7 +104,7 @@ final class ConflictGiveBack implements ChannelInterceptor {
 
     private static @Nullable Object body(ErrorMessage error) {
         Message<?> original = error.getOriginalMessage();
-        if (original == null && error.getPayload() instanceof org.springframework.messaging.MessagingException failed) {
+        if (original == null && error.getPayload() instanceof MessagingException failed) {
             original = failed.getFailedMessage();
         }
         return original != null ? original.getPayload() : null;

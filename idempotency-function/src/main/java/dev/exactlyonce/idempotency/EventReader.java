@@ -34,8 +34,8 @@ final class EventReader {
     static final String AMQP_CONSUMER_QUEUE = "amqp_consumerQueue";
 
     /**
-     * The suffix of a queue's replay exchange, {@code <queue>.replay}: a direct exchange bound to the queue alone, that
-     * dead letters are moved back through by a user that may write nothing else.
+     * The suffix of a queue's replay exchange, {@code <queue>.replay}: a direct exchange bound to the queue and its
+     * dead-letter queue only, that dead letters are moved back through by a user that may write nothing else.
      */
     static final String REPLAY_EXCHANGE_SUFFIX = ".replay";
 

@@ -33,8 +33,8 @@ public final class ProcessedEventPurge {
             SELECT now() - make_interval(secs => ?)""";
 
     private static final String DELETE_BATCH = """
-            DELETE FROM %1$s WHERE (event_id, scope) IN (
-                SELECT event_id, scope FROM %1$s WHERE processed_at < ? ORDER BY processed_at LIMIT ?)""";
+            DELETE FROM %1$s WHERE (event_id, scope, event_name) IN (
+                SELECT event_id, scope, event_name FROM %1$s WHERE processed_at < ? ORDER BY processed_at LIMIT ?)""";
 
     /**
      * What a run did.

@@ -123,6 +123,28 @@ class ProcessedEventPurgeTests {
         assertThat(this.processedEvents.rows(event.eventId())).isEqualTo(1);
     }
 
+    /** Two claims of one id under two names (one forged): the older one's purge leaves the recent one. */
+    @Test
+    void theExpiredClaimOfAnIdLeavesTheRecentClaimOfThatIdUnderAnotherName() {
+        EventEnvelope<ThingHappened> genuine = Things.thingHappened();
+        this.jdbcTemplate.update(
+                "INSERT INTO processed_event (event_id, event_name, processed_at)"
+                        + " VALUES (?, 'test.neighbour.noticed.v1', now() - interval '31 days')",
+                genuine.eventId());
+        this.deliveries.deliver(genuine);
+
+        ProcessedEventPurge.Result result = this.purge.purge();
+
+        assertThat(result.rows()).isEqualTo(1);
+        assertThat(this.processedEvents.rows(genuine.eventId()))
+                .as("the genuine event's claim, kept")
+                .isEqualTo(1);
+        this.deliveries.deliver(genuine);
+        assertThat(this.probe.invocations("recordThing"))
+                .as("its copy still discarded")
+                .isEqualTo(1);
+    }
+
     @Test
     void aRunThatFindsAnotherInstancePurgingDoesNothing() throws Exception {
         this.jdbcTemplate.update(OLD_ROWS, 100);
