@@ -11,10 +11,12 @@ import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.time.Instant;
 import java.time.format.DateTimeParseException;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.messaging.MessageHeaders;
+import org.springframework.util.ClassUtils;
 import tools.jackson.databind.JsonNode;
 
 /**
@@ -32,6 +34,12 @@ final class EventReader {
     static final String KAFKA_TOPIC = "kafka_receivedTopic";
 
     static final String AMQP_CONSUMER_QUEUE = "amqp_consumerQueue";
+
+    /** The message a binder received, as it received it (Spring Integration's {@code sourceData}). */
+    static final String SOURCE_DATA = "sourceData";
+
+    private static final boolean AMQP =
+            ClassUtils.isPresent("org.springframework.amqp.core.Message", EventReader.class.getClassLoader());
 
     /**
      * The suffix of a queue's replay exchange, {@code <queue>.replay}: a direct exchange bound to the queue and its
@@ -101,7 +109,7 @@ final class EventReader {
         boolean cloudEvent = this.settings.source() == EventIdSource.CLOUDEVENTS;
         String eventName = cloudEvent ? cloudEventHeader(headers, "type") : text(headers, EventHeaders.EVENT_NAME);
         if (eventName == null && !cloudEvent) {
-            eventName = publishedRoutingKey(headers);
+            eventName = amqpRoute(headers);
         }
         if (eventName == null || eventName.isBlank()) {
             throw new RejectedMessageException(
@@ -154,10 +162,25 @@ final class EventReader {
      * where the binder says neither (the test binder).
      */
     private static @Nullable String route(MessageHeaders headers) {
-        if (headers.containsKey(AMQP_ROUTING_KEY)) {
-            return publishedRoutingKey(headers);
+        String routingKey = amqpRoute(headers);
+        return routingKey != null ? routingKey : text(headers, KAFKA_TOPIC);
+    }
+
+    /** The routing key a RabbitMQ message was published with, or {@code null} for a message of another binder. */
+    private static @Nullable String amqpRoute(MessageHeaders headers) {
+        Object source = headers.get(SOURCE_DATA);
+        if (AMQP && AmqpSource.is(source)) {
+            return AmqpSource.publishedRoutingKey(source);
         }
-        return text(headers, KAFKA_TOPIC);
+        if (!headers.containsKey(AMQP_ROUTING_KEY)) {
+            return null;
+        }
+        // Without the received message (a binder that does not hand it on): the mapped headers, the best there is.
+        return publishedRoutingKey(
+                text(headers, AMQP_EXCHANGE),
+                text(headers, AMQP_ROUTING_KEY),
+                text(headers, AMQP_CONSUMER_QUEUE),
+                headers);
     }
 
     /**
@@ -167,10 +190,8 @@ final class EventReader {
      * was dead-lettered ({@link EventHeaders#deadLetteredRoutingKey}). Whoever may write to those exchanges may put
      * any event into the queue: give that right to the replay's user alone.
      */
-    private static @Nullable String publishedRoutingKey(MessageHeaders headers) {
-        String routingKey = text(headers, AMQP_ROUTING_KEY);
-        String exchange = text(headers, AMQP_EXCHANGE);
-        String queue = text(headers, AMQP_CONSUMER_QUEUE);
+    private static @Nullable String publishedRoutingKey(
+            @Nullable String exchange, @Nullable String routingKey, @Nullable String queue, Map<String, ?> headers) {
         boolean sentToTheQueue = "".equals(exchange)
                 || (queue != null && exchange != null && exchange.equals(queue + REPLAY_EXCHANGE_SUFFIX));
         if (!sentToTheQueue) {
@@ -178,6 +199,29 @@ final class EventReader {
         }
         String recorded = EventHeaders.deadLetteredRoutingKey(headers);
         return recorded != null ? recorded : routingKey;
+    }
+
+    /**
+     * The route of a RabbitMQ message as the broker gave it: the binder hands on the message it received
+     * ({@code sourceData}), whose properties the publisher cannot set. Its mapped headers are not to be trusted for
+     * this: a header the publisher named {@code amqp_receivedRoutingKey} (or {@code amqp_receivedExchange},
+     * {@code amqp_consumerQueue}) replaces the broker's value among them. Loaded only when Spring AMQP is there.
+     */
+    private static final class AmqpSource {
+
+        static boolean is(@Nullable Object source) {
+            return source instanceof org.springframework.amqp.core.Message;
+        }
+
+        static @Nullable String publishedRoutingKey(Object source) {
+            org.springframework.amqp.core.MessageProperties properties =
+                    ((org.springframework.amqp.core.Message) source).getMessageProperties();
+            return EventReader.publishedRoutingKey(
+                    properties.getReceivedExchange(),
+                    properties.getReceivedRoutingKey(),
+                    properties.getConsumerQueue(),
+                    properties.getHeaders());
+        }
     }
 
     private static @Nullable String cloudEventHeader(MessageHeaders headers, String attribute) {

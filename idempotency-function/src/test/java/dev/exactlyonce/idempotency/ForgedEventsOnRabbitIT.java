@@ -4,6 +4,9 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import ch.qos.logback.classic.Level;
+import com.rabbitmq.client.AMQP;
+import com.rabbitmq.client.Channel;
+import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
@@ -14,11 +17,14 @@ import java.math.BigDecimal;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -112,6 +118,48 @@ class ForgedEventsOnRabbitIT {
                 .untilAsserted(() -> assertThat(amounts(genuine))
                         .as("the genuine event, not suppressed by the forged one's id")
                         .containsExactly(new BigDecimal("2.500")));
+    }
+
+    /**
+     * The neighbour also sets, as AMQP headers of its own, the names under which the binder hands on the routing key,
+     * the exchange and the queue a message arrived by: they must not replace what the broker says.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"routing key", "replay exchange"})
+    void forgedHeadersNamingAnotherRouteDoNotHideTheRouteTheEventArrivedBy(String forgery) throws Exception {
+        EventEnvelope<ThingHappened> forged = Things.thingHappened();
+        Map<String, Object> headers = forgery.equals("routing key")
+                ? Map.of("amqp_receivedRoutingKey", ThingHappened.NAME)
+                : Map.of(
+                        "amqp_receivedExchange",
+                        QUEUE + ".replay",
+                        "amqp_consumerQueue",
+                        QUEUE,
+                        "x-original-exchange",
+                        DESTINATION,
+                        "x-original-routingKey",
+                        ThingHappened.NAME);
+        try (Connection connection = rabbit.newConnection();
+                Channel channel = connection.createChannel()) {
+            channel.confirmSelect();
+            channel.basicPublish(
+                    DESTINATION,
+                    NEIGHBOURS_ROUTING_KEY,
+                    new AMQP.BasicProperties.Builder()
+                            .contentType("application/json")
+                            .messageId(forged.eventId().toString())
+                            .headers(headers)
+                            .build(),
+                    CODEC.encode(forged));
+            channel.waitForConfirmsOrDie(10_000);
+        }
+
+        List<GetResponse> deadLetters = awaitDeadLetters(1);
+        assertThat(deadLetters.get(0).getProps().getHeaders().get("x-exception-message"))
+                .asString()
+                .startsWith("ROUTE_MISMATCH: ")
+                .contains(NEIGHBOURS_ROUTING_KEY);
+        assertThat(amounts(forged)).as("the forged event applied nothing").isEmpty();
     }
 
     @Test
