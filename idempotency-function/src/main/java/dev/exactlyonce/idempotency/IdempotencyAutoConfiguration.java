@@ -200,11 +200,30 @@ class IdempotencyAutoConfiguration {
 
         private static final String IMMEDIATE_REQUEUE = "org.springframework.amqp.ImmediateRequeueAmqpException";
 
+        /**
+         * A record the library gave back (an outage, or a conflict within {@code idempotency.conflicts.max-give-backs})
+         * is sought back to without limit: the give-backs are not the record's failures, and counting them would skip
+         * the record after ten, neither applied nor dead-lettered.
+         */
         private static DefaultErrorHandler kafkaErrorHandler(Outage outage, FixedBackOff otherwise) {
             DefaultErrorHandler handler = new DefaultErrorHandler(otherwise);
             FixedBackOff untilOver = new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS);
-            handler.setBackOffFunction((record, failure) -> outage.isOutage(failure) ? untilOver : null);
+            handler.setBackOffFunction(
+                    (record, failure) -> outage.isOutage(failure) || givenBack(failure) ? untilOver : null);
             return handler;
+        }
+
+        /** Whether the library gave the record back: the exception it gives back with is in the chain. */
+        private static boolean givenBack(Throwable failure) {
+            for (Throwable cause = failure;
+                    cause != null;
+                    cause = cause.getCause() != cause ? cause.getCause() : null) {
+                if (cause instanceof OutageException
+                        || cause.getClass().getName().equals(IMMEDIATE_REQUEUE)) {
+                    return true;
+                }
+            }
+            return false;
         }
     }
 }

@@ -1,0 +1,115 @@
+package dev.exactlyonce.stock;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.test.DeliveryRecorder;
+import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.TestDatabase;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.Statement;
+import java.time.Duration;
+import java.util.Map;
+import java.util.Properties;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.kafka.test.EmbeddedKafkaBroker;
+import org.springframework.kafka.test.context.EmbeddedKafka;
+import org.springframework.test.context.ActiveProfiles;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * A conflict that outlasts the Kafka error handler's own count, on Kafka with Spring AMQP on the class path too (as in
+ * the shop's services): the reservation's insert waits for a table lock another transaction holds, past the service's
+ * {@code lock_timeout}, for longer than ten give-backs. The record is given back each time, and the container's error
+ * handler must go on seeking back to it rather than count the give-backs as failures and skip the record after ten.
+ * Once the lock is released, the event is applied once, nothing dead-lettered.
+ */
+@SpringBootTest(
+        properties = {
+            "spring.cloud.stream.kafka.binder.brokers=${spring.embedded.kafka.brokers}",
+            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.batch-mode=false",
+            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.max-attempts=1",
+            "spring.cloud.stream.kafka.bindings.idempotencyGuardreserveStock-in-0.consumer.start-offset=earliest",
+            "spring.datasource.hikari.connection-init-sql=SET lock_timeout = '100ms'",
+            "idempotency.conflicts.max-give-backs=30"
+        })
+@ActiveProfiles("kafka")
+@EmbeddedKafka(
+        partitions = 1,
+        topics = {ConflictsOnKafkaIT.TOPIC, ConflictsOnKafkaIT.DEAD_LETTERS})
+@EnableIdempotencyTestKit(testBinder = false)
+class ConflictsOnKafkaIT {
+
+    static final String TOPIC = "order.order.placed.v1";
+
+    static final String DEAD_LETTERS = "stock.events.dlq";
+
+    private static final TestDatabase database = TestPostgres.newDatabase("kafkaconflicts");
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        database.registerDataSource(registry);
+    }
+
+    @Autowired
+    EmbeddedKafkaBroker kafka;
+
+    @Autowired
+    DeliveryRecorder recorder;
+
+    private final JdbcTemplate jdbcTemplate =
+            new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
+
+    @Test
+    void aRecordThatConflictsLongerThanTenGiveBacksIsAppliedOnceTheConflictEnds() throws Exception {
+        EventEnvelope<Map<String, Object>> order = Orders.placed(1);
+        try (Connection holder =
+                DriverManager.getConnection(database.jdbcUrl(), database.username(), database.password())) {
+            holder.setAutoCommit(false);
+            try (Statement statement = holder.createStatement()) {
+                statement.execute("LOCK TABLE reservation IN EXCLUSIVE MODE");
+            }
+            send(order);
+            await().atMost(Duration.ofSeconds(90))
+                    .alias("eleven attempts of the record, each given back after a conflict")
+                    .until(() -> this.recorder.attempts(order.eventId()).size() >= 11);
+            holder.rollback();
+        }
+
+        await().atMost(Duration.ofSeconds(30))
+                .alias("the event applied once the lock is released")
+                .until(() -> reservations(order) == 1);
+        assertThat(this.recorder.attempts(order.eventId()))
+                .last()
+                .satisfies(attempt -> assertThat(attempt.failure()).isNull());
+    }
+
+    private void send(EventEnvelope<?> event) {
+        Properties properties = new Properties();
+        properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
+        try (KafkaProducer<String, byte[]> producer =
+                new KafkaProducer<>(properties, new StringSerializer(), new ByteArraySerializer())) {
+            producer.send(new ProducerRecord<>(TOPIC, "order", new EnvelopeCodec().encode(event)));
+        }
+    }
+
+    private int reservations(EventEnvelope<Map<String, Object>> order) {
+        Integer count = this.jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM reservation WHERE order_id = ?", Integer.class, Orders.orderId(order));
+        return count != null ? count : 0;
+    }
+}
