@@ -94,13 +94,17 @@ public class BillingServiceApplication {
             @Value("${billing.payment-provider.timeout:5s}") Duration timeout,
             @Value("${billing.payment-provider.in-flight-wait:30s}") Duration inFlightWait,
             @Value("${billing.payment-provider.plain-http-allowed:false}") boolean plainHttpAllowed) {
-        if (!plainHttpAllowed && !"https".equalsIgnoreCase(URI.create(url).getScheme())) {
+        URI address = URI.create(url);
+        if (!plainHttpAllowed && !"https".equalsIgnoreCase(address.getScheme())) {
             // The charge, its amount and its idempotency key would cross the network unencrypted and unauthenticated:
             // whoever is on the path could read them, or answer in the provider's place.
+            // Printed without a user or password the address may hold.
             throw new IllegalStateException(("billing.payment-provider.url is %s: the payment provider must be reached"
                             + " over https. Set an https address, or billing.payment-provider.plain-http-allowed=true"
-                            + " for a provider on this machine (the demo's profile does)")
-                    .formatted(url));
+                            + " where the path to the provider is trusted (the demo's profile does, its provider on"
+                            + " this machine)")
+                    .formatted(address.getScheme() + "://" + address.getHost()
+                            + (address.getPort() >= 0 ? ":" + address.getPort() : "")));
         }
         // No redirect is followed: a 307 would send the charge, its amount and its idempotency key to whatever host
         // the answer names. A redirect is a failure of the attempt, like any answer that is not the provider's.

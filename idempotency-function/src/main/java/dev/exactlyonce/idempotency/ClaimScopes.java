@@ -46,6 +46,12 @@ final class ClaimScopes {
     private static final String EXISTS = """
             SELECT to_regclass(?) IS NOT NULL""";
 
+    // Whether the claims' primary key holds the event's name (schema version 5).
+    private static final String KEYED_BY_NAME = """
+            SELECT EXISTS (SELECT 1 FROM pg_index i
+                           JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+                           WHERE i.indrelid = to_regclass(?) AND i.indisprimary AND a.attname = 'event_name')""";
+
     private static final String REGISTERED = """
             SELECT scope, copied_to FROM %s ORDER BY scope""";
 
@@ -136,6 +142,16 @@ final class ClaimScopes {
                             .formatted(this.registry, this.tableName),
                     "Let the library migrate it (idempotency.migrate-with-flyway, with Flyway), or create it as"
                             + " dev/exactlyonce/idempotency/schema-postgresql.sql does");
+        }
+        if (!Boolean.TRUE.equals(jdbc.queryForObject(KEYED_BY_NAME, Boolean.class, this.tableName))) {
+            throw new StartupRefusal(
+                    ("The primary key of %s does not hold event_name (version 5 of the library's schema, which keys a"
+                                    + " claim by the event's id and name): every claim would fail, and every message"
+                                    + " be dead-lettered")
+                            .formatted(this.tableName),
+                    "Let the library migrate it (idempotency.migrate-with-flyway, with Flyway), or run"
+                            + " db/idempotency/postgresql-common/V5__claim_event_name.sql of the library's jar with"
+                            + " ${table} replaced by " + this.tableName);
         }
         jdbc.queryForObject(LOCK, Object.class, this.tableName);
         Set<String> used = new LinkedHashSet<>(scopes.values());

@@ -29,8 +29,9 @@ final class ProcessedEventStore {
     /** What a claim records of an event: its id and its name. */
     record Key(UUID eventId, String eventName) {}
 
-    // A row of an earlier version ('' for the name) is a claim of its id under any name: it is never written any
-    // more, so looking for it needs no lock.
+    // A row of an earlier version ('' for the name) is a claim of its id under any name. Only instances of an earlier
+    // version write such rows (and the copy of a former scope's claims copies them): once those have stopped, none is
+    // being written, so looking for one needs no lock (operations.md says to stop them before upgrading).
     private static final String CLAIM = """
             INSERT INTO %1$s (event_id, scope, event_name) SELECT ?, ?, ?
             WHERE NOT EXISTS (SELECT FROM %1$s WHERE event_id = ? AND scope = ? AND event_name = '')

@@ -6,6 +6,24 @@
 -- from schema-postgresql.sql of this version has the column already.
 ALTER TABLE ${table} ADD COLUMN IF NOT EXISTS event_name text NOT NULL DEFAULT '';
 
-ALTER TABLE ${table}
-    DROP CONSTRAINT ${table}_pkey,
-    ADD CONSTRAINT ${table}_pkey PRIMARY KEY (event_id, scope, event_name);
+DO $$
+DECLARE
+    key_name text;
+    daily regclass;
+BEGIN
+    -- The key, whatever its name: a table created from schema-postgresql.sql under another name keeps the script's.
+    SELECT conname INTO key_name FROM pg_constraint WHERE conrelid = to_regclass('${table}') AND contype = 'p';
+    IF key_name IS NOT NULL THEN
+        EXECUTE format('ALTER TABLE ${table} DROP CONSTRAINT %I', key_name);
+    END IF;
+    ALTER TABLE ${table} ADD CONSTRAINT ${table}_pkey PRIMARY KEY (event_id, scope, event_name);
+    -- Partitioned mode: a daily table made and not attached yet (a maintenance run stopped in between) takes the
+    -- column too, or it could never be attached.
+    FOR daily IN
+        SELECT c.oid::regclass FROM pg_class c
+        WHERE c.relkind = 'r' AND NOT c.relispartition AND c.relname ~ ('^${table}_p[0-9]{8}$')
+          AND c.relnamespace = (SELECT relnamespace FROM pg_class WHERE oid = to_regclass('${table}'))
+    LOOP
+        EXECUTE format('ALTER TABLE %s ADD COLUMN IF NOT EXISTS event_name text NOT NULL DEFAULT %L', daily, '');
+    END LOOP;
+END $$;

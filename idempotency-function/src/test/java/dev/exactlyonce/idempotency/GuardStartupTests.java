@@ -23,6 +23,10 @@ import org.springframework.cloud.stream.binder.test.EnableTestBinder;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.io.ClassPathResource;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.jdbc.datasource.init.ResourceDatabasePopulator;
 import org.springframework.messaging.Message;
 import org.springframework.transaction.PlatformTransactionManager;
 import reactor.core.publisher.Flux;
@@ -268,6 +272,35 @@ class GuardStartupTests {
                 start("recordThing", "spring.autoconfigure.exclude=" + DataSourceAutoConfiguration.class.getName())) {
             assertThat(context.getBean(GuardedBindings.class).bindings()).isEmpty();
         }
+    }
+
+    /**
+     * A table of schema version 4 (its key without the event's name), left as it was by a service that migrates the
+     * library's tables itself: every claim would fail (42703) and every message be dead-lettered.
+     */
+    @Test
+    void aTableWithoutTheEventNameInItsKeyIsRefusedNamingTheMigration() {
+        TestDatabase older = TestPostgres.newDatabase("schemav4");
+        JdbcTemplate jdbc =
+                new JdbcTemplate(new DriverManagerDataSource(older.jdbcUrl(), older.username(), older.password()));
+        new ResourceDatabasePopulator(new ClassPathResource("dev/exactlyonce/idempotency/schema-postgresql.sql"))
+                .execute(jdbc.getDataSource());
+        jdbc.execute("ALTER TABLE processed_event DROP CONSTRAINT processed_event_pkey,"
+                + " ADD CONSTRAINT processed_event_pkey PRIMARY KEY (event_id, scope)");
+        jdbc.execute("ALTER TABLE processed_event DROP COLUMN event_name");
+
+        Throwable failure = Deployment.of(Service.class)
+                .on(older)
+                .with("spring.cloud.function.definition=idempotencyGuard|recordThing")
+                .with("idempotency.migrate-with-flyway=false")
+                // The service's own migrations, in a schema that holds the library's tables already.
+                .with("spring.flyway.baseline-on-migrate=true", "spring.flyway.baseline-version=0")
+                .startupFailure();
+
+        assertThat(failure)
+                .isInstanceOf(StartupRefusal.class)
+                .hasMessageContaining("event_name")
+                .hasMessageContaining("V5__claim_event_name.sql");
     }
 
     private static Throwable startupFailure(String definition, String... properties) {

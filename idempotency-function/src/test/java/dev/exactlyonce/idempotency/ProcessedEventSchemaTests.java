@@ -173,6 +173,35 @@ class ProcessedEventSchemaTests {
                 .isTrue();
     }
 
+    /**
+     * A table created from the plain script under the configured name, its constraints' names left as the script
+     * writes them, then migrated by the library: the key is found by what it is, not by its name.
+     */
+    @Test
+    void aRenamedTableFromThePlainScriptGetsTheEventNameInItsKey() throws Exception {
+        DataSource dataSource = dataSource(TestPostgres.newDatabase("schema"));
+        String script = new String(
+                        new ClassPathResource("dev/exactlyonce/idempotency/schema-postgresql.sql")
+                                .getInputStream()
+                                .readAllBytes(),
+                        java.nio.charset.StandardCharsets.UTF_8)
+                .replace("CREATE TABLE processed_event (", "CREATE TABLE inbox (")
+                .replace("ON processed_event (", "ON inbox (")
+                .replace("CREATE TABLE processed_event_scope (", "CREATE TABLE inbox_scope (");
+        new ResourceDatabasePopulator(new org.springframework.core.io.ByteArrayResource(
+                        script.getBytes(java.nio.charset.StandardCharsets.UTF_8)))
+                .execute(dataSource);
+        JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+        jdbc.execute("ALTER TABLE inbox DROP CONSTRAINT processed_event_pkey,"
+                + " ADD CONSTRAINT processed_event_pkey PRIMARY KEY (event_id, scope)");
+        jdbc.execute("ALTER TABLE inbox DROP COLUMN event_name");
+
+        migrate(dataSource, "inbox");
+
+        assertThat(describe(dataSource, "inbox"))
+                .contains("CREATE UNIQUE INDEX T_pkey ON public.T USING btree (event_id, scope, event_name)");
+    }
+
     private static void migrate(DataSource dataSource, String tableName) {
         migrate(dataSource, tableName, false);
     }

@@ -83,7 +83,9 @@ public final class ShopDatabases {
         statement.execute("GRANT CONNECT ON DATABASE %s TO %s".formatted(owner, app));
         try (Connection database = DriverManager.getConnection(url(owner), this.adminUser, this.adminPassword);
                 Statement grants = database.createStatement()) {
-            // PostgreSQL 15 no longer lets PUBLIC create in public; earlier versions do.
+            // PostgreSQL 15 no longer lets PUBLIC create in public, and gives the schema to the database's owner;
+            // earlier versions do both the other way.
+            grants.execute("ALTER SCHEMA public OWNER TO " + owner);
             grants.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC");
             grants.execute("GRANT USAGE ON SCHEMA public TO " + app);
             grants.execute(("ALTER DEFAULT PRIVILEGES FOR ROLE %s IN SCHEMA public"
