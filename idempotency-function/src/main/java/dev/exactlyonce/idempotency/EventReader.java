@@ -192,10 +192,14 @@ final class EventReader {
      */
     private static @Nullable String publishedRoutingKey(
             @Nullable String exchange, @Nullable String routingKey, @Nullable String queue, Map<String, ?> headers) {
-        boolean sentToTheQueue = "".equals(exchange)
-                || (queue != null && exchange != null && exchange.equals(queue + REPLAY_EXCHANGE_SUFFIX));
-        if (!sentToTheQueue) {
+        boolean replayed = queue != null && exchange != null && exchange.equals(queue + REPLAY_EXCHANGE_SUFFIX);
+        if (!replayed && !"".equals(exchange)) {
             return routingKey;
+        }
+        // Through the replay exchange, only the replay's user publishes: what it recorded of a dead letter it moved.
+        Object first = replayed ? headers.get(EventHeaders.REPLAYED_ROUTING_KEY) : null;
+        if (first != null) {
+            return first instanceof byte[] bytes ? new String(bytes, UTF_8) : first.toString();
         }
         String recorded = EventHeaders.deadLetteredRoutingKey(headers);
         return recorded != null ? recorded : routingKey;

@@ -211,9 +211,21 @@ final class DeadLetterReplay {
                     new HashMap<>(properties.getHeaders() != null ? properties.getHeaders() : Map.of());
             headers.merge(REPLAY_COUNT, 1, (count, one) -> ((Number) count).intValue() + 1);
             headers.put(REPLAYED_AT, Instant.now().toString());
-            String eventName = EventHeaders.deadLetteredRoutingKey(headers);
+            // The routing key the event was first published with: recorded when it was dead-lettered, unless it was
+            // dead-lettered as a message of this replay exchange (replayed before), whose first key an earlier replay
+            // recorded.
+            Object deadLetteredFrom = headers.get("x-original-exchange");
+            if (deadLetteredFrom == null || !exchange.equals(deadLetteredFrom.toString())) {
+                String firstKey = EventHeaders.deadLetteredRoutingKey(headers);
+                if (firstKey != null) {
+                    headers.put(EventHeaders.REPLAYED_ROUTING_KEY, firstKey);
+                } else {
+                    headers.remove(EventHeaders.REPLAYED_ROUTING_KEY);
+                }
+            }
+            Object eventName = headers.get(EventHeaders.REPLAYED_ROUTING_KEY);
             if (!headers.containsKey(EventHeaders.EVENT_NAME) && eventName != null) {
-                headers.put(EventHeaders.EVENT_NAME, eventName);
+                headers.put(EventHeaders.EVENT_NAME, eventName.toString());
             }
             properties = properties.builder().headers(headers).build();
         }

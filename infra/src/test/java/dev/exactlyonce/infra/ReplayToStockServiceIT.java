@@ -28,6 +28,7 @@ import java.util.UUID;
 import java.util.stream.IntStream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
@@ -142,6 +143,12 @@ class ReplayToStockServiceIT {
         assertThat(stock.commandLine()).contains("stock-service").doesNotContain("password");
     }
 
+    @BeforeEach
+    void drainDeadLetters() {
+        rabbit.purge(QUEUE + ".dlq");
+        rabbit.purge(BARE_QUEUE + ".dlq");
+    }
+
     @Test
     void replayingAnEventTheServiceAlreadyAppliedHasNoEffect() throws Exception {
         EventEnvelope<Map<String, Object>> order = order(2);
@@ -172,6 +179,39 @@ class ReplayToStockServiceIT {
 
         assertThat(result.replayed()).isEqualTo(1);
         await().atMost(Duration.ofSeconds(30)).until(() -> reservations(order) == 3);
+        assertThat(processed(order)).isEqualTo(1);
+        assertThat(deadLetters()).isZero();
+    }
+
+    /**
+     * A replayed dead letter that fails again is dead-lettered again, now as a message of the replay exchange (the
+     * binder records that exchange and the queue's name as its route): replayed once more, it is still checked against
+     * the routing key it was first published with, and applied.
+     */
+    @Test
+    void aDeadLetterReplayedTwiceKeepsTheRoutingKeyItWasFirstPublishedWith() throws Exception {
+        EventEnvelope<Map<String, Object>> order = order(2);
+        refuseReservations(jdbc);
+        try {
+            publish(order);
+            await().atMost(Duration.ofSeconds(30)).until(() -> deadLetters() == 1);
+            assertThat(this.replay
+                            .replay(connection, QUEUE, Set.of(order.eventId()), false)
+                            .replayed())
+                    .isEqualTo(1);
+            await().atMost(Duration.ofSeconds(30))
+                    .alias("dead-lettered again: the failure is not fixed yet")
+                    .until(() -> deadLetters() == 1);
+        } finally {
+            allowReservations(jdbc);
+        }
+
+        assertThat(this.replay
+                        .replay(connection, QUEUE, Set.of(order.eventId()), false)
+                        .replayed())
+                .isEqualTo(1);
+
+        await().atMost(Duration.ofSeconds(30)).until(() -> reservations(order) == 2);
         assertThat(processed(order)).isEqualTo(1);
         assertThat(deadLetters()).isZero();
     }
