@@ -47,8 +47,9 @@ public class RejectedMessageException extends IdempotencyException {
 
     public RejectedMessageException(Reason reason, @Nullable UUID eventId, String message, @Nullable Throwable cause) {
         // Escaped whole: what the library quotes of a message is cut and escaped already, but a parser's message
-        // quotes the message's text raw. It goes into the dead letter's header, log lines and operators' terminals.
-        super(reason + ": " + Printable.escaped(message), cause);
+        // quotes the message's text raw. It goes into the dead letter's header, log lines and operators' terminals;
+        // so does the cause, in the stack trace: it is kept escaped.
+        super(reason + ": " + Printable.escaped(message), EscapedCause.of(cause, 0));
         this.reason = reason;
         this.eventId = eventId;
     }
@@ -61,5 +62,36 @@ public class RejectedMessageException extends IdempotencyException {
     /** The event id, when the message carried a readable one. */
     public @Nullable UUID eventId() {
         return this.eventId;
+    }
+
+    /**
+     * A cause of a rejection as it was, its type and stack trace kept, its message escaped: a parser's message quotes
+     * the message's text, and a stack trace is printed whole (the binder writes it into {@code x-exception-stacktrace}).
+     */
+    static final class EscapedCause extends RuntimeException {
+
+        private static final long serialVersionUID = 1L;
+
+        private EscapedCause(String message, @Nullable Throwable cause) {
+            super(message, cause);
+        }
+
+        static @Nullable Throwable of(@Nullable Throwable cause, int depth) {
+            if (cause == null || depth > 16) {
+                return null;
+            }
+            String message = cause.getMessage() != null ? ": " + Printable.escaped(cause.getMessage()) : "";
+            EscapedCause escaped = new EscapedCause(
+                    cause.getClass().getName() + message,
+                    cause.getCause() != cause ? of(cause.getCause(), depth + 1) : null);
+            escaped.setStackTrace(cause.getStackTrace());
+            return escaped;
+        }
+
+        @Override
+        public String toString() {
+            // As the cause it stands for printed itself: its type, then its message.
+            return String.valueOf(getMessage());
+        }
     }
 }

@@ -133,6 +133,12 @@ class RejectedMessagesTests {
                 .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.WARN))
                 .isNotEmpty()
                 .allSatisfy(log -> assertThat(log.getFormattedMessage()).doesNotContain("\n", "\r", "\u001b"));
+        // The stack trace, as the Rabbit binder's republisher writes it into x-exception-stacktrace: its causes too.
+        java.io.StringWriter trace = new java.io.StringWriter();
+        ((ErrorMessage) this.deliveries.lastError()).getPayload().printStackTrace(new java.io.PrintWriter(trace));
+        assertThat(trace.toString())
+                .doesNotContain("\r", "\u001b")
+                .doesNotContainPattern("(?m)^2026-12-01 ERROR forged");
     }
 
     @Test
