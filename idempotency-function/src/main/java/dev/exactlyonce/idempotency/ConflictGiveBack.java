@@ -86,6 +86,8 @@ final class ConflictGiveBack implements ChannelInterceptor {
                 times,
                 this.maxGiveBacks);
         try {
+            // The back-off, on the consumer thread that holds the message (as an outage's hold does): given back at
+            // once, it would be delivered again at once, while the transaction it conflicted with still runs.
             Thread.sleep(hold.toMillis());
         } catch (InterruptedException ex) {
             Thread.currentThread().interrupt();

@@ -197,9 +197,9 @@ final class EventReader {
             return routingKey;
         }
         // Through the replay exchange, only the replay's user publishes: what it recorded of a dead letter it moved.
-        Object first = replayed ? headers.get(EventHeaders.REPLAYED_ROUTING_KEY) : null;
+        String first = replayed ? text(headers.get(EventHeaders.REPLAYED_ROUTING_KEY)) : null;
         if (first != null) {
-            return first instanceof byte[] bytes ? new String(bytes, UTF_8) : first.toString();
+            return first;
         }
         String recorded = EventHeaders.deadLetteredRoutingKey(headers);
         return recorded != null ? recorded : routingKey;
@@ -239,7 +239,11 @@ final class EventReader {
     }
 
     private static @Nullable String text(MessageHeaders headers, String name) {
-        Object value = headers.get(name);
+        return text(headers.get(name));
+    }
+
+    /** A header's value as text: bytes (as on Kafka) read as UTF-8. */
+    private static @Nullable String text(@Nullable Object value) {
         if (value instanceof byte[] bytes) {
             return new String(bytes, UTF_8);
         }

@@ -1,6 +1,7 @@
 package dev.exactlyonce.idempotency;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.DeliveryRecorder;
@@ -65,8 +66,9 @@ class ConflictsTests {
         CompletableFuture<Void> delivery;
         try (Connection holder = lockThingEffect()) {
             delivery = this.deliveries.deliverUntilTakenAsync(event, Duration.ofSeconds(30));
-            // Longer than the binding's two attempts: each waits 200 ms for the lock.
-            Thread.sleep(1_500);
+            await().atMost(Duration.ofSeconds(10))
+                    .alias("more attempts than the binding's two, each waiting 200 ms for the lock")
+                    .until(() -> this.recorder.attempts(event.eventId()).size() > 2);
             holder.rollback();
         }
         delivery.get(30, TimeUnit.SECONDS);
