@@ -154,7 +154,7 @@ final class BinderConsumers {
      * flight unless {@code prefetch} is set (the next batch arrives while one commits). A batch takes the messages
      * that are there: it is handed on as soon as no next message comes within {@value #RECEIVE_TIMEOUT_MS} ms unless
      * {@code receive-timeout} is set (the container's own default, one second, would hold a lone event that long),
-     * and at the latest {@code idempotency.batch.max-wait} after it began ({@link BatchReceiveTimeout}). So a batch
+     * and at the latest {@code idempotency.batch.max-wait} after it began ({@link RabbitContainers}). So a batch
      * is as large as the load makes it: one event at a low rate, full under a backlog. The container checks a batch's
      * age between two messages only, so a {@code receive-timeout} longer than {@code max-wait} is lowered to it: a batch
      * waits at most {@code max-wait} plus {@code receive-timeout}. Its messages go to the

@@ -129,7 +129,10 @@ class IdempotencyAutoConfiguration {
                 metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
     }
 
-    /** On RabbitMQ: the bound on how long a batch of a guarded batch binding waits for more messages. */
+    /**
+     * On RabbitMQ: the listener containers log no give-back, and a batch of a guarded batch binding waits for more
+     * messages at most {@code idempotency.batch.max-wait}.
+     */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(
             name = {
@@ -139,11 +142,11 @@ class IdempotencyAutoConfiguration {
     static class Rabbit {
 
         @Bean
-        BatchReceiveTimeout idempotencyBatchReceiveTimeout(
+        RabbitContainers idempotencyRabbitContainers(
                 IdempotencyProperties properties,
                 ObjectProvider<GuardedBindings> guardedBindings,
                 BindingServiceProperties bindings) {
-            return new BatchReceiveTimeout(properties.batch().maxWait(), guardedBindings, bindings);
+            return new RabbitContainers(properties.batch().maxWait(), guardedBindings, bindings);
         }
     }
 
@@ -208,22 +211,9 @@ class IdempotencyAutoConfiguration {
         private static DefaultErrorHandler kafkaErrorHandler(Outage outage, FixedBackOff otherwise) {
             DefaultErrorHandler handler = new DefaultErrorHandler(otherwise);
             FixedBackOff untilOver = new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS);
-            handler.setBackOffFunction(
-                    (record, failure) -> outage.isOutage(failure) || givenBack(failure) ? untilOver : null);
+            handler.setBackOffFunction((record, failure) ->
+                    outage.isOutage(failure) || OutageGiveBack.isGivenBack(failure) ? untilOver : null);
             return handler;
-        }
-
-        /** Whether the library gave the record back: the exception it gives back with is in the chain. */
-        private static boolean givenBack(Throwable failure) {
-            for (Throwable cause = failure;
-                    cause != null;
-                    cause = cause.getCause() != cause ? cause.getCause() : null) {
-                if (cause instanceof OutageException
-                        || cause.getClass().getName().equals(IMMEDIATE_REQUEUE)) {
-                    return true;
-                }
-            }
-            return false;
         }
     }
 }

@@ -50,14 +50,34 @@ final class OutageGiveBack implements ChannelInterceptor {
      * on RabbitMQ requeued with {@code basic.nack}; on Kafka the container seeks back to it.
      */
     static RuntimeException givenBack(String reason, Throwable failure) {
-        return AMQP ? Requeue.exception(reason, failure) : new OutageException(reason, failure);
+        return AMQP ? new GivenBackToRabbit(reason, failure) : new OutageException(reason, failure);
     }
 
-    /** Loaded only when Spring AMQP is there. */
-    private static final class Requeue {
+    /** Whether the library gave the delivery back: the exception it gives back with is in the failure's chain. */
+    static boolean isGivenBack(Throwable failure) {
+        for (Throwable cause = failure; cause != null; cause = cause.getCause() != cause ? cause.getCause() : null) {
+            if (cause instanceof OutageException || (AMQP && GivenBackToRabbit.is(cause))) {
+                return true;
+            }
+        }
+        return false;
+    }
 
-        static RuntimeException exception(String reason, Throwable failure) {
-            return new org.springframework.amqp.ImmediateRequeueAmqpException(reason, failure);
+    /**
+     * What the library gives back with when Spring AMQP is there: the container requeues it; its own type lets the
+     * library tell its give-backs from an {@code ImmediateRequeueAmqpException} the service throws. Loaded only when
+     * Spring AMQP is there.
+     */
+    static final class GivenBackToRabbit extends org.springframework.amqp.ImmediateRequeueAmqpException {
+
+        private static final long serialVersionUID = 1L;
+
+        GivenBackToRabbit(String reason, Throwable failure) {
+            super(reason, failure);
+        }
+
+        static boolean is(Throwable failure) {
+            return failure instanceof GivenBackToRabbit;
         }
     }
 }
