@@ -92,9 +92,12 @@ public final class EventDeliveries {
 
     private static boolean givenBack(Throwable failure) {
         for (Throwable cause = failure; cause != null; cause = cause.getCause()) {
-            String name = cause.getClass().getSimpleName();
-            if (name.equals("ImmediateRequeueAmqpException") || name.equals("OutageException")) {
-                return true;
+            // By name, the library's own subclasses included: Spring AMQP is on the class path with RabbitMQ only.
+            for (Class<?> type = cause.getClass(); type != null; type = type.getSuperclass()) {
+                String name = type.getSimpleName();
+                if (name.equals("ImmediateRequeueAmqpException") || name.equals("OutageException")) {
+                    return true;
+                }
             }
             if (cause.getCause() == cause) {
                 break;
