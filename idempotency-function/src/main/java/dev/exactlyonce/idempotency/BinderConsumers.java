@@ -92,6 +92,11 @@ final class BinderConsumers {
 
     private static final String KAFKA_BINDER = "spring.cloud.stream.kafka.binder";
 
+    private static final String MAX_POLL_INTERVAL = "max.poll.interval.ms";
+
+    /** The Kafka consumer's own default of {@value #MAX_POLL_INTERVAL}. */
+    private static final long DEFAULT_MAX_POLL_INTERVAL_MS = 300_000;
+
     /** By name: Kafka's client is on the class path only with the Kafka binder. */
     private static final String DEAD_LETTER_SERIALIZER = "dev.exactlyonce.idempotency.kafka.DeadLetterSerializer";
 
@@ -116,13 +121,17 @@ final class BinderConsumers {
 
     private final Duration maxWait;
 
+    private final IdempotencyProperties.Outage outage;
+
     BinderConsumers(
             Environment environment,
             BindingServiceProperties bindings,
             ListableBeanFactory beanFactory,
-            Duration maxWait) {
+            Duration maxWait,
+            IdempotencyProperties.Outage outage) {
         this.environment = environment;
         this.maxWait = maxWait;
+        this.outage = outage;
         this.configuration = Binder.get(environment);
         this.bindings = bindings;
         this.beanFactory = beanFactory;
@@ -142,6 +151,7 @@ final class BinderConsumers {
         }
         setKafkaErrorHandler(consumerProperties, bindingName);
         setDeadLetterSerializers(consumerProperties, bindingName);
+        refuseHoldLongerThanPollInterval(consumerProperties, bindingName);
         if (this.bindings.getConsumerProperties(bindingName).isBatchMode()) {
             setBatchDefaults(extended, consumerProperties, bindingName);
         }
@@ -328,6 +338,53 @@ final class BinderConsumers {
                                 .formatted(bindingName, serializer, deserializer));
             }
             producer.put(serializer, DEAD_LETTER_SERIALIZER);
+        }
+    }
+
+    /**
+     * Kafka: a consumer that does not poll within {@code max.poll.interval.ms} leaves its group, and its partitions
+     * go to the others (or wait, with one consumer), a rebalance each time a delivery is held that long during an
+     * outage. A delivery is held at most {@code max-hold} in all, and the statement that meets the outage waits at most
+     * {@code socket-timeout}: both must fit in the interval, with the records of the same poll processed before it.
+     */
+    private void refuseHoldLongerThanPollInterval(BeanWrapper consumer, String bindingName) {
+        if (!consumer.isReadableProperty("enableDlq") || !consumer.isReadableProperty("configuration")) {
+            return;
+        }
+        String set = configurationOf(consumer.getWrappedInstance()).get(MAX_POLL_INTERVAL);
+        if (set == null) {
+            set = kafkaSetting(
+                    MAX_POLL_INTERVAL,
+                    KAFKA_BINDER + ".configuration",
+                    KAFKA_BINDER + ".consumer-properties",
+                    "spring.kafka.properties",
+                    "spring.kafka.consumer.properties");
+        }
+        Duration pollInterval;
+        try {
+            pollInterval = Duration.ofMillis(set != null ? Long.parseLong(set.trim()) : DEFAULT_MAX_POLL_INTERVAL_MS);
+        } catch (NumberFormatException ex) {
+            // The Kafka client says what is wrong with it when the binding starts.
+            return;
+        }
+        Duration held = this.outage.maxHold().plus(this.outage.socketTimeout());
+        if (held.compareTo(pollInterval) >= 0) {
+            throw new StartupRefusal(
+                    ("Binding %s may hold a record %s during an outage (idempotency.outage.max-hold %s, plus"
+                                    + " idempotency.outage.socket-timeout %s for the statement that meets it), longer"
+                                    + " than its consumer's %s (%s): the consumer would leave its group, and its"
+                                    + " partitions move, each time a record is held that long")
+                            .formatted(
+                                    bindingName,
+                                    held,
+                                    this.outage.maxHold(),
+                                    this.outage.socketTimeout(),
+                                    MAX_POLL_INTERVAL,
+                                    pollInterval),
+                    ("Lower idempotency.outage.max-hold (the default, 4m, fits the default %s of 5 minutes), or raise"
+                                    + " spring.cloud.stream.kafka.bindings.%s.consumer.configuration.%s above %s with"
+                                    + " room for the other records of a poll")
+                            .formatted(MAX_POLL_INTERVAL, bindingName, MAX_POLL_INTERVAL, held));
         }
     }
 

@@ -100,7 +100,8 @@ final class GuardedBindings implements SmartInitializingSingleton {
                 beanFactory.getBean(Environment.class),
                 beanFactory.getBean(BindingServiceProperties.class),
                 beanFactory,
-                properties.batch().maxWait());
+                properties.batch().maxWait(),
+                properties.outage());
     }
 
     /** The guarded bindings found at start-up. */

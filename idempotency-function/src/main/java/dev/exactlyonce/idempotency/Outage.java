@@ -8,6 +8,8 @@ import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.context.SmartLifecycle;
+import org.springframework.integration.IntegrationMessageHeaderAccessor;
+import org.springframework.messaging.Message;
 
 /**
  * An outage of what the guarded bindings depend on, shared by every guarded binding of the service:
@@ -18,7 +20,8 @@ import org.springframework.context.SmartLifecycle;
  *   <li>while it lasts, every consumer thread of a guarded binding holds the message it is about to process, before
  *       its transaction begins ({@link #awaitEnd(Duration)}), so nothing touches the database and no attempt is used
  *       up; a message whose attempt failed with the outage is held the same way in its error path instead of being
- *       dead-lettered, then given back to the broker to be delivered again;
+ *       dead-lettered, then given back to the broker to be delivered again. A delivery is held {@code max-hold} in
+ *       all, counted from its first attempt ({@link #holdLeft()}), however many of its attempts wait;
  *   <li>the probe checks the condition that failed, a write ({@link DatabaseProbe}), after
  *       {@code probe-initial-interval}, then at intervals that double up to {@code probe-max-interval};
  *   <li>once a write goes through, one message goes first: one consumer thread takes it, the others keep holding
@@ -35,6 +38,9 @@ final class Outage implements SmartLifecycle {
     /** A halt in progress: since when, and why. */
     record Halt(Instant since, String cause) {}
 
+    /** The delivery a consumer thread is on (by identity), and when its hold must end, in {@link System#nanoTime()}. */
+    private record Delivery(Object key, long deadline) {}
+
     private static final Logger logger = LoggerFactory.getLogger(Outage.class);
 
     private final DatabaseProbe probe;
@@ -46,6 +52,8 @@ final class Outage implements SmartLifecycle {
     private final IdempotencyMetrics metrics;
 
     private final List<String> bindingNames = new CopyOnWriteArrayList<>();
+
+    private final ThreadLocal<Delivery> delivery = new ThreadLocal<>();
 
     private final Object lock = new Object();
 
@@ -109,6 +117,31 @@ final class Outage implements SmartLifecycle {
     /** How long a consumer thread holds a message before it gives it back to the broker. */
     Duration maxHold() {
         return this.settings.maxHold();
+    }
+
+    /**
+     * Starts counting the hold of a delivery, at its first attempt on this thread; its later attempts, and its
+     * give-back, share the deadline. A delivery is told from the next by the message the binder received
+     * ({@code sourceData}: the AMQP message, the Kafka record, a batch's list of them), else by the payload, which a
+     * binder's retries pass on as it is.
+     */
+    void delivering(Message<?> message) {
+        Object source = message.getHeaders().get(IntegrationMessageHeaderAccessor.SOURCE_DATA);
+        Object key = source != null ? source : message.getPayload();
+        Delivery current = this.delivery.get();
+        if (current == null || current.key() != key) {
+            this.delivery.set(new Delivery(
+                    key, System.nanoTime() + this.settings.maxHold().toNanos()));
+        }
+    }
+
+    /** How long the delivery this thread is on may still be held: {@code max-hold} when none began. */
+    Duration holdLeft() {
+        Delivery current = this.delivery.get();
+        if (current == null) {
+            return this.settings.maxHold();
+        }
+        return Duration.ofNanos(Math.max(0, current.deadline() - System.nanoTime()));
     }
 
     /** The halt in progress, if any. */

@@ -34,10 +34,10 @@ final class OutageGiveBack implements ChannelInterceptor {
         Throwable failure = error.getPayload();
         this.outage.detected(failure);
         if (Failures.find(failure, OutageException.class) == null) {
-            // Not held yet: the attempt found the outage on its own (its last one). One hold per delivery, so that a
-            // delivery is never held longer than max-hold in all; it ends as soon as the database answers, and the
-            // delivery that follows may be the one that tries it.
-            this.outage.awaitAnswer(this.outage.maxHold());
+            // Not given up by a hold: the attempt found the outage on its own (its last one). Held what is left of
+            // the delivery's max-hold; it ends as soon as the database answers, and the delivery that follows may be
+            // the one that tries it.
+            this.outage.awaitAnswer(this.outage.holdLeft());
         }
         String reason =
                 "A dependency is unavailable: the message is given back to be delivered again, not" + " dead-lettered";

@@ -96,10 +96,11 @@ final class TransactionPerMessage implements ChannelInterceptor {
                             + " database transaction (the binder's consumer threads have none)")
                     .formatted(this.binding.bindingName()));
         }
-        if (!this.outage.awaitEnd(this.outage.maxHold())) {
+        this.outage.delivering(message);
+        if (!this.outage.awaitEnd(this.outage.holdLeft())) {
             throw new OutageException(
-                    ("A message of %s was held %s while a dependency is unavailable: given back to the broker, to be"
-                                    + " delivered again")
+                    ("A message of %s was held max-hold (%s, from its first attempt) while a dependency is"
+                                    + " unavailable: given back to the broker, to be delivered again")
                             .formatted(this.binding.bindingName(), this.outage.maxHold()),
                     null);
         }
