@@ -27,13 +27,20 @@ import org.springframework.kafka.test.EmbeddedKafkaBroker;
 import org.springframework.kafka.test.context.EmbeddedKafka;
 
 /**
- * A guarded Kafka binding reads records natively, so its dead-letter producer needs serializers for the key and value
- * as the consumer deserialized them. The library writes back bytes (ReserveStockOnKafkaIT dead-letters a keyed record
- * with the profile's configuration, which sets none) and strings; a consumer that deserializes keys to anything else,
- * with no serializer for its dead letters, would lose every rejected record with a key, and is refused at start-up.
+ * What the library checks when a guarded Kafka binding starts:
+ *
+ * <ul>
+ *   <li>it reads records natively, so its dead-letter producer needs serializers for the key and value as the consumer
+ *       deserialized them. The library writes back bytes (ReserveStockOnKafkaIT dead-letters a keyed record with the
+ *       profile's configuration, which sets none) and strings; a consumer that deserializes keys to anything else,
+ *       with no serializer for its dead letters, would lose every rejected record with a key, and is refused;
+ *   <li>a record held during an outage ({@code max-hold}, plus the statement that met it) must fit in the consumer's
+ *       {@code max.poll.interval.ms}, or the consumer would leave its group each time: a binding where it does not
+ *       is refused.
+ * </ul>
  */
 @EmbeddedKafka(partitions = 1)
-class DeadLetterSerializersOnKafkaIT {
+class StartupChecksOnKafkaIT {
 
     private static final String CONSUMER =
             "spring.cloud.stream.kafka.bindings.idempotencyGuardreserveStock-in-0.consumer.";
@@ -89,6 +96,26 @@ class DeadLetterSerializersOnKafkaIT {
                                 + "configuration.key.deserializer=org.apache.kafka.common.serialization.LongDeserializer",
                         "spring.cloud.stream.kafka.binder.producer-properties[key.serializer]="
                                 + "org.apache.kafka.common.serialization.LongSerializer")
+                .close();
+    }
+
+    @Test
+    void aMaxHoldThatDoesNotFitInThePollIntervalIsRefusedAtStartUp(EmbeddedKafkaBroker kafka) {
+        Throwable failure = catchThrowable(() -> start(kafka, CONSUMER + "configuration.max.poll.interval.ms=60000")
+                .close());
+
+        assertThat(messages(failure))
+                .anySatisfy(message -> assertThat(message)
+                        .contains("Binding idempotencyGuardreserveStock-in-0 may hold a record PT4M30S")
+                        .contains("max.poll.interval.ms (PT1M)"));
+    }
+
+    @Test
+    void aLongerMaxHoldStartsWithALongerPollInterval(EmbeddedKafkaBroker kafka) {
+        start(
+                        kafka,
+                        "idempotency.outage.max-hold=10m",
+                        "spring.cloud.stream.kafka.binder.consumer-properties[max.poll.interval.ms]=900000")
                 .close();
     }
 
