@@ -43,9 +43,6 @@ final class ClaimScopes {
     private static final String LOCK = """
             SELECT pg_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.scopes'), hashtext(?))""";
 
-    private static final String EXISTS = """
-            SELECT to_regclass(?) IS NOT NULL""";
-
     // Whether the claims' primary key holds the event's name (schema version 5).
     private static final String KEYED_BY_NAME = """
             SELECT EXISTS (SELECT 1 FROM pg_index i
@@ -135,7 +132,7 @@ final class ClaimScopes {
     }
 
     private void reconcile(JdbcTemplate jdbc, Map<String, String> scopes, Map<String, List<String>> formerScopes) {
-        if (!Boolean.TRUE.equals(jdbc.queryForObject(EXISTS, Boolean.class, this.registry))) {
+        if (!TableName.exists(jdbc, this.registry)) {
             throw new StartupRefusal(
                     ("The table %s, where the library records the scopes of the claims in %s, does not exist. It is"
                                     + " part of the library's schema")

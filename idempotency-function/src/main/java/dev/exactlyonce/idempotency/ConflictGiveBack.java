@@ -100,8 +100,7 @@ final class ConflictGiveBack implements ChannelInterceptor {
 
     /** 200 ms before the first give-back, doubling, up to 5 s. */
     static Duration hold(int times) {
-        long millis = FIRST_HOLD.toMillis() << Math.min(times - 1, 10);
-        return Duration.ofMillis(Math.min(millis, LONGEST_HOLD.toMillis()));
+        return Backoff.after(times, FIRST_HOLD, LONGEST_HOLD);
     }
 
     private static @Nullable Object body(ErrorMessage error) {

@@ -66,10 +66,7 @@ final class DatabaseAtStartup implements BeanPostProcessor {
                 Thread.currentThread().interrupt();
                 throw new IdempotencyException("Interrupted while waiting for the database at start-up", ex);
             }
-            Duration doubled = interval.multipliedBy(2);
-            interval = doubled.compareTo(this.settings.probeMaxInterval()) > 0
-                    ? this.settings.probeMaxInterval()
-                    : doubled;
+            interval = Backoff.doubled(interval, this.settings.probeMaxInterval());
         }
     }
 }

@@ -189,17 +189,16 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
             return false;
         }
         Map<Class<? extends Throwable>, Boolean> classified = this.consumer.getRetryableExceptions();
-        for (Throwable cause = failure; cause != null; cause = cause.getCause()) {
-            for (Map.Entry<Class<? extends Throwable>, Boolean> entry : classified.entrySet()) {
-                if (entry.getKey().isInstance(cause)) {
-                    return entry.getValue();
-                }
-            }
-            if (cause.getCause() == cause) {
-                break;
-            }
+        Throwable cause =
+                Failures.first(failure, each -> classified.keySet().stream().anyMatch(type -> type.isInstance(each)));
+        if (cause == null) {
+            return this.consumer.isDefaultRetryable();
         }
-        return this.consumer.isDefaultRetryable();
+        return classified.entrySet().stream()
+                .filter(entry -> entry.getKey().isInstance(cause))
+                .findFirst()
+                .orElseThrow()
+                .getValue();
     }
 
     private int maxAttempts() {

@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import java.util.function.Predicate;
 import org.jspecify.annotations.Nullable;
 import org.springframework.core.retry.RetryException;
 import org.springframework.messaging.MessagingException;
@@ -11,15 +12,27 @@ final class Failures {
 
     /** The first exception of that type in the chain of causes, if any. */
     static <T extends Throwable> @Nullable T find(Throwable failure, Class<T> type) {
-        for (Throwable cause = failure; cause != null; cause = cause.getCause()) {
-            if (type.isInstance(cause)) {
-                return type.cast(cause);
-            }
-            if (cause.getCause() == cause) {
-                break;
+        Throwable found = first(failure, type::isInstance);
+        return found != null ? type.cast(found) : null;
+    }
+
+    /** The first exception of the chain of causes, the failure included, that matches, if any. */
+    static @Nullable Throwable first(Throwable failure, Predicate<? super Throwable> matching) {
+        for (Throwable cause = failure; cause != null; cause = cause.getCause() != cause ? cause.getCause() : null) {
+            if (matching.test(cause)) {
+                return cause;
             }
         }
         return null;
+    }
+
+    /** The innermost cause: the failure itself when it has none. */
+    static Throwable root(Throwable failure) {
+        Throwable root = failure;
+        while (root.getCause() != null && root.getCause() != root) {
+            root = root.getCause();
+        }
+        return root;
     }
 
     /**

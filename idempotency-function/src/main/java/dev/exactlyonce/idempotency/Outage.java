@@ -381,16 +381,12 @@ final class Outage implements SmartLifecycle {
     }
 
     private Duration longer(Duration interval) {
-        Duration doubled = interval.multipliedBy(2);
-        return doubled.compareTo(this.settings.probeMaxInterval()) > 0 ? this.settings.probeMaxInterval() : doubled;
+        return Backoff.doubled(interval, this.settings.probeMaxInterval());
     }
 
     private static String describe(Throwable failure) {
         Throwable real = Failures.real(failure);
-        Throwable root = real;
-        while (root.getCause() != null && root.getCause() != root) {
-            root = root.getCause();
-        }
+        Throwable root = Failures.root(real);
         return root == real ? String.valueOf(real) : real + ", caused by " + root;
     }
 

@@ -55,12 +55,9 @@ final class OutageGiveBack implements ChannelInterceptor {
 
     /** Whether the library gave the delivery back: the exception it gives back with is in the failure's chain. */
     static boolean isGivenBack(Throwable failure) {
-        for (Throwable cause = failure; cause != null; cause = cause.getCause() != cause ? cause.getCause() : null) {
-            if (cause instanceof OutageException || (AMQP && GivenBackToRabbit.is(cause))) {
-                return true;
-            }
-        }
-        return false;
+        return Failures.first(
+                        failure, cause -> cause instanceof OutageException || (AMQP && GivenBackToRabbit.is(cause)))
+                != null;
     }
 
     /**

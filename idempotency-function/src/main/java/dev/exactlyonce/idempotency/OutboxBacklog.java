@@ -24,9 +24,6 @@ final class OutboxBacklog {
                    coalesce(extract(epoch FROM clock_timestamp() - min(publishable_at) FILTER (WHERE %1$s)), 0)
             FROM outbox_event WHERE published_at IS NULL""".formatted(NOT_PARKED);
 
-    private static final String TABLE_EXISTS = """
-            SELECT to_regclass('outbox_event') IS NOT NULL""";
-
     private final JdbcTemplate jdbc;
 
     OutboxBacklog(DataSource dataSource) {
@@ -35,7 +32,7 @@ final class OutboxBacklog {
 
     /** Whether the schema the service's connections use holds the outbox table. */
     static boolean tableExists(JdbcTemplate jdbc) {
-        return Boolean.TRUE.equals(jdbc.queryForObject(TABLE_EXISTS, Boolean.class));
+        return TableName.exists(jdbc, "outbox_event");
     }
 
     /** The backlog now, or {@code null} when the service's schema has no outbox table. */

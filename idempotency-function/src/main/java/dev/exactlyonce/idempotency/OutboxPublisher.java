@@ -375,12 +375,7 @@ final class OutboxPublisher {
 
         /** A retriable failure (a timeout, a leader not available) says nothing of the record; any other does. */
         static boolean unanswered(Throwable ex) {
-            for (Throwable cause = ex; cause != null; cause = cause.getCause()) {
-                if (cause instanceof org.apache.kafka.common.errors.RetriableException) {
-                    return true;
-                }
-            }
-            return false;
+            return Failures.find(ex, org.apache.kafka.common.errors.RetriableException.class) != null;
         }
     }
 }

@@ -14,9 +14,6 @@ import org.springframework.jdbc.core.JdbcTemplate;
  */
 final class OutboxPublishers implements InitializingBean {
 
-    private static final String REGISTRY_EXISTS = """
-            SELECT to_regclass('outbox_publisher') IS NOT NULL""";
-
     private static final String REGISTER = """
             INSERT INTO outbox_publisher (publisher) VALUES (?) ON CONFLICT DO NOTHING""";
 
@@ -41,7 +38,7 @@ final class OutboxPublishers implements InitializingBean {
         if (!OutboxBacklog.tableExists(this.jdbc)) {
             return;
         }
-        if (!Boolean.TRUE.equals(this.jdbc.queryForObject(REGISTRY_EXISTS, Boolean.class))) {
+        if (!TableName.exists(this.jdbc, "outbox_publisher")) {
             throw new StartupRefusal(
                     "The schema has an outbox_event table but no outbox_publisher table, where the instances of the"
                             + " service record who publishes the outbox (the library's relay, or another process)",

@@ -421,7 +421,7 @@ final class OutboxRelay implements SmartLifecycle {
 
     /** After failures in a row: 1 s, 2 s, 4 s, ... up to {@link #MAX_RETRY_DELAY}, whatever wakes the relay up. */
     static Duration retryDelay(int failures) {
-        return Duration.ofSeconds(Math.min(1L << Math.min(failures - 1, 5), MAX_RETRY_SECONDS));
+        return Backoff.after(failures, Duration.ofSeconds(1), MAX_RETRY_DELAY);
     }
 
     /** Waits that long, or until the relay stops. */

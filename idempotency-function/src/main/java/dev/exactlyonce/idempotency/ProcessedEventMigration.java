@@ -37,9 +37,6 @@ final class ProcessedEventMigration implements InitializingBean {
 
     private static final String DEFAULT_TABLE = "processed_event";
 
-    private static final String TABLE_EXISTS = """
-            SELECT to_regclass(?) IS NOT NULL""";
-
     private static final Logger logger = LoggerFactory.getLogger(ProcessedEventMigration.class);
 
     private final Flyway serviceFlyway;
@@ -86,7 +83,6 @@ final class ProcessedEventMigration implements InitializingBean {
                 ? service.getDefaultSchema()
                 : service.getSchemas().length > 0 ? service.getSchemas()[0] : null;
         String name = schema != null ? "\"" + schema + "\"." + this.tableName : this.tableName;
-        return Boolean.TRUE.equals(
-                new JdbcTemplate(service.getDataSource()).queryForObject(TABLE_EXISTS, Boolean.class, name));
+        return TableName.exists(new JdbcTemplate(service.getDataSource()), name);
     }
 }

@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency;
 
 import java.util.Set;
 import java.util.regex.Pattern;
+import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * Checks {@code idempotency.table-name} once, before it is formatted into any SQL: a lower-case identifier that needs
@@ -13,6 +14,9 @@ final class TableName {
 
     /** The longest table name: 63 bytes less the longest suffix, {@code _processed_at_idx}. */
     static final int MAX_LENGTH = 63 - "_processed_at_idx".length();
+
+    private static final String EXISTS = """
+            SELECT to_regclass(?) IS NOT NULL""";
 
     private static final Pattern IDENTIFIER = Pattern.compile("[a-z_][a-z0-9_]*");
 
@@ -120,6 +124,11 @@ final class TableName {
             "with");
 
     private TableName() {}
+
+    /** Whether the schema the connections use holds that table (a name as a query may give it, qualified or not). */
+    static boolean exists(JdbcTemplate jdbc, String table) {
+        return Boolean.TRUE.equals(jdbc.queryForObject(EXISTS, Boolean.class, table));
+    }
 
     /**
      * @throws IllegalArgumentException saying what to change, when the name cannot be used as it is
