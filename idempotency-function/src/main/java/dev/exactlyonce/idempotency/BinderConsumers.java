@@ -7,6 +7,8 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.TreeSet;
 import java.util.concurrent.TimeoutException;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -62,7 +64,9 @@ import org.springframework.util.StringUtils;
  *       start-up, or start-up fails saying which is missing: a queue bound to an exchange that does not exist would
  *       receive nothing, and dead letters sent to a missing {@code DLX} would be lost;
  *   <li>on RabbitMQ, a batch binding ({@code batch-mode}) gets its batches gathered by the listener container, and
- *       a bound on how long a batch waits (see {@code setBatchDefaults}).
+ *       a bound on how long a batch waits (see {@code setBatchDefaults});
+ *   <li>on RabbitMQ, the queue is bound with the names of the events the functions map (see
+ *       {@code setRoutingKeys}).
  * </ul>
  */
 final class BinderConsumers {
@@ -137,7 +141,11 @@ final class BinderConsumers {
         this.beanFactory = beanFactory;
     }
 
-    void apply(Object binder, String bindingName) {
+    /**
+     * @param eventNames the names of the events the binding's functions map; empty when they take events of any
+     *     name
+     */
+    void apply(Object binder, String bindingName, Set<String> eventNames) {
         if (!(binder instanceof ExtendedPropertiesBinder<?, ?, ?> extended)) {
             return;
         }
@@ -156,6 +164,39 @@ final class BinderConsumers {
             setBatchDefaults(extended, consumerProperties, bindingName);
         }
         checkExchanges(consumerProperties, bindingName);
+        setRoutingKeys(extended, consumerProperties, bindingName, eventNames);
+    }
+
+    /**
+     * RabbitMQ: the queue is bound with the names of the events the functions map, unless the service set
+     * {@code binding-routing-key} itself. The binder's own default, {@code #}, would route every event of the exchange
+     * to the queue, and the guard would dead-letter each one no function maps as {@code UNKNOWN_EVENT}. A queue
+     * declared earlier keeps the bindings it had: RabbitMQ adds bindings, it never removes them.
+     */
+    private void setRoutingKeys(
+            ExtendedPropertiesBinder<?, ?, ?> extended,
+            BeanWrapper consumer,
+            String bindingName,
+            Set<String> eventNames) {
+        if (eventNames.isEmpty()
+                || !consumer.isWritableProperty("bindingRoutingKey")
+                || isSet(extended, bindingName, "binding-routing-key")) {
+            return;
+        }
+        Object delimiter = consumer.getPropertyValue("bindingRoutingKeyDelimiter");
+        if (delimiter == null) {
+            delimiter = ",";
+            consumer.setPropertyValue("bindingRoutingKeyDelimiter", delimiter);
+        }
+        String keys = String.join(delimiter.toString(), new TreeSet<>(eventNames));
+        consumer.setPropertyValue("bindingRoutingKey", keys);
+        logger.info(
+                "Binding {} binds its queue with the events its functions map ({}); set {}.{}.consumer"
+                        + ".binding-routing-key to bind it otherwise",
+                bindingName,
+                keys,
+                bindingsPrefix(extended),
+                bindingName);
     }
 
     /**

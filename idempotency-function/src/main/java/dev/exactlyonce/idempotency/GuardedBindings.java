@@ -181,7 +181,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
                                 giveBack));
             }
             errorChannel.addInterceptor(new RealCauseFirst());
-            this.binderConsumers.apply(binder, bindingName);
+            this.binderConsumers.apply(binder, bindingName, payloadTypes.eventNames());
             this.bindings.add(binding);
             logger.info(
                     "Guarding binding {} ({}): one transaction per {}, claims under scope '{}', events {}",

@@ -12,7 +12,9 @@ import dev.exactlyonce.idempotency.test.DeliveryRecorder;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
+import java.math.BigDecimal;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -123,6 +125,34 @@ class MinimalConfigurationOnRabbitIT {
                 });
     }
     /**
+     * The queue is bound with the names of the events the functions map ({@code @EventName}), not with {@code #}: an
+     * event of another name on the same exchange never reaches the service, where it would be dead-lettered as
+     * {@code UNKNOWN_EVENT}.
+     */
+    @Test
+    void anEventNoFunctionMapsNeverReachesTheService() {
+        rabbit.purge(QUEUE + ".dlq");
+        EventEnvelope<ThingHappened> other = new EventEnvelope<>(
+                UUID.randomUUID(),
+                "test.other.thing.v1",
+                Instant.now(),
+                new ThingHappened(UUID.randomUUID(), BigDecimal.ONE));
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+
+        rabbit.publish(DESTINATION, other);
+        rabbit.publish(DESTINATION, event);
+
+        // The queue delivers in order: once the mapped event was attempted, the other would have been before it.
+        await().atMost(Duration.ofSeconds(30))
+                .untilAsserted(() ->
+                        assertThat(this.recorder.attempts(event.eventId())).hasSize(1));
+        assertThat(this.recorder.attempts(other.eventId()))
+                .as("the event no function maps was not delivered")
+                .isEmpty();
+        assertThat(rabbit.messageCount(QUEUE + ".dlq")).as("nor dead-lettered").isZero();
+    }
+
+    /**
      * Each kind of message the guard cannot process, as README's configuration receives it: every one in the
      * dead-letter queue with its reason, after one attempt each, and the event after them applied once.
      */
@@ -142,13 +172,14 @@ class MinimalConfigurationOnRabbitIT {
                 {"event_id": "%s", "event_name": "%s"}""".formatted(UUID.randomUUID(), ThingHappened.NAME));
         poison.put("INVALID_OCCURRED_AT", """
                 {"event_id": "%s", "event_name": "%s", "occurred_at": "yesterday", "payload": {}}""".formatted(UUID.randomUUID(), ThingHappened.NAME));
-        poison.put("UNKNOWN_EVENT", """
+        // An event of a name no function maps is not routed to the queue (see above), and one routed by a name the
+        // functions map but naming another is a ROUTE_MISMATCH.
+        poison.put("ROUTE_MISMATCH", """
                 {"event_id": "%s", "event_name": "%s", "payload": {}}""".formatted(UUID.randomUUID(), other));
         poison.put("INVALID_PAYLOAD", """
                 {"event_id": "%s", "event_name": "%s", "payload": {"thingId": "%s", "amount": "ten"}}""".formatted(UUID.randomUUID(), ThingHappened.NAME, UUID.randomUUID()));
 
-        poison.forEach((reason, body) -> rabbit.publish(
-                DESTINATION, reason.equals("UNKNOWN_EVENT") ? other : ThingHappened.NAME, body.getBytes(UTF_8), null));
+        poison.forEach((reason, body) -> rabbit.publish(DESTINATION, ThingHappened.NAME, body.getBytes(UTF_8), null));
         rabbit.publish(DESTINATION, event);
 
         await().atMost(Duration.ofSeconds(30))
