@@ -15,7 +15,17 @@ import org.springframework.messaging.support.MessageBuilder;
  */
 final class BatchMessages {
 
+    /** Marks a batch of one message cut from a batch: by identity, which no header a broker delivers can forge. */
+    private static final Object PART_OF_BATCH = new Object();
+
+    private static final String PART_OF_BATCH_HEADER = "idempotency_partOfBatch";
+
     private BatchMessages() {}
+
+    /** Whether the message is one {@link #single} cut from a batch, tried alone on the batch's thread. */
+    static boolean isPartOfBatch(Message<?> message) {
+        return message.getHeaders().get(PART_OF_BATCH_HEADER) == PART_OF_BATCH;
+    }
 
     /** A batch of the one message at that index, with the batch's headers of one value per message cut to its own. */
     static Message<Object> single(Message<?> batch, int index) {
@@ -30,6 +40,7 @@ final class BatchMessages {
                                 : value);
             }
         });
+        single.setHeader(PART_OF_BATCH_HEADER, PART_OF_BATCH);
         return single.build();
     }
 

@@ -127,15 +127,17 @@ final class BinderConsumers {
 
     private final IdempotencyProperties.Outage outage;
 
+    private final boolean routeCheck;
+
     BinderConsumers(
             Environment environment,
             BindingServiceProperties bindings,
             ListableBeanFactory beanFactory,
-            Duration maxWait,
-            IdempotencyProperties.Outage outage) {
+            IdempotencyProperties properties) {
         this.environment = environment;
-        this.maxWait = maxWait;
-        this.outage = outage;
+        this.maxWait = properties.batch().maxWait();
+        this.outage = properties.outage();
+        this.routeCheck = properties.eventId().routeCheck();
         this.configuration = Binder.get(environment);
         this.bindings = bindings;
         this.beanFactory = beanFactory;
@@ -170,8 +172,9 @@ final class BinderConsumers {
     /**
      * RabbitMQ: the queue is bound with the names of the events the functions map, unless the service set
      * {@code binding-routing-key} itself. The binder's own default, {@code #}, would route every event of the exchange
-     * to the queue, and the guard would dead-letter each one no function maps as {@code UNKNOWN_EVENT}. A queue
-     * declared earlier keeps the bindings it had: RabbitMQ adds bindings, it never removes them.
+     * to the queue, and the guard would dead-letter each one no function maps as {@code UNKNOWN_EVENT}. Only where
+     * routing keys are event names: the route check on, a topic or direct exchange, a binding neither partitioned nor a
+     * super stream. A queue declared earlier keeps the bindings it had: RabbitMQ adds bindings, it never removes them.
      */
     private void setRoutingKeys(
             ExtendedPropertiesBinder<?, ?, ?> extended,
@@ -179,8 +182,15 @@ final class BinderConsumers {
             String bindingName,
             Set<String> eventNames) {
         if (eventNames.isEmpty()
+                || !this.routeCheck
                 || !consumer.isWritableProperty("bindingRoutingKey")
-                || isSet(extended, bindingName, "binding-routing-key")) {
+                || consumer.getPropertyValue("bindingRoutingKey") != null
+                || isSet(extended, bindingName, "binding-routing-key")
+                || this.bindings.getConsumerProperties(bindingName).isPartitioned()
+                || Boolean.TRUE.equals(readable(consumer, "superStream"))
+                || !List.of("topic", "direct").contains(String.valueOf(readable(consumer, "exchangeType")))) {
+            // Routing keys that are not event names (route-check off, a partitioned binding's keys, a super stream's
+            // partitions), or an exchange that routes by no key.
             return;
         }
         Object delimiter = consumer.getPropertyValue("bindingRoutingKeyDelimiter");
@@ -392,20 +402,11 @@ final class BinderConsumers {
         if (!consumer.isReadableProperty("enableDlq") || !consumer.isReadableProperty("configuration")) {
             return;
         }
-        String set = configurationOf(consumer.getWrappedInstance()).get(MAX_POLL_INTERVAL);
-        if (set == null) {
-            set = kafkaSetting(
-                    MAX_POLL_INTERVAL,
-                    KAFKA_BINDER + ".configuration",
-                    KAFKA_BINDER + ".consumer-properties",
-                    "spring.kafka.properties",
-                    "spring.kafka.consumer.properties");
-        }
         Duration pollInterval;
         try {
-            pollInterval = Duration.ofMillis(set != null ? Long.parseLong(set.trim()) : DEFAULT_MAX_POLL_INTERVAL_MS);
-        } catch (NumberFormatException ex) {
-            // The Kafka client says what is wrong with it when the binding starts.
+            pollInterval = maxPollInterval(consumer);
+        } catch (RuntimeException ex) {
+            // Not a number: the Kafka client says what is wrong with it when the binding starts.
             return;
         }
         Duration held = this.outage.maxHold().plus(this.outage.socketTimeout());
@@ -427,6 +428,34 @@ final class BinderConsumers {
                                     + " room for the other records of a poll")
                             .formatted(MAX_POLL_INTERVAL, bindingName, MAX_POLL_INTERVAL, held));
         }
+    }
+
+    /**
+     * The consumer's {@value #MAX_POLL_INTERVAL}, where the Kafka binder takes it from, the first that sets it: the
+     * binding's {@code configuration}, the binder's {@code consumer-properties}, then {@code configuration}, Spring
+     * Boot's {@code spring.kafka.consumer.properties}, {@code spring.kafka.consumer.max-poll-interval}, then
+     * {@code spring.kafka.properties}; else the client's default.
+     */
+    private Duration maxPollInterval(BeanWrapper consumer) {
+        String set = configurationOf(consumer.getWrappedInstance()).get(MAX_POLL_INTERVAL);
+        if (set == null) {
+            set = kafkaSetting(
+                    MAX_POLL_INTERVAL,
+                    KAFKA_BINDER + ".consumer-properties",
+                    KAFKA_BINDER + ".configuration",
+                    "spring.kafka.consumer.properties");
+        }
+        if (set != null) {
+            return Duration.ofMillis(Long.parseLong(set.trim()));
+        }
+        Duration typed = this.configuration
+                .bind("spring.kafka.consumer.max-poll-interval", Duration.class)
+                .orElse(null);
+        if (typed != null) {
+            return typed;
+        }
+        set = kafkaSetting(MAX_POLL_INTERVAL, "spring.kafka.properties");
+        return Duration.ofMillis(set != null ? Long.parseLong(set.trim()) : DEFAULT_MAX_POLL_INTERVAL_MS);
     }
 
     /** A Kafka client setting from the first of these maps of settings that has it (dotted or bracketed keys). */

@@ -100,8 +100,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
                 beanFactory.getBean(Environment.class),
                 beanFactory.getBean(BindingServiceProperties.class),
                 beanFactory,
-                properties.batch().maxWait(),
-                properties.outage());
+                properties);
     }
 
     /** The guarded bindings found at start-up. */

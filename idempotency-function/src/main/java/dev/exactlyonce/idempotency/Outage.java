@@ -122,10 +122,14 @@ final class Outage implements SmartLifecycle {
     /**
      * Starts counting the hold of a delivery, at its first attempt on this thread; its later attempts, and its
      * give-back, share the deadline. A delivery is told from the next by the message the binder received
-     * ({@code sourceData}: the AMQP message, the Kafka record, a batch's list of them), else by the payload, which a
-     * binder's retries pass on as it is.
+     * ({@code sourceData}: the AMQP message, or a batch's list of them), else by the payload (the Kafka binder's),
+     * which a binder's retries pass on as it is. It ends when an attempt commits or the delivery is given back.
      */
     void delivering(Message<?> message) {
+        if (BatchMessages.isPartOfBatch(message)) {
+            // A message of a batch tried alone, on the batch's thread: the batch's delivery, and its deadline.
+            return;
+        }
         Object source = message.getHeaders().get(IntegrationMessageHeaderAccessor.SOURCE_DATA);
         Object key = source != null ? source : message.getPayload();
         Delivery current = this.delivery.get();
@@ -133,6 +137,11 @@ final class Outage implements SmartLifecycle {
             this.delivery.set(new Delivery(
                     key, System.nanoTime() + this.settings.maxHold().toNanos()));
         }
+    }
+
+    /** The delivery this thread was on ended (committed, or given back): its next message is a new delivery. */
+    void delivered() {
+        this.delivery.remove();
     }
 
     /** How long the delivery this thread is on may still be held: {@code max-hold} when none began. */

@@ -42,6 +42,7 @@ final class OutageGiveBack implements ChannelInterceptor {
         String reason =
                 "A dependency is unavailable: the message is given back to be delivered again, not" + " dead-lettered";
         this.outage.givenBack();
+        this.outage.delivered();
         throw givenBack(reason, failure);
     }
 
@@ -50,31 +51,45 @@ final class OutageGiveBack implements ChannelInterceptor {
      * on RabbitMQ requeued with {@code basic.nack}; on Kafka the container seeks back to it.
      */
     static RuntimeException givenBack(String reason, Throwable failure) {
-        return AMQP ? new GivenBackToRabbit(reason, failure) : new OutageException(reason, failure);
+        return AMQP ? Rabbit.givenBack(reason, failure) : new OutageException(reason, failure);
     }
 
     /** Whether the library gave the delivery back: the exception it gives back with is in the failure's chain. */
     static boolean isGivenBack(Throwable failure) {
-        return Failures.first(
-                        failure, cause -> cause instanceof OutageException || (AMQP && GivenBackToRabbit.is(cause)))
-                != null;
+        return Failures.first(failure, cause -> cause instanceof OutageException) != null
+                || isGivenBackToRabbit(failure);
+    }
+
+    /** Whether the library gave the delivery back to RabbitMQ's listener container: with its own exception. */
+    static boolean isGivenBackToRabbit(Throwable failure) {
+        return AMQP && Failures.first(failure, Rabbit::isGivenBack) != null;
+    }
+
+    /**
+     * Loaded only when Spring AMQP is there: the signatures of {@code OutageGiveBack}'s own methods name none of its
+     * classes, so that a service without it (on Kafka) loads none.
+     */
+    private static final class Rabbit {
+
+        static RuntimeException givenBack(String reason, Throwable failure) {
+            return new GivenBackToRabbit(reason, failure);
+        }
+
+        static boolean isGivenBack(Throwable failure) {
+            return failure instanceof GivenBackToRabbit;
+        }
     }
 
     /**
      * What the library gives back with when Spring AMQP is there: the container requeues it; its own type lets the
-     * library tell its give-backs from an {@code ImmediateRequeueAmqpException} the service throws. Loaded only when
-     * Spring AMQP is there.
+     * library tell its give-backs from an {@code ImmediateRequeueAmqpException} the service throws.
      */
-    static final class GivenBackToRabbit extends org.springframework.amqp.ImmediateRequeueAmqpException {
+    private static final class GivenBackToRabbit extends org.springframework.amqp.ImmediateRequeueAmqpException {
 
         private static final long serialVersionUID = 1L;
 
         GivenBackToRabbit(String reason, Throwable failure) {
             super(reason, failure);
-        }
-
-        static boolean is(Throwable failure) {
-            return failure instanceof GivenBackToRabbit;
         }
     }
 }

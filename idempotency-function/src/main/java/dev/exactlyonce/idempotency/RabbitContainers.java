@@ -66,7 +66,7 @@ final class RabbitContainers implements ListenerContainerCustomizer<MessageListe
     private static void quietGiveBacks(AbstractMessageListenerContainer container) {
         ErrorHandler handler = container.getErrorHandler();
         container.setErrorHandler(failure -> {
-            if (OutageGiveBack.isGivenBack(failure)) {
+            if (OutageGiveBack.isGivenBackToRabbit(failure)) {
                 logger.debug("A delivery was given back to the broker, to be delivered again: {}", failure.toString());
                 return;
             }

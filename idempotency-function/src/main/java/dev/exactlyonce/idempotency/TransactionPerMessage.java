@@ -168,6 +168,10 @@ final class TransactionPerMessage implements ChannelInterceptor {
     public void afterSendCompletion(
             Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
         GuardedInvocation invocation = current();
+        if (failure == null && !BatchMessages.isPartOfBatch(message)) {
+            // Committed: the delivery ended (a message of a batch tried alone is the batch's, which goes on).
+            this.outage.delivered();
+        }
         boolean outage = failure != null && this.outage.isOutage(failure);
         if (outage) {
             this.outage.detected(failure);
