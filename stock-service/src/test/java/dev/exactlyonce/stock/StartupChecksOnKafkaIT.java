@@ -111,6 +111,15 @@ class StartupChecksOnKafkaIT {
     }
 
     @Test
+    void aPollIntervalSetThroughSpringBootsKafkaPropertiesCountsToo(EmbeddedKafkaBroker kafka) {
+        Throwable failure = catchThrowable(
+                () -> start(kafka, "spring.kafka.consumer.max-poll-interval=2m").close());
+
+        assertThat(messages(failure))
+                .anySatisfy(message -> assertThat(message).contains("max.poll.interval.ms (PT2M)"));
+    }
+
+    @Test
     void aLongerMaxHoldStartsWithALongerPollInterval(EmbeddedKafkaBroker kafka) {
         start(
                         kafka,
