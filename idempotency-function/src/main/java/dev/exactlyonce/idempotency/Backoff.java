@@ -16,7 +16,10 @@ final class Backoff {
         return doubled.compareTo(cap) > 0 ? cap : doubled;
     }
 
-    /** The wait after {@code failures} failures in a row (at least one): {@code first}, doubled each time, at most {@code cap}. */
+    /**
+     * The wait after {@code failures} failures in a row (at least one): {@code first}, doubled each time, at most
+     * {@code cap}.
+     */
     static Duration after(int failures, Duration first, Duration cap) {
         Duration wait = first.multipliedBy(1L << Math.min(Math.max(failures - 1, 0), 30));
         return wait.compareTo(cap) > 0 ? cap : wait;

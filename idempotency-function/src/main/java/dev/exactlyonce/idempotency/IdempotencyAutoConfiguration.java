@@ -82,7 +82,6 @@ class IdempotencyAutoConfiguration {
                 codec,
                 new ProcessedEventStore(new JdbcTemplate(dataSource), properties.tableName()),
                 dataSource,
-                meters,
                 // The service's registry (Spring Boot's times observations as meters, and traces them when tracing is
                 // there), or, when it has none or one without handlers, the library's, which only times them.
                 registry != null && !registry.isNoop() ? registry : meters.observations(),

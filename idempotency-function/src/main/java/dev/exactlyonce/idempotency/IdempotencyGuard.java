@@ -77,8 +77,6 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
 
     private final DataSource dataSource;
 
-    private final IdempotencyMetrics metrics;
-
     private final ObservationRegistry observations;
 
     private final @Nullable ProcessedEventPartitions partitions;
@@ -88,14 +86,12 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             EnvelopeCodec codec,
             ProcessedEventStore store,
             DataSource dataSource,
-            IdempotencyMetrics metrics,
             ObservationRegistry observations,
             @Nullable ProcessedEventPartitions partitions) {
         this.reader = reader;
         this.codec = codec;
         this.store = store;
         this.dataSource = dataSource;
-        this.metrics = metrics;
         this.observations = observations;
         this.partitions = partitions;
     }

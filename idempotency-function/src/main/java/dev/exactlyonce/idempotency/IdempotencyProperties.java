@@ -94,8 +94,9 @@ public record IdempotencyProperties(
      * @param scope The scope its claims are recorded under; by default the one key-scope gives it (the empty string, or
      *     the functions composed after the guard, which change when a function is renamed). Name it explicitly to keep
      *     it through renames.
-     * @param formerScopes Scopes whose claims become this binding's at start-up (they are moved to its scope): the
-     *     scope it had before a rename, or before key-scope changed ("" for the service's).
+     * @param formerScopes Scopes whose claims become this binding's at start-up (they are copied to its scope, so that
+     *     an instance of the former version still running keeps seeing them): the scope it had before a rename, or
+     *     before key-scope changed ("" for the service's).
      */
     public record Binding(@Nullable String scope, @Nullable List<String> formerScopes) {
 
