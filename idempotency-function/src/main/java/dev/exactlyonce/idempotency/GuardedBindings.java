@@ -160,7 +160,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
             outage.guard(bindingName);
             Binder<?, ?, ?> binder = binder(bindingName);
             InterceptableChannel errorChannel = errorChannel(binder, bindingName);
-            OutageGiveBack giveBack = new OutageGiveBack(outage);
+            OutageGiveBack giveBack = new OutageGiveBack(outage, bindingName);
             errorChannel.addInterceptor(0, giveBack);
             errorChannel.addInterceptor(
                     1,

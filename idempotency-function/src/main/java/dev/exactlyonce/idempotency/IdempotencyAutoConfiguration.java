@@ -13,6 +13,7 @@ import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration;
 import org.springframework.boot.jdbc.autoconfigure.DataSourceTransactionManagerAutoConfiguration;
 import org.springframework.cloud.function.context.FunctionCatalog;
+import org.springframework.cloud.stream.binding.BindingService;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
 import org.springframework.context.annotation.Bean;
@@ -118,14 +119,16 @@ class IdempotencyAutoConfiguration {
             DataSource dataSource,
             IdempotencyProperties properties,
             ObjectProvider<OutageClassifier> classifiers,
-            ObjectProvider<IdempotencyMetrics> metrics) {
+            ObjectProvider<IdempotencyMetrics> metrics,
+            ObjectProvider<BindingService> bindingService) {
         return new Outage(
                 new DatabaseProbe(dataSource, properties.tableName()),
                 new DatabaseOutages(
                         properties.outage().exceptions(),
                         classifiers.orderedStream().toList()),
                 properties.outage(),
-                metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
+                metrics.getIfAvailable(() -> IdempotencyMetrics.NONE),
+                new PausedBindings(bindingService));
     }
 
     /**

@@ -21,12 +21,14 @@ import org.springframework.messaging.Message;
  *       its transaction begins ({@link #awaitEnd(Duration)}), so nothing touches the database and no attempt is used
  *       up; a message whose attempt failed with the outage is held the same way in its error path instead of being
  *       dead-lettered, then given back to the broker to be delivered again. A delivery is held {@code max-hold} in
- *       all, counted from its first attempt ({@link #holdLeft()}), however many of its attempts wait;
+ *       all, counted from its first attempt ({@link #holdLeft()}), however many of its attempts wait. Where the binder
+ *       can pause a binding (Kafka), the binding is paused instead ({@link PausedBindings}) and its messages given
+ *       back at once: the consumer goes on polling, and nothing is held;
  *   <li>the probe checks the condition that failed, a write ({@link DatabaseProbe}), after
  *       {@code probe-initial-interval}, then at intervals that double up to {@code probe-max-interval};
- *   <li>once a write goes through, one message goes first: one consumer thread takes it, the others keep holding
- *       theirs. If it commits (or fails for a reason of its own), consumption resumes: one INFO line with how long it
- *       was halted, and the time on the halt timer. If it meets the outage again, the halt goes on, and so does the
+ *   <li>once a write goes through, the paused bindings resume and one message goes first: one consumer thread takes
+ *       it, the others keep holding theirs. If it commits (or fails for a reason of its own), consumption resumes:
+ *       one INFO line with how long it was halted, and the time on the halt timer. If it meets the outage again, the halt goes on, and so does the
  *       probe, without a second halt: a server that answers the probe but not the message costs one message at a
  *       time, not every held one. When no message comes to try it within {@code probe-max-interval}, consumption
  *       resumes all the same. A halt that follows the previous one closely (a dependency other than the database,
@@ -50,6 +52,8 @@ final class Outage implements SmartLifecycle {
     private final IdempotencyProperties.Outage settings;
 
     private final IdempotencyMetrics metrics;
+
+    private final PausedBindings pausing;
 
     private final List<String> bindingNames = new CopyOnWriteArrayList<>();
 
@@ -83,11 +87,13 @@ final class Outage implements SmartLifecycle {
             DatabaseProbe probe,
             OutageClassifier classifier,
             IdempotencyProperties.Outage settings,
-            IdempotencyMetrics metrics) {
+            IdempotencyMetrics metrics,
+            PausedBindings pausing) {
         this.probe = probe;
         this.classifier = classifier;
         this.settings = settings;
         this.metrics = metrics;
+        this.pausing = pausing;
         this.lastInterval = settings.probeInitialInterval();
     }
 
@@ -142,6 +148,15 @@ final class Outage implements SmartLifecycle {
     /** The delivery this thread was on ended (committed, or given back): its next message is a new delivery. */
     void delivered() {
         this.delivery.remove();
+    }
+
+    /**
+     * How long a delivery of the binding may still be held: none where the binder pauses the binding during an
+     * outage (its consumer goes on polling, and the message is given back at once), else what is left of
+     * {@code max-hold}.
+     */
+    Duration holdLeft(String bindingName) {
+        return this.pausing.isPausable(bindingName) ? Duration.ZERO : holdLeft();
     }
 
     /** How long the delivery this thread is on may still be held: {@code max-hold} when none began. */
@@ -230,6 +245,7 @@ final class Outage implements SmartLifecycle {
         this.probe.evictConnections();
         try {
             startProbe(firstInterval);
+            this.pausing.pause(this.bindingNames);
         } catch (RuntimeException | Error ex) {
             synchronized (this.lock) {
                 this.halt = null;
@@ -318,9 +334,12 @@ final class Outage implements SmartLifecycle {
             try {
                 String failure = this.probe.check();
                 if (failure == null) {
+                    // The bindings the outage paused deliver again, so that one message can try the database.
+                    this.pausing.resume();
                     if (tryOneMessage(interval)) {
                         return;
                     }
+                    this.pausing.pause(this.bindingNames);
                     failure = "the first message tried met the outage again";
                     if (!trialFailedBefore) {
                         trialFailedBefore = true;

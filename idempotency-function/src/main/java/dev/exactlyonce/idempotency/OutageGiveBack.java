@@ -22,8 +22,11 @@ final class OutageGiveBack implements ChannelInterceptor {
 
     private final Outage outage;
 
-    OutageGiveBack(Outage outage) {
+    private final String bindingName;
+
+    OutageGiveBack(Outage outage, String bindingName) {
         this.outage = outage;
+        this.bindingName = bindingName;
     }
 
     @Override
@@ -37,7 +40,7 @@ final class OutageGiveBack implements ChannelInterceptor {
             // Not given up by a hold: the attempt found the outage on its own (its last one). Held what is left of
             // the delivery's max-hold; it ends as soon as the database answers, and the delivery that follows may be
             // the one that tries it.
-            this.outage.awaitAnswer(this.outage.holdLeft());
+            this.outage.awaitAnswer(this.outage.holdLeft(this.bindingName));
         }
         String reason =
                 "A dependency is unavailable: the message is given back to be delivered again, not" + " dead-lettered";

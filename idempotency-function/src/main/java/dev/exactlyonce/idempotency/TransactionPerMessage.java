@@ -97,10 +97,11 @@ final class TransactionPerMessage implements ChannelInterceptor {
                     .formatted(this.binding.bindingName()));
         }
         this.outage.delivering(message);
-        if (!this.outage.awaitEnd(this.outage.holdLeft())) {
+        if (!this.outage.awaitEnd(this.outage.holdLeft(this.binding.bindingName()))) {
             throw new OutageException(
-                    ("A message of %s was held max-hold (%s, from its first attempt) while a dependency is"
-                                    + " unavailable: given back to the broker, to be delivered again")
+                    ("A message of %s was held while a dependency is unavailable (max-hold %s from its first attempt,"
+                                    + " none where the binding is paused): given back to the broker, to be delivered"
+                                    + " again")
                             .formatted(this.binding.bindingName(), this.outage.maxHold()),
                     null);
         }
