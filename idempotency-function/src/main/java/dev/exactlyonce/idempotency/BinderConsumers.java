@@ -395,8 +395,10 @@ final class BinderConsumers {
     /**
      * Kafka: a consumer that does not poll within {@code max.poll.interval.ms} leaves its group, and its partitions
      * go to the others (or wait, with one consumer), a rebalance each time a delivery is held that long during an
-     * outage. A delivery is held at most {@code max-hold} in all, and the statement that meets the outage waits at most
-     * {@code socket-timeout}: both must fit in the interval, with the records of the same poll processed before it.
+     * outage. A delivery is held at most {@code max-hold} in all (a batch binding's: a single-message binding is paused
+     * instead, see {@code PausedBindings}, but may be bound by a binder that cannot pause it), and the statement that
+     * meets the outage waits at most {@code socket-timeout}: both must fit in the interval, with the records of the
+     * same poll processed before it.
      */
     private void refuseHoldLongerThanPollInterval(BeanWrapper consumer, String bindingName) {
         if (!consumer.isReadableProperty("enableDlq") || !consumer.isReadableProperty("configuration")) {

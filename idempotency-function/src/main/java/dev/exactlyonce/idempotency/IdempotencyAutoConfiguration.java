@@ -76,7 +76,7 @@ class IdempotencyAutoConfiguration {
             ObjectProvider<IdempotencyMetrics> metrics,
             ObjectProvider<ObservationRegistry> observations,
             ObjectProvider<ProcessedEventPartitions> partitions) {
-        IdempotencyMetrics meters = metrics.getIfAvailable(() -> IdempotencyMetrics.NONE);
+        IdempotencyMetrics meters = IdempotencyMetrics.of(metrics);
         ObservationRegistry registry = observations.getIfAvailable();
         return new IdempotencyGuard(
                 new EventReader(codec, properties.eventId()),
@@ -109,7 +109,7 @@ class IdempotencyAutoConfiguration {
                 transactionManagers,
                 outages,
                 outbox,
-                metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
+                IdempotencyMetrics.of(metrics));
     }
 
     /** The outage state every guarded binding shares: halts consumption while the database is unavailable. */
@@ -120,15 +120,16 @@ class IdempotencyAutoConfiguration {
             IdempotencyProperties properties,
             ObjectProvider<OutageClassifier> classifiers,
             ObjectProvider<IdempotencyMetrics> metrics,
-            ObjectProvider<BindingService> bindingService) {
+            ObjectProvider<BindingService> bindingService,
+            ObjectProvider<BindingServiceProperties> bindingProperties) {
         return new Outage(
                 new DatabaseProbe(dataSource, properties.tableName()),
                 new DatabaseOutages(
                         properties.outage().exceptions(),
                         classifiers.orderedStream().toList()),
                 properties.outage(),
-                metrics.getIfAvailable(() -> IdempotencyMetrics.NONE),
-                new PausedBindings(bindingService));
+                IdempotencyMetrics.of(metrics),
+                new PausedBindings(bindingService, bindingProperties));
     }
 
     /**

@@ -3,6 +3,7 @@ package dev.exactlyonce.idempotency;
 import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
 import io.micrometer.observation.ObservationRegistry;
 import java.time.Duration;
+import org.springframework.beans.factory.ObjectProvider;
 
 /**
  * What the guard and the purge report: to Micrometer when it is present ({@link MicrometerIdempotencyMetrics}),
@@ -11,6 +12,11 @@ import java.time.Duration;
 interface IdempotencyMetrics {
 
     IdempotencyMetrics NONE = new IdempotencyMetrics() {};
+
+    /** The service's metrics bean (Micrometer's, when it has a registry), or {@link #NONE}. */
+    static IdempotencyMetrics of(ObjectProvider<IdempotencyMetrics> metrics) {
+        return metrics.getIfAvailable(() -> NONE);
+    }
 
     /** First deliveries of events committed with their effect. */
     default void processed(GuardedBinding binding, int events) {}

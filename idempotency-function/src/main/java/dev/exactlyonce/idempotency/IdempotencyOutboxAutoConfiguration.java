@@ -41,7 +41,7 @@ class IdempotencyOutboxAutoConfiguration {
                 codec,
                 properties.destination(),
                 () -> relay.ifAvailable(OutboxRelay::wake),
-                metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
+                IdempotencyMetrics.of(metrics));
     }
 
     /** Publishes the committed rows through the binder, unless another process does (Debezium, for one). */
@@ -69,7 +69,7 @@ class IdempotencyOutboxAutoConfiguration {
                             properties.relay().confirmTimeout()),
                     properties.destination(),
                     properties.relay(),
-                    metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
+                    IdempotencyMetrics.of(metrics));
         }
     }
 

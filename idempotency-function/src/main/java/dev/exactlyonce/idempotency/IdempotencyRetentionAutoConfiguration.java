@@ -38,7 +38,7 @@ class IdempotencyRetentionAutoConfiguration {
                     properties.tableName(),
                     properties.retention(),
                     properties.purge().batchSize(),
-                    metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
+                    IdempotencyMetrics.of(metrics));
         }
 
         @Bean
@@ -68,7 +68,7 @@ class IdempotencyRetentionAutoConfiguration {
                     properties.retention(),
                     properties.partitioning().daysAhead(),
                     Clock.systemUTC(),
-                    metrics.getIfAvailable(() -> IdempotencyMetrics.NONE));
+                    IdempotencyMetrics.of(metrics));
             partitions.maintain();
             return partitions;
         }

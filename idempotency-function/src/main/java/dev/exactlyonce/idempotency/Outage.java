@@ -22,7 +22,7 @@ import org.springframework.messaging.Message;
  *       up; a message whose attempt failed with the outage is held the same way in its error path instead of being
  *       dead-lettered, then given back to the broker to be delivered again. A delivery is held {@code max-hold} in
  *       all, counted from its first attempt ({@link #holdLeft()}), however many of its attempts wait. Where the binder
- *       can pause a binding (Kafka), the binding is paused instead ({@link PausedBindings}) and its messages given
+ *       can pause a binding (Kafka, single-message bindings), the probe pauses the binding instead ({@link PausedBindings}) and its messages given
  *       back at once: the consumer goes on polling, and nothing is held;
  *   <li>the probe checks the condition that failed, a write ({@link DatabaseProbe}), after
  *       {@code probe-initial-interval}, then at intervals that double up to {@code probe-max-interval};
@@ -245,7 +245,6 @@ final class Outage implements SmartLifecycle {
         this.probe.evictConnections();
         try {
             startProbe(firstInterval);
-            this.pausing.pause(this.bindingNames);
         } catch (RuntimeException | Error ex) {
             synchronized (this.lock) {
                 this.halt = null;
@@ -329,17 +328,19 @@ final class Outage implements SmartLifecycle {
     private void probe(Duration firstInterval) {
         Duration interval = firstInterval;
         boolean trialFailedBefore = false;
+        // The probe alone pauses and resumes the bindings the binder can pause, so that a pause never lands after the
+        // halt ended; never while holding the lock (a binding's pause and stop share the binding's monitor).
+        pauseWhileHalted();
         // Only the latest probe goes on: one that stop() interrupted, or that another replaced, ends.
         while (!this.stopped && Thread.currentThread() == this.probeThread && sleep(interval)) {
             try {
                 String failure = this.probe.check();
                 if (failure == null) {
-                    // The bindings the outage paused deliver again, so that one message can try the database.
-                    this.pausing.resume();
                     if (tryOneMessage(interval)) {
+                        this.pausing.resume();
                         return;
                     }
-                    this.pausing.pause(this.bindingNames);
+                    pauseWhileHalted();
                     failure = "the first message tried met the outage again";
                     if (!trialFailedBefore) {
                         trialFailedBefore = true;
@@ -357,9 +358,20 @@ final class Outage implements SmartLifecycle {
         }
     }
 
+    /** Pauses the bindings the binder can pause, if this is still the probe of a halt in progress. */
+    private void pauseWhileHalted() {
+        synchronized (this.lock) {
+            if (Thread.currentThread() != this.probeThread || this.halt == null || this.stopped) {
+                return;
+            }
+        }
+        this.pausing.pause(this.bindingNames);
+    }
+
     /**
      * Lets one message through and waits for its outcome; {@code true} once consumption resumed. With no message to
-     * try it within {@code probe-max-interval}, consumption resumes all the same: the write went through.
+     * try it within {@code probe-max-interval}, consumption resumes all the same: the write went through. The paused
+     * bindings deliver again once the trial is open.
      */
     private boolean tryOneMessage(Duration interval) {
         synchronized (this.lock) {
@@ -371,6 +383,9 @@ final class Outage implements SmartLifecycle {
             this.trialTaken = false;
             this.trialFailed = false;
             this.lock.notifyAll();
+        }
+        this.pausing.resume();
+        synchronized (this.lock) {
             long untried = System.nanoTime() + this.settings.probeMaxInterval().toNanos();
             while (this.halt != null && !this.trialFailed && !this.stopped) {
                 long left = untried - System.nanoTime();

@@ -58,13 +58,9 @@ final class OutboxPurge {
     }
 
     private long deleteBatches(JdbcTemplate jdbc) {
-        long rows = 0;
-        int deleted;
-        do {
-            double age = this.retention.toSeconds();
-            deleted = jdbc.update(this.deleteSql, age, this.batchSize, age);
-            rows += deleted;
-        } while (deleted == this.batchSize);
+        double age = this.retention.toSeconds();
+        long rows = BatchedDelete.run(this.batchSize, () -> jdbc.update(this.deleteSql, age, this.batchSize, age))
+                .rows();
         logger.info("Purged {} outbox row(s) published more than {} ago", rows, this.retention);
         return rows;
     }

@@ -1,6 +1,8 @@
 package dev.exactlyonce.idempotency;
 
 import java.util.Collection;
+import java.util.Collections;
+import java.util.IdentityHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -11,13 +13,16 @@ import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.cloud.stream.binder.Binding;
 import org.springframework.cloud.stream.binder.DefaultBinding;
 import org.springframework.cloud.stream.binding.BindingService;
+import org.springframework.cloud.stream.config.BindingServiceProperties;
 
 /**
  * The guarded bindings an outage pauses, through the binder's own pause ({@link Binding#pause()}), where the binder
- * has one (its inbound endpoint is {@code Pausable}): the Kafka binder pauses the container's partitions, and its consumer goes on polling (and so stays in its
- * group) without being handed records, where a thread held in the listener would have to give its record back before
- * {@code max.poll.interval.ms} ran out, again and again while the outage lasts. The RabbitMQ binder has none: its
- * consumer threads hold their messages. Only the bindings this class paused are resumed, not one an operator paused.
+ * has one (its inbound endpoint is {@code Pausable}): the Kafka binder pauses the container's partitions, and its
+ * consumer goes on polling (and so stays in its group) without being handed records, where a thread held in the
+ * listener would have to give its record back before {@code max.poll.interval.ms} ran out, again and again while the
+ * outage lasts. The RabbitMQ binder has none: its consumer threads hold their messages. Nor do batch bindings pause
+ * (Spring Kafka's batch retry reports a pause as an error each time): they hold, as on RabbitMQ. Only the bindings this
+ * class paused are resumed.
  */
 final class PausedBindings {
 
@@ -25,36 +30,49 @@ final class PausedBindings {
 
     private final ObjectProvider<BindingService> bindingService;
 
-    private final Set<String> paused = ConcurrentHashMap.newKeySet();
+    private final ObjectProvider<BindingServiceProperties> bindingProperties;
+
+    /** The bindings this class paused, by identity: a binding bound again since is another. */
+    private final Set<Binding<?>> paused =
+            Collections.synchronizedSet(Collections.newSetFromMap(new IdentityHashMap<>()));
 
     /** Per binding, once it is bound: asked on every message. */
     private final Map<String, Boolean> pausable = new ConcurrentHashMap<>();
 
-    PausedBindings(ObjectProvider<BindingService> bindingService) {
+    PausedBindings(
+            ObjectProvider<BindingService> bindingService, ObjectProvider<BindingServiceProperties> bindingProperties) {
         this.bindingService = bindingService;
+        this.bindingProperties = bindingProperties;
     }
 
-    /** Whether the binder can pause the binding: then its messages are not held during an outage but given back. */
+    /** Whether the binding is paused during an outage: then its messages are not held but given back at once. */
     boolean isPausable(String bindingName) {
         Boolean known = this.pausable.get(bindingName);
         if (known != null) {
             return known;
         }
         List<Binding<?>> bindings = bindings(bindingName);
-        if (bindings.isEmpty()) {
+        // Not known until it is bound, by the binder that bound it (a late binding is not a DefaultBinding yet).
+        if (bindings.isEmpty() || !bindings.stream().allMatch(DefaultBinding.class::isInstance)) {
             return false;
         }
-        boolean pausable = bindings.stream().allMatch(PausedBindings::isPausable);
+        BindingServiceProperties properties = this.bindingProperties.getIfAvailable();
+        boolean batch = properties != null
+                && properties.getConsumerProperties(bindingName).isBatchMode();
+        boolean pausable = !batch && bindings.stream().allMatch(binding -> ((DefaultBinding<?>) binding).isPausable());
         this.pausable.put(bindingName, pausable);
         return pausable;
     }
 
     void pause(Collection<String> bindingNames) {
         for (String name : bindingNames) {
+            if (!isPausable(name)) {
+                continue;
+            }
             for (Binding<?> binding : bindings(name)) {
-                if (isPausable(binding) && binding.isRunning() && !binding.isPaused()) {
+                if (binding.isRunning() && !binding.isPaused()) {
                     binding.pause();
-                    this.paused.add(name);
+                    this.paused.add(binding);
                     logger.debug("Paused binding {} while a dependency is unavailable", name);
                 }
             }
@@ -62,20 +80,17 @@ final class PausedBindings {
     }
 
     void resume() {
-        for (String name : List.copyOf(this.paused)) {
-            for (Binding<?> binding : bindings(name)) {
-                if (binding.isPaused()) {
-                    binding.resume();
-                    logger.debug("Resumed binding {}", name);
-                }
-            }
-            this.paused.remove(name);
+        List<Binding<?>> toResume;
+        synchronized (this.paused) {
+            toResume = List.copyOf(this.paused);
+            this.paused.clear();
         }
-    }
-
-    /** A binding the binder can pause without stopping it: {@code Binding.pause()} stops one it cannot. */
-    private static boolean isPausable(Binding<?> binding) {
-        return binding instanceof DefaultBinding<?> pausable && pausable.isPausable();
+        for (Binding<?> binding : toResume) {
+            if (binding.isPaused()) {
+                binding.resume();
+                logger.debug("Resumed binding {}", binding.getBindingName());
+            }
+        }
     }
 
     private List<Binding<?>> bindings(String bindingName) {

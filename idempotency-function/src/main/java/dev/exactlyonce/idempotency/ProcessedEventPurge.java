@@ -100,15 +100,9 @@ public final class ProcessedEventPurge {
 
     private Result deleteBatches(JdbcTemplate jdbc, long start) {
         Timestamp cutoff = jdbc.queryForObject(CUTOFF, Timestamp.class, (double) this.retention.toSeconds());
-        long rows = 0;
-        int batches = 0;
-        int deleted;
-        do {
-            deleted = jdbc.update(this.deleteSql, cutoff, this.batchSize);
-            rows += deleted;
-            batches++;
-        } while (deleted == this.batchSize);
-        Result result = new Result(true, rows, batches, cutoff.toInstant(), elapsed(start));
+        BatchedDelete deleted =
+                BatchedDelete.run(this.batchSize, () -> jdbc.update(this.deleteSql, cutoff, this.batchSize));
+        Result result = new Result(true, deleted.rows(), deleted.batches(), cutoff.toInstant(), elapsed(start));
         logger.info(
                 "Purged {} row(s) of {} processed before {} in {} batch(es) of at most {}, in {} ms",
                 result.rows(),

@@ -1,0 +1,140 @@
+package dev.exactlyonce.stock;
+
+import static org.awaitility.Awaitility.await;
+
+import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.test.DeliveryRecorder;
+import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.TcpProxy;
+import dev.exactlyonce.idempotency.test.TestDatabase;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.stream.IntStream;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.cloud.stream.binder.Binding;
+import org.springframework.cloud.stream.binding.BindingService;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.kafka.test.EmbeddedKafkaBroker;
+import org.springframework.kafka.test.context.EmbeddedKafka;
+import org.springframework.test.annotation.DirtiesContext;
+import org.springframework.test.context.ActiveProfiles;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * A single-message Kafka binding during an outage: the Kafka binder can pause a binding, so the outage pauses it
+ * instead of holding its records. Its consumers go on polling (they stay in their group) and are handed no record
+ * while PostgreSQL is away; the binding resumes when it answers, and every event is applied once.
+ */
+@SpringBootTest(
+        properties = {
+            "spring.cloud.stream.kafka.binder.brokers=${spring.embedded.kafka.brokers}",
+            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.batch-mode=false",
+            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.concurrency=2",
+            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.back-off-initial-interval=100",
+            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.back-off-max-interval=200",
+            "spring.cloud.stream.kafka.bindings.idempotencyGuardreserveStock-in-0.consumer.start-offset=earliest",
+            "spring.datasource.hikari.connection-timeout=1000",
+            "spring.datasource.hikari.validation-timeout=500",
+            "idempotency.outage.probe-initial-interval=500ms",
+            "idempotency.outage.probe-max-interval=2s"
+        })
+@ActiveProfiles("kafka")
+@EmbeddedKafka(partitions = 2, topics = OutagePausesTheBindingOnKafkaIT.TOPIC)
+@EnableIdempotencyTestKit(testBinder = false)
+// Its @AfterAll closes what the context connects through: the context must not stay cached.
+@DirtiesContext
+class OutagePausesTheBindingOnKafkaIT {
+
+    static final String TOPIC = "order.order.placed.v1";
+
+    private static final String BINDING = "idempotencyGuardreserveStock-in-0";
+
+    private static final TestDatabase database = TestPostgres.newDatabase("kafkapause");
+
+    private static final TcpProxy postgres =
+            TcpProxy.to(TestPostgres.server().host(), TestPostgres.server().port());
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        database.registerDataSource(registry, postgres);
+    }
+
+    @Autowired
+    EmbeddedKafkaBroker kafka;
+
+    @Autowired
+    DeliveryRecorder recorder;
+
+    @Autowired
+    BindingService bindingService;
+
+    private final JdbcTemplate jdbcTemplate =
+            new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
+
+    @AfterAll
+    static void close() {
+        postgres.close();
+    }
+
+    @Test
+    void theBindingIsPausedWhileTheDatabaseIsAwayAndResumedWhenItAnswers() {
+        EventEnvelope<Map<String, Object>> before = Orders.placed(1);
+        send(before, 0);
+        await().atMost(Duration.ofSeconds(60)).until(() -> reservations(before) == 1);
+
+        postgres.cut();
+        List<EventEnvelope<Map<String, Object>>> during =
+                IntStream.range(0, 4).mapToObj(i -> Orders.placed(1)).toList();
+        for (int i = 0; i < during.size(); i++) {
+            send(during.get(i), i % 2);
+        }
+        await().atMost(Duration.ofSeconds(20))
+                .alias("the binding paused: its consumers poll on, and are handed no record")
+                .until(this::paused);
+        // The attempts in flight when it paused end (each record's retries, then its give-back), then none follows.
+        await().pollDelay(Duration.ofSeconds(2)).until(() -> true);
+        int attempts = this.recorder.attempts().size();
+        await().during(Duration.ofSeconds(4))
+                .atMost(Duration.ofSeconds(5))
+                .alias("no record delivered while the binding is paused")
+                .until(() -> this.recorder.attempts().size() == attempts);
+        postgres.restore();
+
+        await().atMost(Duration.ofSeconds(60)).until(() -> during.stream().allMatch(event -> reservations(event) == 1));
+        await().atMost(Duration.ofSeconds(10)).alias("the binding resumed").until(() -> !paused());
+    }
+
+    private boolean paused() {
+        List<Binding<?>> bindings = this.bindingService.getConsumerBindings(BINDING);
+        return !bindings.isEmpty() && bindings.stream().allMatch(Binding::isPaused);
+    }
+
+    private void send(EventEnvelope<?> event, int partition) {
+        Properties properties = new Properties();
+        properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
+        try (KafkaProducer<String, byte[]> producer =
+                new KafkaProducer<>(properties, new StringSerializer(), new ByteArraySerializer())) {
+            producer.send(new ProducerRecord<>(TOPIC, partition, "order", new EnvelopeCodec().encode(event)));
+        }
+    }
+
+    private int reservations(EventEnvelope<Map<String, Object>> order) {
+        Integer count = this.jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM reservation WHERE order_id = ?", Integer.class, Orders.orderId(order));
+        return count != null ? count : 0;
+    }
+}
