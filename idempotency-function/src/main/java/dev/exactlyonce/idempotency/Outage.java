@@ -22,16 +22,17 @@ import org.springframework.messaging.Message;
  *       up; a message whose attempt failed with the outage is held the same way in its error path instead of being
  *       dead-lettered, then given back to the broker to be delivered again. A delivery is held {@code max-hold} in
  *       all, counted from its first attempt ({@link #holdLeft()}), however many of its attempts wait. Where the binder
- *       can pause a binding (Kafka, single-message bindings), the probe pauses the binding instead ({@link PausedBindings}) and its messages given
- *       back at once: the consumer goes on polling, and nothing is held;
+ *       can pause a binding (Kafka, single-message bindings), the probe pauses the binding instead
+ *       ({@link PausedBindings}) and its messages are given back at once: the consumer goes on polling, and nothing is
+ *       held;
  *   <li>the probe checks the condition that failed, a write ({@link DatabaseProbe}), after
  *       {@code probe-initial-interval}, then at intervals that double up to {@code probe-max-interval};
  *   <li>once a write goes through, the paused bindings resume and one message goes first: one consumer thread takes
  *       it, the others keep holding theirs. If it commits (or fails for a reason of its own), consumption resumes:
- *       one INFO line with how long it was halted, and the time on the halt timer. If it meets the outage again, the halt goes on, and so does the
- *       probe, without a second halt: a server that answers the probe but not the message costs one message at a
- *       time, not every held one. When no message comes to try it within {@code probe-max-interval}, consumption
- *       resumes all the same. A halt that follows the previous one closely (a dependency other than the database,
+ *       one INFO line with how long it was halted, and the time on the halt timer. If it meets the outage again, the
+ *       halt goes on, and so does the probe (the paused bindings paused again), without a second halt: a server that
+ *       answers the probe but not the message costs one message at a time, not every held one. When no message comes
+ *       to try it within {@code probe-max-interval}, consumption resumes all the same. A halt that follows the previous one closely (a dependency other than the database,
  *       still down) starts probing at the interval the previous one reached.
  * </ol>
  */
