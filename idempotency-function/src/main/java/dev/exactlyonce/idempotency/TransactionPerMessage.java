@@ -97,7 +97,8 @@ final class TransactionPerMessage implements ChannelInterceptor {
                     .formatted(this.binding.bindingName()));
         }
         this.outage.delivering(message);
-        if (!this.outage.awaitEnd(this.outage.holdLeft(this.binding.bindingName()))) {
+        // Asked only during a halt: nothing of the hold is worked out for a message while consumption runs.
+        if (this.outage.halt() != null && !this.outage.awaitEnd(this.outage.holdLeft(this.binding.bindingName()))) {
             throw new OutageException(
                     ("A message of %s was held while a dependency is unavailable (max-hold %s from its first attempt,"
                                     + " none where the binding is paused): given back to the broker, to be delivered"
