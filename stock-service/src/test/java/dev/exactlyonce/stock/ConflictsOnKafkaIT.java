@@ -13,13 +13,9 @@ import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.Statement;
 import java.time.Duration;
+import java.util.List;
 import java.util.Map;
-import java.util.Properties;
-import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.serialization.ByteArraySerializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -96,24 +92,15 @@ class ConflictsOnKafkaIT {
                 .alias("an attempt committed once the lock is released")
                 .until(() -> this.recorder.attempts(order.eventId()).stream()
                         .anyMatch(attempt -> attempt.failure() == null));
-        assertThat(reservations(order)).as("the event applied once").isEqualTo(1);
+        assertThat(Orders.reservations(this.jdbcTemplate, order))
+                .as("the event applied once")
+                .isEqualTo(1);
         assertThat(this.recorder.attempts(order.eventId()))
                 .last()
                 .satisfies(attempt -> assertThat(attempt.failure()).isNull());
     }
 
     private void send(EventEnvelope<?> event) {
-        Properties properties = new Properties();
-        properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
-        try (KafkaProducer<String, byte[]> producer =
-                new KafkaProducer<>(properties, new StringSerializer(), new ByteArraySerializer())) {
-            producer.send(new ProducerRecord<>(TOPIC, "order", new EnvelopeCodec().encode(event)));
-        }
-    }
-
-    private int reservations(EventEnvelope<Map<String, Object>> order) {
-        Integer count = this.jdbcTemplate.queryForObject(
-                "SELECT count(*) FROM reservation WHERE order_id = ?", Integer.class, Orders.orderId(order));
-        return count != null ? count : 0;
+        KafkaRecords.send(this.kafka, List.of(new ProducerRecord<>(TOPIC, "order", new EnvelopeCodec().encode(event))));
     }
 }

@@ -17,14 +17,10 @@ import java.util.Properties;
 import java.util.stream.IntStream;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
-import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
-import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -107,7 +103,7 @@ class DatabaseOutageOnKafkaIT {
     void anOutageLongerThanEveryAttemptDeadLettersNoRecordAndEachEventIsAppliedOnce() {
         EventEnvelope<Map<String, Object>> before = Orders.placed(1);
         send(before, 0);
-        await().atMost(Duration.ofSeconds(60)).until(() -> reservations(before) == 1);
+        await().atMost(Duration.ofSeconds(60)).until(() -> Orders.reservations(this.jdbcTemplate, before) == 1);
 
         postgres.cut();
         List<EventEnvelope<Map<String, Object>>> during =
@@ -129,7 +125,9 @@ class DatabaseOutageOnKafkaIT {
         postgres.restore();
 
         await().atMost(Duration.ofSeconds(60)).until(() -> applied(during) == during.size());
-        assertThat(during).allSatisfy(event -> assertThat(reservations(event)).isEqualTo(2));
+        assertThat(during)
+                .allSatisfy(event -> assertThat(Orders.reservations(this.jdbcTemplate, event))
+                        .isEqualTo(2));
         assertThat(this.jdbcTemplate.queryForObject("SELECT count(*) FROM processed_event", Integer.class))
                 .isEqualTo(1 + during.size());
         assertThat(deadLetters()).as("nothing dead-lettered").isZero();
@@ -141,12 +139,8 @@ class DatabaseOutageOnKafkaIT {
     }
 
     private void send(EventEnvelope<?> event, int partition) {
-        Properties properties = new Properties();
-        properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
-        try (KafkaProducer<String, byte[]> producer =
-                new KafkaProducer<>(properties, new StringSerializer(), new ByteArraySerializer())) {
-            producer.send(new ProducerRecord<>(TOPIC, partition, "copy", this.codec.encode(event)));
-        }
+        KafkaRecords.send(
+                this.kafka, List.of(new ProducerRecord<>(TOPIC, partition, "copy", this.codec.encode(event))));
     }
 
     /**
@@ -169,12 +163,8 @@ class DatabaseOutageOnKafkaIT {
     }
 
     private long applied(List<EventEnvelope<Map<String, Object>>> events) {
-        return events.stream().filter(event -> reservations(event) > 0).count();
-    }
-
-    private int reservations(EventEnvelope<Map<String, Object>> order) {
-        Integer count = this.jdbcTemplate.queryForObject(
-                "SELECT count(*) FROM reservation WHERE order_id = ?", Integer.class, Orders.orderId(order));
-        return count != null ? count : 0;
+        return events.stream()
+                .filter(event -> Orders.reservations(this.jdbcTemplate, event) > 0)
+                .count();
     }
 }

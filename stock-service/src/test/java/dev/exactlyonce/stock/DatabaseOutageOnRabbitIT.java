@@ -93,7 +93,7 @@ class DatabaseOutageOnRabbitIT {
     void anOutageLongerThanEveryAttemptDeadLettersNoEventAndEachIsAppliedOnceWhenPostgresIsBack() {
         EventEnvelope<Map<String, Object>> before = Orders.placed(1);
         publish(before);
-        await().atMost(Duration.ofSeconds(30)).until(() -> reservations(before) == 1);
+        await().atMost(Duration.ofSeconds(30)).until(() -> Orders.reservations(this.jdbcTemplate, before) == 1);
 
         postgres.cut();
         List<EventEnvelope<Map<String, Object>>> during =
@@ -116,7 +116,7 @@ class DatabaseOutageOnRabbitIT {
         Duration resumedIn = Duration.ofNanos(System.nanoTime() - restored);
         await().atMost(Duration.ofSeconds(20)).until(() -> deadLetterCount() == 2);
         assertThat(during)
-                .allSatisfy(event -> assertThat(reservations(event))
+                .allSatisfy(event -> assertThat(Orders.reservations(this.jdbcTemplate, event))
                         .as("event %s applied once", event.eventId())
                         .isEqualTo(2));
         assertThat(drainDeadLetterReasons())
@@ -131,7 +131,9 @@ class DatabaseOutageOnRabbitIT {
     }
 
     private long applied(List<EventEnvelope<Map<String, Object>>> events) {
-        return events.stream().filter(event -> reservations(event) > 0).count();
+        return events.stream()
+                .filter(event -> Orders.reservations(this.jdbcTemplate, event) > 0)
+                .count();
     }
 
     private int deadLetterCount() {
@@ -150,11 +152,5 @@ class DatabaseOutageOnRabbitIT {
 
     private void publish(EventEnvelope<?> event) {
         rabbit.publish(EXCHANGE, event);
-    }
-
-    private int reservations(EventEnvelope<Map<String, Object>> order) {
-        Integer count = this.jdbcTemplate.queryForObject(
-                "SELECT count(*) FROM reservation WHERE order_id = ?", Integer.class, Orders.orderId(order));
-        return count != null ? count : 0;
     }
 }

@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.stream.IntStream;
+import org.springframework.jdbc.core.JdbcTemplate;
 
 /** {@code order.order.placed.v1} envelopes as the order service publishes them, every field included. */
 final class Orders {
@@ -32,6 +33,13 @@ final class Orders {
                                         "9.90"))
                                 .toList());
         return new EventEnvelope<>(UuidV7.generate(), PLACED, Instant.now(), payload);
+    }
+
+    /** The reservations the order made in the service's database: one per line once applied, none before. */
+    static int reservations(JdbcTemplate jdbcTemplate, EventEnvelope<Map<String, Object>> order) {
+        Integer count = jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM reservation WHERE order_id = ?", Integer.class, orderId(order));
+        return count != null ? count : 0;
     }
 
     static UUID orderId(EventEnvelope<Map<String, Object>> event) {

@@ -12,13 +12,8 @@ import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
-import java.util.Properties;
 import java.util.stream.IntStream;
-import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.serialization.ByteArraySerializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -94,7 +89,7 @@ class OutagePausesTheBindingOnKafkaIT {
     void theBindingIsPausedWhileTheDatabaseIsAwayAndResumedWhenItAnswers() {
         EventEnvelope<Map<String, Object>> before = Orders.placed(1);
         send(before, 0);
-        await().atMost(Duration.ofSeconds(60)).until(() -> reservations(before) == 1);
+        await().atMost(Duration.ofSeconds(60)).until(() -> Orders.reservations(this.jdbcTemplate, before) == 1);
 
         postgres.cut();
         List<EventEnvelope<Map<String, Object>>> during =
@@ -114,7 +109,8 @@ class OutagePausesTheBindingOnKafkaIT {
                 .until(() -> this.recorder.attempts().size() == attempts);
         postgres.restore();
 
-        await().atMost(Duration.ofSeconds(60)).until(() -> during.stream().allMatch(event -> reservations(event) == 1));
+        await().atMost(Duration.ofSeconds(60))
+                .until(() -> during.stream().allMatch(event -> Orders.reservations(this.jdbcTemplate, event) == 1));
         await().atMost(Duration.ofSeconds(10)).alias("the binding resumed").until(() -> !paused());
     }
 
@@ -124,17 +120,8 @@ class OutagePausesTheBindingOnKafkaIT {
     }
 
     private void send(EventEnvelope<?> event, int partition) {
-        Properties properties = new Properties();
-        properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
-        try (KafkaProducer<String, byte[]> producer =
-                new KafkaProducer<>(properties, new StringSerializer(), new ByteArraySerializer())) {
-            producer.send(new ProducerRecord<>(TOPIC, partition, "order", new EnvelopeCodec().encode(event)));
-        }
-    }
-
-    private int reservations(EventEnvelope<Map<String, Object>> order) {
-        Integer count = this.jdbcTemplate.queryForObject(
-                "SELECT count(*) FROM reservation WHERE order_id = ?", Integer.class, Orders.orderId(order));
-        return count != null ? count : 0;
+        KafkaRecords.send(
+                this.kafka,
+                List.of(new ProducerRecord<>(TOPIC, partition, "order", new EnvelopeCodec().encode(event))));
     }
 }

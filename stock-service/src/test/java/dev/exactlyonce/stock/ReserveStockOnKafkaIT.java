@@ -22,13 +22,9 @@ import java.util.UUID;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
-import org.apache.kafka.clients.producer.KafkaProducer;
-import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
-import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
-import org.apache.kafka.common.serialization.StringSerializer;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
@@ -104,7 +100,7 @@ class ReserveStockOnKafkaIT {
         send(order, "key-1");
 
         awaitAttempts(order, 2);
-        assertThat(reservations(order)).isEqualTo(2);
+        assertThat(Orders.reservations(this.jdbcTemplate, order)).isEqualTo(2);
         assertThat(this.processedEvents.rows(order.eventId())).isEqualTo(1);
         assertThat(this.probe.invocations("reserveStock")).isEqualTo(1);
     }
@@ -147,7 +143,9 @@ class ReserveStockOnKafkaIT {
         }
 
         orders.forEach(order -> awaitAttempts(order, 4));
-        assertThat(orders).allSatisfy(order -> assertThat(reservations(order)).isEqualTo(Orders.lineCount(order)));
+        assertThat(orders)
+                .allSatisfy(order -> assertThat(Orders.reservations(this.jdbcTemplate, order))
+                        .isEqualTo(Orders.lineCount(order)));
         assertThat(this.probe.invocations("reserveStock")).isEqualTo(orders.size());
     }
 
@@ -163,7 +161,7 @@ class ReserveStockOnKafkaIT {
                         deadLetter.headers().lastHeader("x-exception-message").value(), UTF_8))
                 .isEqualTo("failure injected by the test after reserveStock ran");
         assertThat(this.probe.invocations("reserveStock")).isEqualTo(3);
-        assertThat(reservations(order)).isZero();
+        assertThat(Orders.reservations(this.jdbcTemplate, order)).isZero();
         assertThat(this.processedEvents.rows(order.eventId())).isZero();
     }
 
@@ -208,8 +206,11 @@ class ReserveStockOnKafkaIT {
         assertThat(reason(deadLetter(notJson))).startsWith("NOT_JSON: ");
         assertThat(reason(deadLetter(unknown.eventId().toString()))).startsWith("ROUTE_MISMATCH: ");
         assertThat(reason(deadLetter(unmappable.eventId().toString()))).startsWith("INVALID_PAYLOAD: ");
-        await().atMost(Duration.ofSeconds(60)).until(() -> orders.stream().allMatch(order -> reservations(order) > 0));
-        assertThat(orders).allSatisfy(order -> assertThat(reservations(order)).isEqualTo(1));
+        await().atMost(Duration.ofSeconds(60))
+                .until(() -> orders.stream().allMatch(order -> Orders.reservations(this.jdbcTemplate, order) > 0));
+        assertThat(orders)
+                .allSatisfy(order -> assertThat(Orders.reservations(this.jdbcTemplate, order))
+                        .isEqualTo(1));
         assertThat(this.processedEvents.rows(unmappable.eventId())).isZero();
     }
 
@@ -246,9 +247,12 @@ class ReserveStockOnKafkaIT {
         send(records);
 
         assertThat(reason(deadLetter(failing))).contains("numeric field overflow");
-        await().atMost(Duration.ofSeconds(60)).until(() -> orders.stream().allMatch(order -> reservations(order) > 0));
-        assertThat(orders).allSatisfy(order -> assertThat(reservations(order)).isEqualTo(1));
-        assertThat(reservations(failing)).isZero();
+        await().atMost(Duration.ofSeconds(60))
+                .until(() -> orders.stream().allMatch(order -> Orders.reservations(this.jdbcTemplate, order) > 0));
+        assertThat(orders)
+                .allSatisfy(order -> assertThat(Orders.reservations(this.jdbcTemplate, order))
+                        .isEqualTo(1));
+        assertThat(Orders.reservations(this.jdbcTemplate, failing)).isZero();
         assertThat(this.processedEvents.rows(failing.eventId())).isZero();
     }
 
@@ -295,15 +299,8 @@ class ReserveStockOnKafkaIT {
         send(List.of(record));
     }
 
-    /** Sends the records with one producer, in their order, so that the consumer polls them together. */
     private void send(List<ProducerRecord<String, byte[]>> records) {
-        Properties properties = new Properties();
-        properties.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, this.kafka.getBrokersAsString());
-        properties.put(ProducerConfig.LINGER_MS_CONFIG, 50);
-        try (KafkaProducer<String, byte[]> producer =
-                new KafkaProducer<>(properties, new StringSerializer(), new ByteArraySerializer())) {
-            records.forEach(producer::send);
-        }
+        KafkaRecords.send(this.kafka, records);
     }
 
     private static String reason(ConsumerRecord<String, byte[]> deadLetter) {
@@ -351,11 +348,5 @@ class ReserveStockOnKafkaIT {
     private void awaitAttempts(EventEnvelope<?> event, int count) {
         await().atMost(Duration.ofSeconds(60))
                 .until(() -> this.recorder.attempts(event.eventId()).size() >= count);
-    }
-
-    private int reservations(EventEnvelope<Map<String, Object>> order) {
-        Integer count = this.jdbcTemplate.queryForObject(
-                "SELECT count(*) FROM reservation WHERE order_id = ?", Integer.class, Orders.orderId(order));
-        return count != null ? count : 0;
     }
 }

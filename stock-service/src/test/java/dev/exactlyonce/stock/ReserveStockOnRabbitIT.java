@@ -92,7 +92,7 @@ class ReserveStockOnRabbitIT {
         publish(order);
 
         awaitAttempts(order, 2);
-        assertThat(reservations(order)).isEqualTo(2);
+        assertThat(Orders.reservations(this.jdbcTemplate, order)).isEqualTo(2);
         assertThat(this.processedEvents.rows(order.eventId())).isEqualTo(1);
         assertThat(this.probe.invocations("reserveStock")).isEqualTo(1);
     }
@@ -110,7 +110,7 @@ class ReserveStockOnRabbitIT {
                 .as("the broker redelivered the message whose ack was lost")
                 .isTrue();
         assertThat(attempts).allSatisfy(attempt -> assertThat(attempt.failure()).isNull());
-        assertThat(reservations(order)).isEqualTo(3);
+        assertThat(Orders.reservations(this.jdbcTemplate, order)).isEqualTo(3);
         assertThat(this.processedEvents.rows(order.eventId())).isEqualTo(1);
         assertThat(this.probe.invocations("reserveStock")).isEqualTo(1);
     }
@@ -148,7 +148,7 @@ class ReserveStockOnRabbitIT {
         EventEnvelope<Map<String, Object>> next = Orders.placed(1);
         publish(next);
         awaitAttempts(next, 1);
-        assertThat(reservations(next)).isEqualTo(1);
+        assertThat(Orders.reservations(this.jdbcTemplate, next)).isEqualTo(1);
     }
 
     private GetResponse awaitDeadLetter() {
@@ -169,11 +169,5 @@ class ReserveStockOnRabbitIT {
         await().atMost(Duration.ofSeconds(30))
                 .until(() -> this.recorder.attempts(event.eventId()).size() >= count);
         return this.recorder.attempts(event.eventId());
-    }
-
-    private int reservations(EventEnvelope<Map<String, Object>> order) {
-        Integer count = this.jdbcTemplate.queryForObject(
-                "SELECT count(*) FROM reservation WHERE order_id = ?", Integer.class, Orders.orderId(order));
-        return count != null ? count : 0;
     }
 }

@@ -79,7 +79,7 @@ class ReserveStockTests {
 
         this.deliveries.deliver(order, 2);
 
-        assertThat(reservations(order)).isEqualTo(2);
+        assertThat(Orders.reservations(this.jdbcTemplate, order)).isEqualTo(2);
         assertThat(this.processedEvents.rows(order.eventId())).isEqualTo(1);
         assertThat(this.probe.invocations(FUNCTION)).isEqualTo(1);
     }
@@ -105,7 +105,7 @@ class ReserveStockTests {
         this.deliveries.deliver(order);
 
         assertThat(this.probe.invocations(FUNCTION)).isEqualTo(2);
-        assertThat(reservations(order)).isEqualTo(2);
+        assertThat(Orders.reservations(this.jdbcTemplate, order)).isEqualTo(2);
         assertThat(this.processedEvents.rows(order.eventId())).isEqualTo(1);
     }
 
@@ -117,7 +117,7 @@ class ReserveStockTests {
         this.deliveries.deliver(order);
 
         assertThat(this.probe.invocations(FUNCTION)).isEqualTo(3);
-        assertThat(reservations(order)).isZero();
+        assertThat(Orders.reservations(this.jdbcTemplate, order)).isZero();
         assertThat(this.processedEvents.rows(order.eventId())).isZero();
         assertThat(stockReserved(order))
                 .as("nothing emitted by the attempts that rolled back")
@@ -125,7 +125,7 @@ class ReserveStockTests {
 
         this.deliveries.deliver(order);
 
-        assertThat(reservations(order)).isEqualTo(2);
+        assertThat(Orders.reservations(this.jdbcTemplate, order)).isEqualTo(2);
         assertThat(this.processedEvents.rows(order.eventId())).isEqualTo(1);
         assertThat(stockReserved(order)).hasSize(1);
     }
@@ -143,7 +143,7 @@ class ReserveStockTests {
         CompletableFuture.allOf(first, second).join();
 
         assertThat(this.probe.invocations(FUNCTION)).isEqualTo(1);
-        assertThat(reservations(order)).isEqualTo(2);
+        assertThat(Orders.reservations(this.jdbcTemplate, order)).isEqualTo(2);
     }
 
     @Test
@@ -158,7 +158,7 @@ class ReserveStockTests {
         pause.releaseWithFailure();
         CompletableFuture.allOf(first, second).join();
 
-        assertThat(reservations(order)).isEqualTo(2);
+        assertThat(Orders.reservations(this.jdbcTemplate, order)).isEqualTo(2);
         assertThat(this.processedEvents.rows(order.eventId())).isEqualTo(1);
     }
 
@@ -168,7 +168,9 @@ class ReserveStockTests {
 
         orders.forEach(order -> this.deliveries.deliverConcurrently(order, 4));
 
-        assertThat(orders).allSatisfy(order -> assertThat(reservations(order)).isEqualTo(Orders.lineCount(order)));
+        assertThat(orders)
+                .allSatisfy(order -> assertThat(Orders.reservations(this.jdbcTemplate, order))
+                        .isEqualTo(Orders.lineCount(order)));
         assertThat(this.probe.invocations(FUNCTION)).isEqualTo(3);
     }
 
@@ -182,11 +184,5 @@ class ReserveStockTests {
                 "SELECT payload::text FROM outbox_event WHERE type = 'stock.stock.reserved.v1' AND aggregateid = ?",
                 String.class,
                 Orders.orderId(order).toString());
-    }
-
-    private int reservations(EventEnvelope<Map<String, Object>> order) {
-        Integer count = this.jdbcTemplate.queryForObject(
-                "SELECT count(*) FROM reservation WHERE order_id = ?", Integer.class, Orders.orderId(order));
-        return count != null ? count : 0;
     }
 }
