@@ -319,8 +319,10 @@ final class OutboxPublisher {
         private static final Pattern REPLY_CODE = Pattern.compile("channel error.*reply-code=(\\d+)");
 
         static void check(Binder<?, ?, ?> binder, String destination) {
-            if (binder instanceof RabbitMessageChannelBinder rabbit
-                    && !rabbit.getConnectionFactory().isPublisherConfirms()) {
+            if (!(binder instanceof RabbitMessageChannelBinder rabbit)) {
+                return;
+            }
+            if (!rabbit.getConnectionFactory().isPublisherConfirms()) {
                 throw new StartupRefusal(
                         ("The outbox relay publishes to %s on RabbitMQ, whose connection factory does not correlate"
                                         + " publisher confirms: the relay marks a row published once the broker"
@@ -331,6 +333,7 @@ final class OutboxPublisher {
                                 + " not set), or, if another process publishes the outbox, turn the relay off:"
                                 + " idempotency.outbox.relay.enabled: false");
             }
+            RabbitPublisherChannels.install(rabbit.getConnectionFactory());
         }
 
         static CompletableFuture<Outcome> correlate(MessageBuilder<byte[]> message, Row row) {
