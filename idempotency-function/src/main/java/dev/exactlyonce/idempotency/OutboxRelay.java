@@ -400,11 +400,17 @@ final class OutboxRelay implements SmartLifecycle {
         }
     }
 
-    /** Waits for a commit's wake-up, a held key's back-off to end, another instance's run to end, or the poll. */
+    /**
+     * Waits for a commit's wake-up, a held key's back-off to end, another instance's run to end, or the poll; or, when
+     * the broker left rows of a run unanswered that published others, as long as after a failed run.
+     */
     private void awaitWork(Run run) {
         Duration wait = earliest(this.pollInterval, run.nextAttempt());
         if (run.contended()) {
             wait = earliest(wait, CONTENDED_RETRY);
+        }
+        if (run.unanswered()) {
+            wait = earliest(wait, retryDelay(1));
         }
         try {
             if (this.wakeUps.tryAcquire(Math.max(1, wait.toMillis()), TimeUnit.MILLISECONDS) && !this.linger.isZero()) {
