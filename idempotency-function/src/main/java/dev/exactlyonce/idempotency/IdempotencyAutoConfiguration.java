@@ -163,20 +163,20 @@ class IdempotencyAutoConfiguration {
     @ConditionalOnSingleCandidate(DataSource.class)
     static class Kafka {
 
-        @Bean(BinderConsumers.KAFKA_ERROR_HANDLER)
-        @ConditionalOnMissingBean(name = BinderConsumers.KAFKA_ERROR_HANDLER)
+        @Bean(KafkaConsumerDefaults.ERROR_HANDLER)
+        @ConditionalOnMissingBean(name = KafkaConsumerDefaults.ERROR_HANDLER)
         DefaultErrorHandler idempotencyKafkaErrorHandler(Outage outage) {
             return kafkaErrorHandler(outage, new FixedBackOff(0, 9));
         }
 
-        @Bean(BinderConsumers.KAFKA_BATCH_ERROR_HANDLER)
-        @ConditionalOnMissingBean(name = BinderConsumers.KAFKA_BATCH_ERROR_HANDLER)
+        @Bean(KafkaConsumerDefaults.BATCH_ERROR_HANDLER)
+        @ConditionalOnMissingBean(name = KafkaConsumerDefaults.BATCH_ERROR_HANDLER)
         DefaultErrorHandler idempotencyKafkaBatchErrorHandler() {
             return new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS));
         }
 
-        @Bean(BinderConsumers.KAFKA_ERROR_HANDLER_WITHOUT_DLQ)
-        @ConditionalOnMissingBean(name = BinderConsumers.KAFKA_ERROR_HANDLER_WITHOUT_DLQ)
+        @Bean(KafkaConsumerDefaults.ERROR_HANDLER_WITHOUT_DLQ)
+        @ConditionalOnMissingBean(name = KafkaConsumerDefaults.ERROR_HANDLER_WITHOUT_DLQ)
         DefaultErrorHandler idempotencyKafkaErrorHandlerWithoutDlq(Outage outage) {
             return kafkaErrorHandler(outage, new FixedBackOff(0, 0));
         }
@@ -187,8 +187,8 @@ class IdempotencyAutoConfiguration {
          * back-off function of {@link #kafkaErrorHandler} does not reach a batch's retries, so the exception that
          * gives a batch back picks the handler.
          */
-        @Bean(BinderConsumers.KAFKA_BATCH_ERROR_HANDLER_WITHOUT_DLQ)
-        @ConditionalOnMissingBean(name = BinderConsumers.KAFKA_BATCH_ERROR_HANDLER_WITHOUT_DLQ)
+        @Bean(KafkaConsumerDefaults.BATCH_ERROR_HANDLER_WITHOUT_DLQ)
+        @ConditionalOnMissingBean(name = KafkaConsumerDefaults.BATCH_ERROR_HANDLER_WITHOUT_DLQ)
         CommonDelegatingErrorHandler idempotencyKafkaBatchErrorHandlerWithoutDlq() {
             CommonDelegatingErrorHandler handler =
                     new CommonDelegatingErrorHandler(new DefaultErrorHandler(new FixedBackOff(0, 0)));

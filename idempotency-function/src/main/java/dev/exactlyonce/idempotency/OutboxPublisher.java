@@ -29,18 +29,19 @@ import org.springframework.amqp.AmqpIOException;
 import org.springframework.amqp.AmqpTimeoutException;
 import org.springframework.amqp.rabbit.connection.CorrelationData;
 import org.springframework.amqp.support.AmqpHeaders;
-import org.springframework.beans.BeanWrapper;
-import org.springframework.beans.BeanWrapperImpl;
 import org.springframework.cloud.stream.binder.Binder;
 import org.springframework.cloud.stream.binder.BinderFactory;
 import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
+import org.springframework.cloud.stream.binder.kafka.properties.KafkaProducerProperties;
 import org.springframework.cloud.stream.binder.rabbit.RabbitMessageChannelBinder;
+import org.springframework.cloud.stream.binder.rabbit.properties.RabbitProducerProperties;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.StreamBridge;
 import org.springframework.expression.spel.standard.SpelExpressionParser;
 import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.MessageHeaders;
 import org.springframework.messaging.support.MessageBuilder;
+import org.springframework.util.ClassUtils;
 import tools.jackson.databind.util.RawValue;
 
 /**
@@ -109,6 +110,14 @@ final class OutboxPublisher {
     private static final String RABBIT_ROUTING_KEY = "headers['" + EventHeaders.EVENT_NAME + "']";
 
     private static final String KAFKA_KEY = "kafka_messageKey";
+
+    private static final boolean RABBIT = ClassUtils.isPresent(
+            "org.springframework.cloud.stream.binder.rabbit.properties.RabbitProducerProperties",
+            OutboxPublisher.class.getClassLoader());
+
+    private static final boolean KAFKA = ClassUtils.isPresent(
+            "org.springframework.cloud.stream.binder.kafka.properties.KafkaProducerProperties",
+            OutboxPublisher.class.getClassLoader());
 
     /**
      * The most rows in flight at once. Spring AMQP keeps a channel whose confirms are pending out of its cache (25
@@ -295,18 +304,11 @@ final class OutboxPublisher {
         if (!(binder instanceof ExtendedPropertiesBinder<?, ?, ?> extended)) {
             return Confirms.NONE;
         }
-        BeanWrapper producer = new BeanWrapperImpl(extended.getExtendedProducerProperties(destination));
-        if (producer.isWritableProperty("useConfirmHeader")) {
-            RabbitConfirm.check(binder, destination);
-            producer.setPropertyValue("useConfirmHeader", true);
-            if (producer.getPropertyValue("routingKeyExpression") == null) {
-                producer.setPropertyValue(
-                        "routingKeyExpression", new SpelExpressionParser().parseExpression(RABBIT_ROUTING_KEY));
-            }
+        Object producer = extended.getExtendedProducerProperties(destination);
+        if (RABBIT && RabbitConfirm.prepare(binder, destination, producer)) {
             return Confirms.RABBIT;
         }
-        if (producer.isWritableProperty("sync")) {
-            producer.setPropertyValue("sync", true);
+        if (KAFKA && KafkaSend.prepare(producer)) {
             return Confirms.SYNC;
         }
         return Confirms.NONE;
@@ -318,7 +320,24 @@ final class OutboxPublisher {
         /** The reply code of a channel closed by the broker. */
         private static final Pattern REPLY_CODE = Pattern.compile("channel error.*reply-code=(\\d+)");
 
-        static void check(Binder<?, ?, ?> binder, String destination) {
+        /**
+         * Sets confirms and the routing key on the destination's producer, if it is RabbitMQ's.
+         *
+         * @return whether it is
+         */
+        static boolean prepare(Binder<?, ?, ?> binder, String destination, Object producer) {
+            if (!(producer instanceof RabbitProducerProperties rabbit)) {
+                return false;
+            }
+            check(binder, destination);
+            rabbit.setUseConfirmHeader(true);
+            if (rabbit.getRoutingKeyExpression() == null) {
+                rabbit.setRoutingKeyExpression(new SpelExpressionParser().parseExpression(RABBIT_ROUTING_KEY));
+            }
+            return true;
+        }
+
+        private static void check(Binder<?, ?, ?> binder, String destination) {
             if (!(binder instanceof RabbitMessageChannelBinder rabbit)) {
                 return;
             }
@@ -375,6 +394,19 @@ final class OutboxPublisher {
 
     /** Kept apart so that a service without Kafka never loads its classes. */
     private static final class KafkaSend {
+
+        /**
+         * Makes each send of the destination's producer wait for the broker's acknowledgement, if it is Kafka's.
+         *
+         * @return whether it is
+         */
+        static boolean prepare(Object producer) {
+            if (!(producer instanceof KafkaProducerProperties kafka)) {
+                return false;
+            }
+            kafka.setSync(true);
+            return true;
+        }
 
         /** A retriable failure (a timeout, a leader not available) says nothing of the record; any other does. */
         static boolean unanswered(Throwable ex) {
