@@ -169,8 +169,8 @@ final class EventReader {
     /** The routing key a RabbitMQ message was published with, or {@code null} for a message of another binder. */
     private static @Nullable String amqpRoute(MessageHeaders headers) {
         Object source = headers.get(SOURCE_DATA);
-        if (AMQP && AmqpSource.is(source)) {
-            return AmqpSource.publishedRoutingKey(source);
+        if (AMQP && RabbitSource.is(source)) {
+            return RabbitSource.publishedRoutingKey(source);
         }
         if (!headers.containsKey(AMQP_ROUTING_KEY)) {
             return null;
@@ -211,7 +211,7 @@ final class EventReader {
      * this: a header the publisher named {@code amqp_receivedRoutingKey} (or {@code amqp_receivedExchange},
      * {@code amqp_consumerQueue}) replaces the broker's value among them. Loaded only when Spring AMQP is there.
      */
-    private static final class AmqpSource {
+    private static final class RabbitSource {
 
         static boolean is(@Nullable Object source) {
             return source instanceof org.springframework.amqp.core.Message;

@@ -75,11 +75,11 @@ final class OutageGiveBack implements ChannelInterceptor {
     private static final class Rabbit {
 
         static RuntimeException givenBack(String reason, Throwable failure) {
-            return new GivenBackToRabbit(reason, failure);
+            return new RabbitGivenBack(reason, failure);
         }
 
         static boolean isGivenBack(Throwable failure) {
-            return failure instanceof GivenBackToRabbit;
+            return failure instanceof RabbitGivenBack;
         }
     }
 
@@ -87,11 +87,11 @@ final class OutageGiveBack implements ChannelInterceptor {
      * What the library gives back with when Spring AMQP is there: the container requeues it; its own type lets the
      * library tell its give-backs from an {@code ImmediateRequeueAmqpException} the service throws.
      */
-    private static final class GivenBackToRabbit extends org.springframework.amqp.ImmediateRequeueAmqpException {
+    private static final class RabbitGivenBack extends org.springframework.amqp.ImmediateRequeueAmqpException {
 
         private static final long serialVersionUID = 1L;
 
-        GivenBackToRabbit(String reason, Throwable failure) {
+        RabbitGivenBack(String reason, Throwable failure) {
             super(reason, failure);
         }
     }
