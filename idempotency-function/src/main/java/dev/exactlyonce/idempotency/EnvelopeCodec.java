@@ -303,7 +303,7 @@ public final class EnvelopeCodec {
             return null;
         }
         try {
-            return Instant.parse(node.asString());
+            return Instants.parse(node.asString());
         } catch (DateTimeParseException ex) {
             throw new RejectedMessageException(
                     Reason.INVALID_OCCURRED_AT,

@@ -255,7 +255,7 @@ final class EventReader {
             return null;
         }
         try {
-            return Instant.parse(time);
+            return Instants.parse(time);
         } catch (DateTimeParseException ex) {
             throw new RejectedMessageException(
                     Reason.INVALID_OCCURRED_AT,
