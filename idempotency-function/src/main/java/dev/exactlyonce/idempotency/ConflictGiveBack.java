@@ -41,6 +41,8 @@ final class ConflictGiveBack implements ChannelInterceptor {
 
     private final int maxGiveBacks;
 
+    private final OutageGiveBack giveBack;
+
     private final Map<Body, Integer> givenBack = new LinkedHashMap<>(16, 0.75f, true) {
         @Override
         protected boolean removeEldestEntry(Map.Entry<Body, Integer> eldest) {
@@ -48,7 +50,11 @@ final class ConflictGiveBack implements ChannelInterceptor {
         }
     };
 
-    ConflictGiveBack(String bindingName, int maxGiveBacks) {
+    /**
+     * @param giveBack how the binding gives a delivery back to its binder
+     */
+    ConflictGiveBack(String bindingName, int maxGiveBacks, OutageGiveBack giveBack) {
+        this.giveBack = giveBack;
         this.bindingName = bindingName;
         this.maxGiveBacks = maxGiveBacks;
     }
@@ -92,7 +98,7 @@ final class ConflictGiveBack implements ChannelInterceptor {
         } catch (InterruptedException ex) {
             Thread.currentThread().interrupt();
         }
-        throw OutageGiveBack.givenBack(
+        throw this.giveBack.givenBack(
                 "A conflict with another transaction: the message is given back to be delivered again, not"
                         + " dead-lettered",
                 error.getPayload());

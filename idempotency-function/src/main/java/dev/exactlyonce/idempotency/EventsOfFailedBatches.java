@@ -117,7 +117,7 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
             } catch (RuntimeException ex) {
                 // The dead letter was not published (the broker refused it, or did not confirm it): the batch goes back
                 // to the broker whole, not to the dead-letter queue whole. Its processed events are copies next time.
-                throw OutageGiveBack.givenBack(
+                throw this.giveBack.givenBack(
                         ("Could not dead-letter message #%d of a batch of %s; the batch is given back, to be delivered"
                                         + " again")
                                 .formatted(entry.getKey(), this.binding.bindingName()),

@@ -160,12 +160,12 @@ final class GuardedBindings implements SmartInitializingSingleton {
             outage.guard(bindingName);
             Binder<?, ?, ?> binder = binder(bindingName);
             InterceptableChannel errorChannel = errorChannel(binder, bindingName);
-            OutageGiveBack giveBack = new OutageGiveBack(outage, bindingName);
+            OutageGiveBack giveBack = new OutageGiveBack(outage, bindingName, binder);
             errorChannel.addInterceptor(0, giveBack);
             errorChannel.addInterceptor(
                     1,
                     new ConflictGiveBack(
-                            bindingName, this.properties.conflicts().maxGiveBacks()));
+                            bindingName, this.properties.conflicts().maxGiveBacks(), giveBack));
             if (batch) {
                 ConsumerProperties consumer =
                         this.beanFactory.getBean(BindingServiceProperties.class).getConsumerProperties(bindingName);

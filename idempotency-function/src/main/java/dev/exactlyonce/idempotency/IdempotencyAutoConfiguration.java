@@ -23,7 +23,6 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.kafka.listener.CommonDelegatingErrorHandler;
 import org.springframework.kafka.listener.DefaultErrorHandler;
 import org.springframework.transaction.PlatformTransactionManager;
-import org.springframework.util.ClassUtils;
 import org.springframework.util.backoff.FixedBackOff;
 
 /**
@@ -195,16 +194,9 @@ class IdempotencyAutoConfiguration {
             DefaultErrorHandler untilOver =
                     new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS));
             handler.addDelegate(OutageException.class, untilOver);
-            if (ClassUtils.isPresent(IMMEDIATE_REQUEUE, null)) {
-                // What a batch is given back with when Spring AMQP is on the class path too.
-                handler.addDelegate(
-                        ClassUtils.resolveClassName(IMMEDIATE_REQUEUE, null).asSubclass(Throwable.class), untilOver);
-            }
             handler.setCauseChainTraversing(true);
             return handler;
         }
-
-        private static final String IMMEDIATE_REQUEUE = "org.springframework.amqp.ImmediateRequeueAmqpException";
 
         /**
          * A record the library gave back (an outage, or a conflict within {@code idempotency.conflicts.max-give-backs})

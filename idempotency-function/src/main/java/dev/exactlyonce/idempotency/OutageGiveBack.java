@@ -13,20 +13,30 @@ import org.springframework.util.ClassUtils;
  * makes the broker deliver it again:
  * RabbitMQ's {@code ImmediateRequeueAmqpException} (the container requeues it with {@code basic.nack}, which RabbitMQ
  * 4.3 and later do not count against a quorum queue's delivery limit); on Kafka, any exception makes the container
- * seek back to the record.
+ * seek back to the record. Which is picked by the binder the binding uses, not by what is on the class path.
  */
 final class OutageGiveBack implements ChannelInterceptor {
 
     private static final boolean AMQP =
             ClassUtils.isPresent("org.springframework.amqp.ImmediateRequeueAmqpException", null);
 
+    private static final boolean RABBIT_BINDER =
+            ClassUtils.isPresent("org.springframework.cloud.stream.binder.rabbit.RabbitMessageChannelBinder", null);
+
     private final Outage outage;
 
     private final String bindingName;
 
-    OutageGiveBack(Outage outage, String bindingName) {
+    /** Whether the binding's binder is RabbitMQ's. */
+    private final boolean rabbit;
+
+    /**
+     * @param binder the binder of the binding
+     */
+    OutageGiveBack(Outage outage, String bindingName, Object binder) {
         this.outage = outage;
         this.bindingName = bindingName;
+        this.rabbit = RABBIT_BINDER && Rabbit.binds(binder);
     }
 
     @Override
@@ -50,11 +60,11 @@ final class OutageGiveBack implements ChannelInterceptor {
     }
 
     /**
-     * The exception that gives a message back to the broker, to be delivered again, neither dead-lettered nor skipped:
-     * on RabbitMQ requeued with {@code basic.nack}; on Kafka the container seeks back to it.
+     * The exception that gives a message of the binding back to the broker, to be delivered again, neither
+     * dead-lettered nor skipped: on RabbitMQ requeued with {@code basic.nack}; on Kafka the container seeks back to it.
      */
-    static RuntimeException givenBack(String reason, Throwable failure) {
-        return AMQP ? Rabbit.givenBack(reason, failure) : new OutageException(reason, failure);
+    RuntimeException givenBack(String reason, Throwable failure) {
+        return this.rabbit ? Rabbit.givenBack(reason, failure) : new OutageException(reason, failure);
     }
 
     /** Whether the library gave the delivery back: the exception it gives back with is in the failure's chain. */
@@ -73,6 +83,10 @@ final class OutageGiveBack implements ChannelInterceptor {
      * classes, so that a service without it (on Kafka) loads none.
      */
     private static final class Rabbit {
+
+        static boolean binds(Object binder) {
+            return binder instanceof org.springframework.cloud.stream.binder.rabbit.RabbitMessageChannelBinder;
+        }
 
         static RuntimeException givenBack(String reason, Throwable failure) {
             return new RabbitGivenBack(reason, failure);
