@@ -214,6 +214,23 @@ class ReserveStockOnKafkaIT {
         assertThat(this.processedEvents.rows(unmappable.eventId())).isZero();
     }
 
+    /**
+     * A neighbour that may write to the topic sets, as a header of its own, the name under which the binder hands on
+     * the topic a record came from: the route check reads the topic the broker gave the record.
+     */
+    @Test
+    void aRecordWhoseHeadersNameAnotherTopicIsJudgedByTheTopicItCameFrom() {
+        String otherName = "order.order.unknown.v1";
+        EventEnvelope<Map<String, Object>> forged =
+                new EventEnvelope<>(UuidV7.generate(), otherName, Instant.now(), Map.of());
+        ProducerRecord<String, byte[]> record = new ProducerRecord<>(TOPIC, null, this.codec.encode(forged));
+        record.headers().add("kafka_receivedTopic", otherName.getBytes(UTF_8));
+
+        send(record);
+
+        assertThat(reason(deadLetter(forged))).startsWith("ROUTE_MISMATCH: ").contains(TOPIC);
+    }
+
     @Test
     void aBatchWhoseEffectFailsOnOneEventReservesTheOthersOnceAndDeadLettersThatOne() {
         List<EventEnvelope<Map<String, Object>>> orders = new ArrayList<>();
