@@ -153,7 +153,7 @@ final class BinderConsumers {
                             .isBound();
         }
 
-        /** Where the binding's consumer properties are set, for example {@code spring.cloud.stream.rabbit.bindings.x}. */
+        /** Where the binding's consumer properties are set: {@code spring.cloud.stream.rabbit.bindings.<binding>}. */
         String prefix() {
             return bindingsPrefix() + "." + this.name;
         }
@@ -167,8 +167,8 @@ final class BinderConsumers {
         /**
          * Gives the binding its binder's dead-letter queue unless the service switched it ({@code property}) either
          * way; refuses a binding the binder gives none, unless the service switched it off itself: a binding without
-         * a group, or whose queue is not durable ({@code durable: false}). The broker would drop the messages the
-         * guard rejects.
+         * a group, or whose queue is not durable ({@code durable-subscription: false}). The broker would drop the
+         * messages the guard rejects.
          *
          * @param on the switch as it is
          * @param durable whether the binding's queue outlives the service ({@code false}: the binder gives it no

@@ -28,7 +28,8 @@ final class Instants {
         return instant != null ? instant : Instant.parse(text);
     }
 
-    private static @Nullable Instant parseUtc(String text) {
+    /** The instant the UTC form producers write says; {@code null} for any other text. */
+    static @Nullable Instant parseUtc(String text) {
         int length = text.length();
         if (length < 20
                 || length == 21

@@ -401,8 +401,8 @@ final class OutboxRelay implements SmartLifecycle {
     }
 
     /**
-     * Waits for a commit's wake-up, a held key's back-off to end, another instance's run to end, or the poll; or, when
-     * the broker left rows of a run unanswered that published others, as long as after a failed run.
+     * Waits for a commit's wake-up, a held key's back-off to end, another instance's run to end, or the poll; when the
+     * broker left rows of a run unanswered that published others, at most the first back-off step (1 s).
      */
     private void awaitWork(Run run) {
         Duration wait = earliest(this.pollInterval, run.nextAttempt());

@@ -22,9 +22,11 @@ import org.springframework.amqp.rabbit.connection.PublisherCallbackChannelImpl;
  * not tell the broker's refusal of a row from a connection lost, took the row for unanswered, and neither counted its
  * attempts nor held only its key back. These channels nack with the close's own reason in both cases.
  *
- * <p>Set on the publishing connection factory of the binder the outbox publishes through; channels opened before
- * (cached by a publication that came first) keep Spring AMQP's until they close. A service that set a
- * {@code publisherChannelFactory} of its own on that connection factory has it replaced.
+ * <p>Set on the publishing connection factory of the binder the outbox publishes through (the binder publishes on the
+ * connection factory's publisher factory), so the service's other publishers on it get these channels too; channels
+ * opened before (cached by a publication that came first) keep Spring AMQP's until they close. A service that set a
+ * {@code publisherChannelFactory} of its own on that factory has it replaced; a connection factory that does not
+ * cache channels is left as it is, and its nacks may lack the broker's reason.
  */
 final class RabbitPublisherChannels {
 
@@ -32,13 +34,15 @@ final class RabbitPublisherChannels {
 
     private RabbitPublisherChannels() {}
 
-    /** Sets these channels on the factory and on the factory it publishes with, if it has one. */
+    /**
+     * Sets these channels on the factory the binder publishes with: the factory's publisher factory, or the factory
+     * itself when it has none. Its consumers' channels are left as they were.
+     */
     static void install(ConnectionFactory factory) {
-        if (factory instanceof CachingConnectionFactory caching) {
+        ConnectionFactory publishing =
+                factory.getPublisherConnectionFactory() != null ? factory.getPublisherConnectionFactory() : factory;
+        if (publishing instanceof CachingConnectionFactory caching) {
             caching.setPublisherChannelFactory(FACTORY);
-        }
-        if (factory.getPublisherConnectionFactory() instanceof CachingConnectionFactory publishing) {
-            publishing.setPublisherChannelFactory(FACTORY);
         }
     }
 

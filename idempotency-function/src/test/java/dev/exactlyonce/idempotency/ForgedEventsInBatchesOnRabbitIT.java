@@ -32,7 +32,8 @@ import org.springframework.test.context.DynamicPropertySource;
 /**
  * {@link ForgedEventsOnRabbitIT}'s forged headers in batch mode: each message of a batch is judged by the route the
  * broker says it arrived by, not by the headers a neighbour set, nor by another message of the batch. A forged event
- * and a genuine one are delivered in one batch: the forged one is dead-lettered, the genuine one applied.
+ * and a genuine one wait in the queue while the binding is stopped, so that the container hands them on together (a
+ * batch takes what is there): the forged one is dead-lettered, the genuine one applied.
  */
 @SpringBootTest(
         classes = ForgedEventsInBatchesOnRabbitIT.Service.class,

@@ -28,6 +28,9 @@ class InstantsTests {
             texts.add(whole + (i % 10 == 0 ? "" : "." + nanos.substring(0, i % 10)) + "Z");
         }
         texts.forEach(InstantsTests::readsAsInstantParse);
+        assertThat(texts)
+                .as("read without Instant.parse, whose formatter is what the fast path saves")
+                .allSatisfy(text -> assertThat(Instants.parseUtc(text)).isNotNull());
     }
 
     @ParameterizedTest

@@ -148,7 +148,11 @@ class OutboxOnRabbitIT {
     /** Runs what a connection's thread hands on (a channel's shutdown) half a second late, the rest at once. */
     static final class LateFromConnectionThreads extends AbstractExecutorService {
 
-        private final ExecutorService threads = Executors.newCachedThreadPool();
+        private final ExecutorService threads = Executors.newCachedThreadPool(task -> {
+            Thread thread = new Thread(task);
+            thread.setDaemon(true);
+            return thread;
+        });
 
         @Override
         public void execute(Runnable task) {
