@@ -36,7 +36,7 @@ final class GuardedInvocation {
 
     private final @Nullable Outbox outbox;
 
-    private boolean duplicate;
+    private boolean skipBusinessFunctions;
 
     private int claimed;
 
@@ -96,10 +96,10 @@ final class GuardedInvocation {
         }
     }
 
-    /** Whether the invocation under way on this thread is a duplicate, so its business functions must not run. */
-    static boolean isDuplicate() {
+    /** Whether every event of the invocation on this thread is a copy: its business functions must not run. */
+    static boolean skipsBusinessFunctions() {
         GuardedInvocation current = CURRENT.get();
-        return current != null && current.duplicate;
+        return current != null && current.skipBusinessFunctions;
     }
 
     GuardedBinding binding() {
@@ -111,15 +111,17 @@ final class GuardedInvocation {
     }
 
     /** Every event of the message was processed before: its business functions must not run. */
-    void markDuplicate() {
-        this.duplicate = true;
+    void skipBusinessFunctions() {
+        this.skipBusinessFunctions = true;
     }
 
-    void markClaimed(int events) {
+    /** How many events of the message were claimed, counted as processed once they commit. */
+    void countClaimed(int events) {
         this.claimed = events;
     }
 
-    void markDuplicates(int copies) {
+    /** How many events of the message were copies of processed ones, counted once the transaction commits. */
+    void countDuplicates(int copies) {
         this.duplicates = copies;
     }
 

@@ -51,30 +51,18 @@ public class IdempotencyEndpoint {
             Duration retention,
             Duration replayHorizon,
             boolean partitioned,
-            @Nullable Outbox outbox) {}
-
-    /**
-     * The outbox's backlog.
-     *
-     * @param unpublished the rows not yet published
-     * @param oldestPublishableAt when the oldest row the relay still tries to publish (of a key not parked) became
-     *     publishable, if there is one
-     * @param lag how long it has waited since (zero when there is none)
-     * @param parked the rows parked after the broker refused them, holding their keys back (the {@code outbox}
-     *     endpoint lists them)
-     */
-    public record Outbox(long unpublished, @Nullable Instant oldestPublishableAt, Duration lag, long parked) {}
+            @Nullable OutboxBacklog outbox) {}
 
     private final JdbcTemplate jdbcTemplate;
 
     private final IdempotencyProperties properties;
 
-    private final OutboxBacklog outbox;
+    private final OutboxBacklogQuery outbox;
 
     IdempotencyEndpoint(DataSource dataSource, IdempotencyProperties properties) {
         this.jdbcTemplate = new JdbcTemplate(dataSource);
         this.properties = properties;
-        this.outbox = new OutboxBacklog(dataSource);
+        this.outbox = new OutboxBacklogQuery(dataSource);
     }
 
     @ReadOperation

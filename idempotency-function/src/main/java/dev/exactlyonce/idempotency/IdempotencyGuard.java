@@ -156,11 +156,11 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         } else if (this.store.claim(
                 new ProcessedEventStore.Key(eventId, event.eventName()),
                 invocation.binding().scope())) {
-            invocation.markClaimed(1);
+            invocation.countClaimed(1);
             logger.debug("Claimed event {} ({})", eventId, event.eventName());
         } else {
-            invocation.markDuplicate();
-            invocation.markDuplicates(1);
+            invocation.skipBusinessFunctions();
+            invocation.countDuplicates(1);
             logger.debug("Discarded event {} ({}): already processed by this service", eventId, event.eventName());
             return null;
         }
@@ -252,7 +252,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             }
         }
         int duplicates = bodies.size() - invocation.rejected().size() - firstDeliveries.size();
-        invocation.markDuplicates(duplicates);
+        invocation.countDuplicates(duplicates);
         logger.debug(
                 "Claimed {} of {} event(s) of a batch; {} already processed by this service, {} rejected",
                 firstDeliveries.size(),
@@ -260,11 +260,11 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                 duplicates,
                 invocation.rejected().size());
         if (firstDeliveries.isEmpty()) {
-            invocation.markDuplicate();
+            invocation.skipBusinessFunctions();
             return null;
         }
         // As in single-message mode, an event without an id passes through unguarded and is not counted as processed.
-        invocation.markClaimed(firstDeliveries.size() - unguarded);
+        invocation.countClaimed(firstDeliveries.size() - unguarded);
         if (binding.oneEventPerCall()) {
             invocation.moreEvents(firstDeliveries.subList(1, firstDeliveries.size()));
             return firstDeliveries.get(0).message().get();

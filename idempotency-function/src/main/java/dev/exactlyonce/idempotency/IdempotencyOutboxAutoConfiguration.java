@@ -97,7 +97,7 @@ class IdempotencyOutboxAutoConfiguration {
                 havingValue = false,
                 matchIfMissing = true)
         OutboxEndpoint outboxEndpoint(DataSource dataSource) {
-            return new OutboxEndpoint(new OutboxBacklog(dataSource), new ParkedOutboxEvents(dataSource));
+            return new OutboxEndpoint(new OutboxBacklogQuery(dataSource), new ParkedOutboxEvents(dataSource));
         }
 
         /** With its write operations, which publish or drop parked events: only when enabled. */
@@ -106,7 +106,7 @@ class IdempotencyOutboxAutoConfiguration {
         @ConditionalOnBooleanProperty("idempotency.endpoint.outbox-write-enabled")
         WritableOutboxEndpoint writableOutboxEndpoint(DataSource dataSource, OutboxRelay relay) {
             return new WritableOutboxEndpoint(
-                    new OutboxBacklog(dataSource), new ParkedOutboxEvents(dataSource, relay::wake));
+                    new OutboxBacklogQuery(dataSource), new ParkedOutboxEvents(dataSource, relay::wake));
         }
     }
 
@@ -124,7 +124,7 @@ class IdempotencyOutboxAutoConfiguration {
         @ConditionalOnEnabledHealthIndicator("outbox")
         HealthIndicator outboxHealthIndicator(DataSource dataSource, OutboxProperties properties, OutboxRelay relay) {
             return new OutboxHealthIndicator(
-                    new OutboxBacklog(dataSource), properties.relay().lagBound(), relay);
+                    new OutboxBacklogQuery(dataSource), properties.relay().lagBound(), relay);
         }
     }
 

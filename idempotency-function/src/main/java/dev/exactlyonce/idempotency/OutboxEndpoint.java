@@ -23,13 +23,13 @@ public class OutboxEndpoint {
      * @param backlog what waits in the outbox
      * @param parked the parked events, oldest first (at most 100)
      */
-    public record Status(IdempotencyEndpoint.Outbox backlog, List<ParkedOutboxEvents.Parked> parked) {}
+    public record Status(OutboxBacklog backlog, List<ParkedOutboxEvents.Parked> parked) {}
 
-    private final OutboxBacklog backlog;
+    private final OutboxBacklogQuery backlog;
 
     final ParkedOutboxEvents parked;
 
-    OutboxEndpoint(OutboxBacklog backlog, ParkedOutboxEvents parked) {
+    OutboxEndpoint(OutboxBacklogQuery backlog, ParkedOutboxEvents parked) {
         this.backlog = backlog;
         this.parked = parked;
     }
@@ -37,7 +37,7 @@ public class OutboxEndpoint {
     /** The backlog and the parked events; nothing when the schema has no outbox table. */
     @ReadOperation
     public @Nullable Status status() {
-        IdempotencyEndpoint.Outbox backlog = this.backlog.read();
+        OutboxBacklog backlog = this.backlog.read();
         return backlog != null ? new Status(backlog, this.parked.list(LISTED)) : null;
     }
 }

@@ -12,13 +12,13 @@ import org.springframework.boot.health.contributor.HealthIndicator;
  */
 final class OutboxHealthIndicator implements HealthIndicator {
 
-    private final OutboxBacklog backlog;
+    private final OutboxBacklogQuery backlog;
 
     private final Duration lagBound;
 
     private final OutboxRelay relay;
 
-    OutboxHealthIndicator(OutboxBacklog backlog, Duration lagBound, OutboxRelay relay) {
+    OutboxHealthIndicator(OutboxBacklogQuery backlog, Duration lagBound, OutboxRelay relay) {
         this.backlog = backlog;
         this.lagBound = lagBound;
         this.relay = relay;
@@ -26,7 +26,7 @@ final class OutboxHealthIndicator implements HealthIndicator {
 
     @Override
     public Health health() {
-        IdempotencyEndpoint.Outbox outbox = this.backlog.read();
+        OutboxBacklog outbox = this.backlog.read();
         if (outbox == null) {
             return Health.unknown()
                     .withDetail("outbox", "no outbox_event table")

@@ -35,7 +35,7 @@ final class OutboxPublishers implements InitializingBean {
 
     @Override
     public void afterPropertiesSet() {
-        if (!OutboxBacklog.tableExists(this.jdbc)) {
+        if (!OutboxBacklogQuery.tableExists(this.jdbc)) {
             return;
         }
         if (!TableName.exists(this.jdbc, "outbox_publisher")) {

@@ -462,7 +462,7 @@ final class OutboxRelay implements SmartLifecycle {
     /** Whether the table exists; assumed so when the database cannot say (the runs then report what is wrong). */
     private boolean tableExists() {
         try {
-            return OutboxBacklog.tableExists(this.jdbc);
+            return OutboxBacklogQuery.tableExists(this.jdbc);
         } catch (RuntimeException ex) {
             return true;
         }

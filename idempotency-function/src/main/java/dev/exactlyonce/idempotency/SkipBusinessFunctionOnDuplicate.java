@@ -45,7 +45,7 @@ final class SkipBusinessFunctionOnDuplicate implements MethodInterceptor {
         if (method.getParameterCount() != 1 || !FUNCTIONAL_METHODS.contains(method.getName())) {
             return invocation.proceed();
         }
-        if (GuardedInvocation.isDuplicate()) {
+        if (GuardedInvocation.skipsBusinessFunctions()) {
             return null;
         }
         try {

@@ -25,7 +25,7 @@ public class WritableOutboxEndpoint extends OutboxEndpoint {
      */
     public record Result(UUID id, String action, boolean applied) {}
 
-    WritableOutboxEndpoint(OutboxBacklog backlog, ParkedOutboxEvents parked) {
+    WritableOutboxEndpoint(OutboxBacklogQuery backlog, ParkedOutboxEvents parked) {
         super(backlog, parked);
     }
 

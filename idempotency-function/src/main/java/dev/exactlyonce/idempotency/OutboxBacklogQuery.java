@@ -1,0 +1,53 @@
+package dev.exactlyonce.idempotency;
+
+import java.sql.Timestamp;
+import java.time.Duration;
+import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
+import org.springframework.jdbc.core.JdbcTemplate;
+
+/**
+ * Reads what waits in the outbox ({@link OutboxBacklog}): the rows not yet published, how long the oldest of them the relay still tries to publish
+ * (of a key not parked) has waited since it became publishable, and how many the relay parked.
+ */
+final class OutboxBacklogQuery {
+
+    /** The keys of parked rows: their rows wait for an operator, and count as parked, not as lag. */
+    private static final String NOT_PARKED = """
+            (aggregatetype, aggregateid) NOT IN (
+                SELECT aggregatetype, aggregateid FROM outbox_event
+                WHERE published_at IS NULL AND attempts > 0 AND parked_at IS NOT NULL)""";
+
+    private static final String BACKLOG = """
+            SELECT count(*), count(*) FILTER (WHERE parked_at IS NOT NULL),
+                   min(publishable_at) FILTER (WHERE %1$s),
+                   coalesce(extract(epoch FROM clock_timestamp() - min(publishable_at) FILTER (WHERE %1$s)), 0)
+            FROM outbox_event WHERE published_at IS NULL""".formatted(NOT_PARKED);
+
+    private final JdbcTemplate jdbc;
+
+    OutboxBacklogQuery(DataSource dataSource) {
+        this.jdbc = new JdbcTemplate(dataSource);
+    }
+
+    /** Whether the schema the service's connections use holds the outbox table. */
+    static boolean tableExists(JdbcTemplate jdbc) {
+        return TableName.exists(jdbc, "outbox_event");
+    }
+
+    /** The backlog now, or {@code null} when the service's schema has no outbox table. */
+    @Nullable
+    OutboxBacklog read() {
+        if (!tableExists(this.jdbc)) {
+            return null;
+        }
+        return this.jdbc.queryForObject(BACKLOG, (row, index) -> {
+            Timestamp oldest = row.getTimestamp(3);
+            return new OutboxBacklog(
+                    row.getLong(1),
+                    oldest != null ? oldest.toInstant() : null,
+                    Duration.ofMillis((long) (row.getDouble(4) * 1000)),
+                    row.getLong(2));
+        });
+    }
+}
