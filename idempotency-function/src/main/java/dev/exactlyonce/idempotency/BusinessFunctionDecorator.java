@@ -11,7 +11,7 @@ import org.springframework.util.ClassUtils;
 
 /**
  * Wraps each {@code Consumer} or {@code Function} bean composed after the guard in
- * {@link SkipBusinessFunctionOnDuplicate}. The proxy implements the bean's interfaces; Spring Cloud Function still
+ * {@link GuardedBusinessFunction}. The proxy implements the bean's interfaces; Spring Cloud Function still
  * reads the function's input type from the bean definition, so payload conversion is unchanged.
  */
 final class BusinessFunctionDecorator implements BeanPostProcessor, BeanClassLoaderAware {
@@ -38,7 +38,7 @@ final class BusinessFunctionDecorator implements BeanPostProcessor, BeanClassLoa
             return bean;
         }
         ProxyFactory proxyFactory = new ProxyFactory(bean);
-        proxyFactory.addAdvice(new SkipBusinessFunctionOnDuplicate(beanName));
+        proxyFactory.addAdvice(new GuardedBusinessFunction(beanName));
         this.decorated.add(beanName);
         return proxyFactory.getProxy(this.classLoader);
     }

@@ -23,7 +23,7 @@ import org.springframework.messaging.support.ErrorMessage;
  *
  * <p>A message is known again by its body: a broker redelivers the same bytes. What it counts is kept for the last
  * {@value #REMEMBERED} messages that conflicted. A batch is not given back here: its events are tried one by one
- * ({@link EventsOfFailedBatches}).
+ * ({@link FailedBatches}).
  */
 final class ConflictGiveBack implements ChannelInterceptor {
 

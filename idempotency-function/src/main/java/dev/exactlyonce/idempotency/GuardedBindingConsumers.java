@@ -14,7 +14,7 @@ import org.springframework.cloud.stream.config.BindingServiceProperties;
  *       the JSON converter, which turns a JSON array into bytes and a JSON string into base64-decoded bytes;
  *   <li>{@code retryable-exceptions}: a {@link RejectedMessageException} is never retried, nor is an
  *       {@link OutageException} (a message given back while a dependency is unavailable), nor a batch whose other
- *       messages were processed ({@link FailedEventsOfBatch}).
+ *       messages were processed ({@link PartlyFailedBatch}).
  * </ul>
  */
 final class GuardedBindingConsumers implements BeanPostProcessor {
@@ -33,7 +33,7 @@ final class GuardedBindingConsumers implements BeanPostProcessor {
                 consumer.setUseNativeDecoding(true);
                 consumer.getRetryableExceptions().put(RejectedMessageException.class, false);
                 consumer.getRetryableExceptions().put(OutageException.class, false);
-                consumer.getRetryableExceptions().put(FailedEventsOfBatch.class, false);
+                consumer.getRetryableExceptions().put(PartlyFailedBatch.class, false);
             }
         }
         return bean;

@@ -171,7 +171,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
                         this.beanFactory.getBean(BindingServiceProperties.class).getConsumerProperties(bindingName);
                 errorChannel.addInterceptor(
                         2,
-                        new EventsOfFailedBatches(
+                        new FailedBatches(
                                 binding,
                                 (MessageChannel) inputChannel,
                                 consumer,

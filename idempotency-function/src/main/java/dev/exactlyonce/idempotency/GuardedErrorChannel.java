@@ -18,7 +18,7 @@ import org.springframework.util.Assert;
  * <p>The binder also bridges it to the application's global {@code errorChannel}, whose default subscriber logs every
  * error message at ERROR with its stack trace. A {@link RejectedMessageException} is expected input, already logged
  * in one WARN line with its reason: the bridge does not forward it, so a poison message is not an error storm. Nor
- * does it forward a batch whose failed messages were dead-lettered one by one ({@link FailedEventsOfBatch}): each of
+ * does it forward a batch whose failed messages were dead-lettered one by one ({@link PartlyFailedBatch}): each of
  * those is forwarded on its own. Every other failure is forwarded, and logged once.
  */
 final class GuardedErrorChannel extends PublishSubscribeChannel {
@@ -69,6 +69,6 @@ final class GuardedErrorChannel extends PublishSubscribeChannel {
     private static boolean isRejection(Message<?> message) {
         return message.getPayload() instanceof Throwable failure
                 && (Failures.find(failure, RejectedMessageException.class) != null
-                        || Failures.find(failure, FailedEventsOfBatch.class) != null);
+                        || Failures.find(failure, PartlyFailedBatch.class) != null);
     }
 }

@@ -143,7 +143,7 @@ final class GuardedInvocation {
 
     /**
      * The events of a batch, after the first, for a business function that takes one event at a time: the guard hands
-     * on the first, and the function is called again with each of these ({@link SkipBusinessFunctionOnDuplicate}).
+     * on the first, and the function is called again with each of these ({@link GuardedBusinessFunction}).
      */
     void moreEvents(List<Delivery> events) {
         this.moreEvents = new ArrayList<>(events);

@@ -5,14 +5,14 @@ import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.boot.sql.init.dependency.DatabaseInitializerDetector;
 
 /**
- * Tells Spring Boot that the library's migration ({@link ProcessedEventMigration}) initializes the database: it runs
+ * Tells Spring Boot that the library's migration ({@link IdempotencySchemaMigration}) initializes the database: it runs
  * after the service's Flyway migrations (its order comes after Flyway's detectors), and every bean that depends on
  * database initialization ({@code @DependsOnDatabaseInitialization}: the purge, the partitions) waits for it. Found by
  * bean name, so that a service without Flyway never loads a Flyway class.
  */
 class IdempotencyDatabaseInitializerDetector implements DatabaseInitializerDetector {
 
-    static final String MIGRATION_BEAN = "idempotencyProcessedEventMigration";
+    static final String MIGRATION_BEAN = "idempotencySchemaMigration";
 
     @Override
     public Set<String> detect(ConfigurableListableBeanFactory beanFactory) {

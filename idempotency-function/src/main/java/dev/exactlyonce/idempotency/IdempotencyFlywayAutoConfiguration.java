@@ -19,8 +19,8 @@ import org.springframework.context.annotation.Bean;
 class IdempotencyFlywayAutoConfiguration {
 
     @Bean(IdempotencyDatabaseInitializerDetector.MIGRATION_BEAN)
-    ProcessedEventMigration idempotencyProcessedEventMigration(Flyway serviceFlyway, IdempotencyProperties properties) {
-        return new ProcessedEventMigration(
+    IdempotencySchemaMigration idempotencySchemaMigration(Flyway serviceFlyway, IdempotencyProperties properties) {
+        return new IdempotencySchemaMigration(
                 serviceFlyway, properties.tableName(), properties.partitioning().enabled());
     }
 }

@@ -137,7 +137,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             throw ex;
         } catch (Error error) {
             observation.error(error);
-            throw SkipBusinessFunctionOnDuplicate.thrown(NAME, error);
+            throw GuardedBusinessFunction.thrown(NAME, error);
         } finally {
             observation.lowCardinalityKeyValue("outcome", outcome).stop();
         }

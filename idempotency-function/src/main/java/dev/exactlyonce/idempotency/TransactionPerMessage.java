@@ -35,8 +35,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *   <li>the guard and the business functions run, all on the transaction's connection;
  *   <li>{@code postSend}, reached only when they returned normally, commits; a failed commit throws out of
  *       {@code send}, so the binder does not acknowledge the message. When the guard set aside messages of a batch
- *       (rejected), it then throws a {@link FailedEventsOfBatch}, which the binder does not retry: those messages go
- *       to the dead-letter queue one by one ({@link EventsOfFailedBatches}), the batch's others having committed;
+ *       (rejected), it then throws a {@link PartlyFailedBatch}, which the binder does not retry: those messages go
+ *       to the dead-letter queue one by one ({@link FailedBatches}), the batch's others having committed;
  *   <li>{@code afterSendCompletion} rolls back whatever did not commit (the claim included) and closes the
  *       invocation; a failure that is an outage halts consumption. The binder then retries or dead-letters the
  *       message (an outage is never dead-lettered, see {@link OutageGiveBack}); each attempt is a new {@code send},
@@ -46,7 +46,7 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * <p>Commit happens in {@code postSend} because exceptions thrown by {@code afterSendCompletion} are logged and
  * swallowed by the channel. The channel calls {@code afterSendCompletion} for exceptions only, not for an
  * {@link Error}: the guard and the business functions turn an {@code Error} they throw into an
- * {@link IdempotencyException} (see {@link SkipBusinessFunctionOnDuplicate}), so that it ends like any failure.
+ * {@link IdempotencyException} (see {@link GuardedBusinessFunction}), so that it ends like any failure.
  * Meters count what committed: processed events and discarded copies of a transaction that rolls back are not
  * counted.
  */
@@ -162,7 +162,7 @@ final class TransactionPerMessage implements ChannelInterceptor {
             }
             // The rest of the batch committed: the messages set aside go to the dead-letter queue, and the binder
             // does not retry the batch.
-            throw new FailedEventsOfBatch(this.binding.bindingName(), size, invocation.rejected());
+            throw new PartlyFailedBatch(this.binding.bindingName(), size, invocation.rejected());
         }
     }
 
@@ -183,7 +183,7 @@ final class TransactionPerMessage implements ChannelInterceptor {
         }
         // Counted once, when they go to the dead-letter queue: the messages a batch set aside once the rest of it
         // committed (not on each attempt at a batch that rolled back), or the message rejected.
-        if (failure != null && Failures.find(failure, FailedEventsOfBatch.class) != null) {
+        if (failure != null && Failures.find(failure, PartlyFailedBatch.class) != null) {
             invocation.rejected().forEach((index, rejection) -> rejected(rejection, " (#" + index + " of a batch)"));
         } else if (failure != null && Failures.find(failure, RejectedMessageException.class) != null) {
             rejected(Failures.find(failure, RejectedMessageException.class), "");

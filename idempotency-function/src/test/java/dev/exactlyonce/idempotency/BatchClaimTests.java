@@ -254,8 +254,8 @@ class BatchClaimTests {
         assertThat(effects(valid)).isEqualTo(1);
         assertThat(this.probe.invocations(FUNCTION)).isEqualTo(1);
         assertThat(batchAttempts(2)).as("no retry").isEqualTo(1);
-        FailedEventsOfBatch failed =
-                Failures.find(((ErrorMessage) this.deliveries.lastError()).getPayload(), FailedEventsOfBatch.class);
+        PartlyFailedBatch failed =
+                Failures.find(((ErrorMessage) this.deliveries.lastError()).getPayload(), PartlyFailedBatch.class);
         assertThat(failed).isNotNull();
         assertThat(failed.failures()).containsOnlyKeys(1);
         assertThat(failed.failures().get(1).getMessage()).startsWith("NOT_JSON: ");

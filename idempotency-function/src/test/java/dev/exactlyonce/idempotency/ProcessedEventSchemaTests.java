@@ -143,10 +143,10 @@ class ProcessedEventSchemaTests {
     @Test
     void claimsRecordedBeforeTheEventNameWasPartOfTheKeyStillCountUnderAnyName() {
         DataSource dataSource = dataSource(TestPostgres.newDatabase("schema"));
-        Flyway.configure(ProcessedEventMigration.class.getClassLoader())
+        Flyway.configure(IdempotencySchemaMigration.class.getClassLoader())
                 .dataSource(dataSource)
-                .table(ProcessedEventMigration.HISTORY_TABLE)
-                .locations(ProcessedEventMigration.LOCATION, ProcessedEventMigration.COMMON_LOCATION)
+                .table(IdempotencySchemaMigration.HISTORY_TABLE)
+                .locations(IdempotencySchemaMigration.LOCATION, IdempotencySchemaMigration.COMMON_LOCATION)
                 .placeholders(java.util.Map.of("table", "processed_event"))
                 .baselineOnMigrate(true)
                 .baselineVersion("0")
@@ -208,7 +208,7 @@ class ProcessedEventSchemaTests {
 
     private static void migrate(DataSource dataSource, String tableName, boolean partitioned) {
         Flyway service = Flyway.configure().dataSource(dataSource).load();
-        new ProcessedEventMigration(service, tableName, partitioned).afterPropertiesSet();
+        new IdempotencySchemaMigration(service, tableName, partitioned).afterPropertiesSet();
     }
 
     private static List<String> describe(DataSource dataSource, String table) {

@@ -24,7 +24,7 @@ import org.springframework.messaging.support.ErrorMessage;
  * dead-lettered whole, only the messages that fail on their own are, each with its own reason.
  *
  * <ul>
- *   <li>a batch whose other messages were processed ({@link FailedEventsOfBatch}: messages the guard rejected) has
+ *   <li>a batch whose other messages were processed ({@link PartlyFailedBatch}: messages the guard rejected) has
  *       its failed messages dead-lettered, one error message each;
  *   <li>a batch that failed as a whole after its attempts (the business function threw) has its messages processed
  *       again one at a time, each in a transaction of its own through the binding's input channel, with up to the
@@ -43,12 +43,12 @@ import org.springframework.messaging.support.ErrorMessage;
  * (A binder that hands the error channel no raw message per message of the batch gets the batch's error message as
  * it is, and dead-letters the batch whole.)
  */
-final class EventsOfFailedBatches implements ChannelInterceptor {
+final class FailedBatches implements ChannelInterceptor {
 
     /** Marks the error message of one failed message of a batch, which goes to the binder's handler as it is. */
     private static final String OF_ONE_MESSAGE = "idempotency_failedMessageOfBatch";
 
-    private static final Logger logger = LoggerFactory.getLogger(EventsOfFailedBatches.class);
+    private static final Logger logger = LoggerFactory.getLogger(FailedBatches.class);
 
     private final GuardedBinding binding;
 
@@ -69,7 +69,7 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
      *     attempt, so that the consumer thread returns within the broker's clocks (RabbitMQ's consumer timeout, Kafka's
      *     {@code max.poll.interval.ms})
      */
-    EventsOfFailedBatches(
+    FailedBatches(
             GuardedBinding binding,
             MessageChannel input,
             ConsumerProperties consumer,
@@ -98,7 +98,7 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
             return message;
         }
         Throwable failure = error.getPayload();
-        FailedEventsOfBatch partly = Failures.find(failure, FailedEventsOfBatch.class);
+        PartlyFailedBatch partly = Failures.find(failure, PartlyFailedBatch.class);
         int attemptsLeft = maxAttempts() - attempts(batch);
         Map<Integer, Throwable> failed;
         if (partly != null) {
@@ -125,8 +125,8 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
             }
         }
         Map<String, Object> headers = rawMessagesReplaced(error, raw, List.of());
-        FailedEventsOfBatch handled =
-                partly != null ? partly : new FailedEventsOfBatch(this.binding.bindingName(), bodies.size(), failed);
+        PartlyFailedBatch handled =
+                partly != null ? partly : new PartlyFailedBatch(this.binding.bindingName(), bodies.size(), failed);
         return new ErrorMessage(new MessagingException(batch, handled), headers, error.getOriginalMessage());
     }
 
@@ -169,7 +169,7 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
                     // Throws: the batch is given back, to come again once the dependency is there.
                     this.giveBack.preSend(new ErrorMessage(ex), this.input);
                 }
-                FailedEventsOfBatch rejected = Failures.find(ex, FailedEventsOfBatch.class);
+                PartlyFailedBatch rejected = Failures.find(ex, PartlyFailedBatch.class);
                 Throwable last = rejected != null
                         ? rejected.failures().values().iterator().next()
                         : Failures.real(ex);
@@ -185,7 +185,7 @@ final class EventsOfFailedBatches implements ChannelInterceptor {
     /** As the binder's retry classifies it: by the binding's {@code retryable-exceptions}, causes included. */
     private boolean isRetryable(Throwable failure) {
         if (Failures.find(failure, RejectedMessageException.class) != null
-                || Failures.find(failure, FailedEventsOfBatch.class) != null) {
+                || Failures.find(failure, PartlyFailedBatch.class) != null) {
             return false;
         }
         Map<Class<? extends Throwable>, Boolean> classified = this.consumer.getRetryableExceptions();

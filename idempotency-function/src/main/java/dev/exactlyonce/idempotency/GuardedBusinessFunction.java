@@ -29,13 +29,13 @@ import org.springframework.messaging.Message;
  *       where the retry would join it and find its own uncommitted claim.
  * </ul>
  */
-final class SkipBusinessFunctionOnDuplicate implements MethodInterceptor {
+final class GuardedBusinessFunction implements MethodInterceptor {
 
     private static final Set<String> FUNCTIONAL_METHODS = Set.of("accept", "apply");
 
     private final String functionName;
 
-    SkipBusinessFunctionOnDuplicate(String functionName) {
+    GuardedBusinessFunction(String functionName) {
         this.functionName = functionName;
     }
 

@@ -6,16 +6,16 @@ import java.util.stream.Collectors;
 
 /**
  * The messages of a batch that failed, by their index in the batch, while the others were processed: they go to the
- * dead-letter queue one by one ({@link EventsOfFailedBatches}), each with its own reason, and are not retried with
+ * dead-letter queue one by one ({@link FailedBatches}), each with its own reason, and are not retried with
  * the batch.
  */
-final class FailedEventsOfBatch extends IdempotencyException {
+final class PartlyFailedBatch extends IdempotencyException {
 
     private static final long serialVersionUID = 1L;
 
     private final transient Map<Integer, Throwable> failures;
 
-    FailedEventsOfBatch(String bindingName, int batchSize, Map<Integer, ? extends Throwable> failures) {
+    PartlyFailedBatch(String bindingName, int batchSize, Map<Integer, ? extends Throwable> failures) {
         super(("%d of the %d messages of a batch of %s failed and go to the dead-letter queue alone; the others were"
                         + " processed: %s")
                 .formatted(

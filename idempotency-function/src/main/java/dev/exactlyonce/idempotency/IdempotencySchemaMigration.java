@@ -10,10 +10,10 @@ import org.springframework.beans.factory.InitializingBean;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * Migrates the library's table with the library's own Flyway migrations, after the service's migrations, with the
- * service's Flyway connection and schemas. It is a database initializer to Spring Boot
- * ({@link IdempotencyDatabaseInitializerDetector}): it runs after the service's Flyway migrations, and the beans that
- * depend on database initialization wait for it.
+ * Migrates the library's tables (the processed ids, the scope registry, the outbox) with the library's own Flyway
+ * migrations, after the service's migrations, with the service's Flyway connection and schemas. It is a database
+ * initializer to Spring Boot ({@link IdempotencyDatabaseInitializerDetector}): it runs after the service's Flyway
+ * migrations, and the beans that depend on database initialization wait for it.
  *
  * <p>The migrations keep a history table of their own, so their versions never clash with the service's and a new
  * library version brings its migrations without the service copying anything. Each table name has its own history:
@@ -24,7 +24,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
  * the table itself (created from {@code schema-postgresql.sql}, or by the shared history of an earlier library
  * version). The partitioned table has migrations of its own: the mode is chosen before the table is created.
  */
-final class ProcessedEventMigration implements InitializingBean {
+final class IdempotencySchemaMigration implements InitializingBean {
 
     static final String HISTORY_TABLE = "idempotency_schema_history";
 
@@ -37,7 +37,7 @@ final class ProcessedEventMigration implements InitializingBean {
 
     private static final String DEFAULT_TABLE = "processed_event";
 
-    private static final Logger logger = LoggerFactory.getLogger(ProcessedEventMigration.class);
+    private static final Logger logger = LoggerFactory.getLogger(IdempotencySchemaMigration.class);
 
     private final Flyway serviceFlyway;
 
@@ -45,7 +45,7 @@ final class ProcessedEventMigration implements InitializingBean {
 
     private final String location;
 
-    ProcessedEventMigration(Flyway serviceFlyway, String tableName, boolean partitioned) {
+    IdempotencySchemaMigration(Flyway serviceFlyway, String tableName, boolean partitioned) {
         this.serviceFlyway = serviceFlyway;
         this.tableName = tableName;
         this.location = partitioned ? PARTITIONED_LOCATION : LOCATION;
