@@ -183,74 +183,13 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                         .build();
         List<?> bodies = (List<?>) message.getPayload();
         GuardedBinding binding = invocation.binding();
-        // The event of each message and the type its payload maps to (null: rejected), and the position of each id's
-        // first copy.
-        List<@Nullable Checked> events = new ArrayList<>(bodies.size());
-        Map<ProcessedEventStore.Key, Integer> firstCopies = new LinkedHashMap<>();
-        for (int index = 0; index < bodies.size(); index++) {
-            Checked checked = null;
-            try {
-                IncomingEvent event = this.reader.read(
-                        this.reader.readsHeaders() ? headersOf(delivered, index) : delivered.getHeaders(),
-                        body(bodies.get(index)));
-                checked = new Checked(event, checked(event, binding));
-                if (event.eventId() != null) {
-                    firstCopies.putIfAbsent(new ProcessedEventStore.Key(event.eventId(), event.eventName()), index);
-                }
-            } catch (RejectedMessageException ex) {
-                invocation.reject(index, ex);
-            }
-            events.add(checked);
-        }
-        MDC.put(
-                EventHeaders.EVENT_ID,
-                joined(firstCopies.keySet().stream()
-                        .map(ProcessedEventStore.Key::eventId)
-                        .collect(Collectors.toCollection(LinkedHashSet::new))));
-        MDC.put(
-                EventHeaders.EVENT_NAME,
-                joined(events.stream()
-                        .filter(Objects::nonNull)
-                        .map(checked -> checked.event().eventName())
-                        .collect(Collectors.toCollection(LinkedHashSet::new))));
-        Set<ProcessedEventStore.Key> claimed =
-                firstCopies.isEmpty() ? Set.of() : this.store.claimAll(firstCopies.keySet(), binding.scope());
-        List<GuardedInvocation.Delivery> firstDeliveries = new ArrayList<>(claimed.size());
-        int unguarded = 0;
-        for (int index = 0; index < events.size(); index++) {
-            Checked checked = events.get(index);
-            if (checked == null) {
-                continue; // rejected
-            }
-            IncomingEvent event = checked.event();
-            UUID eventId = event.eventId();
-            ProcessedEventStore.Key key =
-                    eventId == null ? null : new ProcessedEventStore.Key(eventId, event.eventName());
-            if (key != null && (firstCopies.get(key) != index || !claimed.contains(key))) {
-                logger.debug(
-                        "Discarded event {} ({}): {}",
-                        eventId,
-                        event.eventName(),
-                        firstCopies.get(key) != index
-                                ? "a copy of an event earlier in the batch"
-                                : "already processed by this service");
-                continue;
-            }
-            try {
-                Object payload = this.codec.readPayload(event.payload(), checked.type(), event.eventName(), eventId);
-                unguarded += eventId == null ? 1 : 0;
-                IncomingEvent read = event;
-                int position = index;
-                // The event's message is built only for a function that takes one.
-                firstDeliveries.add(new GuardedInvocation.Delivery(
-                        payload, () -> eventMessage(payload, read, headersOf(delivered, position))));
-            } catch (RejectedMessageException ex) {
-                if (key != null) {
-                    this.store.unclaim(key, binding.scope());
-                }
-                invocation.reject(index, ex);
-            }
-        }
+        Read read = read(delivered, bodies, invocation);
+        putInMdc(read);
+        Set<ProcessedEventStore.Key> claimed = read.firstCopies().isEmpty()
+                ? Set.of()
+                : this.store.claimAll(read.firstCopies().keySet(), binding.scope());
+        FirstDeliveries first = firstDeliveries(delivered, read, claimed, invocation);
+        List<GuardedInvocation.Delivery> firstDeliveries = first.deliveries();
         int duplicates = bodies.size() - invocation.rejected().size() - firstDeliveries.size();
         invocation.countDuplicates(duplicates);
         logger.debug(
@@ -264,7 +203,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             return null;
         }
         // As in single-message mode, an event without an id passes through unguarded and is not counted as processed.
-        invocation.countClaimed(firstDeliveries.size() - unguarded);
+        invocation.countClaimed(firstDeliveries.size() - first.unguarded());
         if (binding.oneEventPerCall()) {
             invocation.moreEvents(firstDeliveries.subList(1, firstDeliveries.size()));
             return firstDeliveries.get(0).message().get();
@@ -274,6 +213,97 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                         .toList())
                 .copyHeaders(message.getHeaders())
                 .build();
+    }
+
+    /**
+     * The messages of a batch, read: the event of each and the type its payload maps to ({@code null}: rejected), and
+     * the position of each id's first copy.
+     */
+    private record Read(List<@Nullable Checked> events, Map<ProcessedEventStore.Key, Integer> firstCopies) {}
+
+    private Read read(Message<Object> delivered, List<?> bodies, GuardedInvocation invocation) {
+        List<@Nullable Checked> events = new ArrayList<>(bodies.size());
+        Map<ProcessedEventStore.Key, Integer> firstCopies = new LinkedHashMap<>();
+        for (int index = 0; index < bodies.size(); index++) {
+            Checked checked = null;
+            try {
+                IncomingEvent event = this.reader.read(
+                        this.reader.readsHeaders() ? headersOf(delivered, index) : delivered.getHeaders(),
+                        body(bodies.get(index)));
+                checked = new Checked(event, checked(event, invocation.binding()));
+                if (event.eventId() != null) {
+                    firstCopies.putIfAbsent(new ProcessedEventStore.Key(event.eventId(), event.eventName()), index);
+                }
+            } catch (RejectedMessageException ex) {
+                invocation.reject(index, ex);
+            }
+            events.add(checked);
+        }
+        return new Read(events, firstCopies);
+    }
+
+    /** The batch's event ids and names, for the lines logged while it is processed. */
+    private static void putInMdc(Read read) {
+        MDC.put(
+                EventHeaders.EVENT_ID,
+                joined(read.firstCopies().keySet().stream()
+                        .map(ProcessedEventStore.Key::eventId)
+                        .collect(Collectors.toCollection(LinkedHashSet::new))));
+        MDC.put(
+                EventHeaders.EVENT_NAME,
+                joined(read.events().stream()
+                        .filter(Objects::nonNull)
+                        .map(checked -> checked.event().eventName())
+                        .collect(Collectors.toCollection(LinkedHashSet::new))));
+    }
+
+    /**
+     * The first deliveries of a batch, in their order, and how many of them have no id (they pass through unguarded).
+     */
+    private record FirstDeliveries(List<GuardedInvocation.Delivery> deliveries, int unguarded) {}
+
+    /**
+     * The events of the batch to hand to the business function: the first copy of each id claimed now, and each
+     * event without an id. A payload that does not map is set aside (rejected), its claim undone.
+     */
+    private FirstDeliveries firstDeliveries(
+            Message<Object> delivered, Read read, Set<ProcessedEventStore.Key> claimed, GuardedInvocation invocation) {
+        List<GuardedInvocation.Delivery> firstDeliveries = new ArrayList<>(claimed.size());
+        int unguarded = 0;
+        for (int index = 0; index < read.events().size(); index++) {
+            Checked checked = read.events().get(index);
+            if (checked == null) {
+                continue; // rejected
+            }
+            IncomingEvent event = checked.event();
+            UUID eventId = event.eventId();
+            ProcessedEventStore.Key key =
+                    eventId == null ? null : new ProcessedEventStore.Key(eventId, event.eventName());
+            if (key != null && (read.firstCopies().get(key) != index || !claimed.contains(key))) {
+                logger.debug(
+                        "Discarded event {} ({}): {}",
+                        eventId,
+                        event.eventName(),
+                        read.firstCopies().get(key) != index
+                                ? "a copy of an event earlier in the batch"
+                                : "already processed by this service");
+                continue;
+            }
+            try {
+                Object payload = this.codec.readPayload(event.payload(), checked.type(), event.eventName(), eventId);
+                unguarded += eventId == null ? 1 : 0;
+                int position = index;
+                // The event's message is built only for a function that takes one.
+                firstDeliveries.add(new GuardedInvocation.Delivery(
+                        payload, () -> eventMessage(payload, event, headersOf(delivered, position))));
+            } catch (RejectedMessageException ex) {
+                if (key != null) {
+                    this.store.unclaim(key, invocation.binding().scope());
+                }
+                invocation.reject(index, ex);
+            }
+        }
+        return new FirstDeliveries(firstDeliveries, unguarded);
     }
 
     /** An event of a batch that the binding handles, and the type its payload maps to. */
