@@ -377,19 +377,7 @@ final class OutboxRelay implements SmartLifecycle {
             }
             if (failure != null) {
                 failures++;
-                Duration retry = retryDelay(failures);
-                if (failures == 1) {
-                    logger.warn(
-                            "A run of the outbox relay failed; its rows stay unpublished (any it sent go out again,"
-                                    + " with their ids), and it tries again in {}, then less and less often, up to"
-                                    + " every {}: {}",
-                            retry,
-                            MAX_RETRY_DELAY,
-                            failure);
-                } else {
-                    logger.debug("The outbox relay could not publish (failure {} in a row): {}", failures, failure);
-                }
-                pause(retry);
+                backOff(failures, failure);
                 continue;
             }
             if (failures > 0) {
@@ -398,6 +386,22 @@ final class OutboxRelay implements SmartLifecycle {
             }
             awaitWork(run);
         }
+    }
+
+    /** Says the first of failed runs in a row, and waits longer after each: see {@link #retryDelay}. */
+    private void backOff(int failures, String failure) {
+        Duration retry = retryDelay(failures);
+        if (failures == 1) {
+            logger.warn(
+                    "A run of the outbox relay failed; its rows stay unpublished (any it sent go out again, with their"
+                            + " ids), and it tries again in {}, then less and less often, up to every {}: {}",
+                    retry,
+                    MAX_RETRY_DELAY,
+                    failure);
+        } else {
+            logger.debug("The outbox relay could not publish (failure {} in a row): {}", failures, failure);
+        }
+        pause(retry);
     }
 
     /**
