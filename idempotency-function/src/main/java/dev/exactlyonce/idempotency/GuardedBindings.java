@@ -159,27 +159,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
                             this.outbox.getIfAvailable()));
             outage.guard(bindingName);
             Binder<?, ?, ?> binder = binder(bindingName);
-            InterceptableChannel errorChannel = errorChannel(binder, bindingName);
-            OutageGiveBack giveBack = new OutageGiveBack(outage, bindingName, binder);
-            errorChannel.addInterceptor(0, giveBack);
-            errorChannel.addInterceptor(
-                    1,
-                    new ConflictGiveBack(
-                            bindingName, this.properties.conflicts().maxGiveBacks(), giveBack));
-            if (batch) {
-                ConsumerProperties consumer =
-                        this.beanFactory.getBean(BindingServiceProperties.class).getConsumerProperties(bindingName);
-                errorChannel.addInterceptor(
-                        2,
-                        new FailedBatches(
-                                binding,
-                                (MessageChannel) inputChannel,
-                                consumer,
-                                outage.maxHold().dividedBy(2),
-                                outage,
-                                giveBack));
-            }
-            errorChannel.addInterceptor(new RealCauseFirst());
+            interceptErrors(binding, binder, inputChannel, outage);
             this.binderConsumers.apply(binder, bindingName, payloadTypes.eventNames());
             this.bindings.add(binding);
             logger.info(
@@ -193,6 +173,36 @@ final class GuardedBindings implements SmartInitializingSingleton {
                     payloadTypes.eventNames().isEmpty() ? "of any name" : payloadTypes.eventNames());
         }
         return transactionManager;
+    }
+
+    /**
+     * On the binding's error channel, where the binder sends a message it gives up on, in this order: an outage gives
+     * the message back ({@link OutageGiveBack}), so does a conflict ({@link ConflictGiveBack}), a failed batch is
+     * dead-lettered message by message ({@link FailedBatches}), and the dead letter records the real cause
+     * ({@link RealCauseFirst}).
+     */
+    private void interceptErrors(
+            GuardedBinding binding, Binder<?, ?, ?> binder, InterceptableChannel inputChannel, Outage outage) {
+        String bindingName = binding.bindingName();
+        InterceptableChannel errorChannel = errorChannel(binder, bindingName);
+        OutageGiveBack giveBack = new OutageGiveBack(outage, bindingName, binder);
+        errorChannel.addInterceptor(0, giveBack);
+        errorChannel.addInterceptor(
+                1, new ConflictGiveBack(bindingName, this.properties.conflicts().maxGiveBacks(), giveBack));
+        if (binding.batch()) {
+            ConsumerProperties consumer =
+                    this.beanFactory.getBean(BindingServiceProperties.class).getConsumerProperties(bindingName);
+            errorChannel.addInterceptor(
+                    2,
+                    new FailedBatches(
+                            binding,
+                            (MessageChannel) inputChannel,
+                            consumer,
+                            outage.maxHold().dividedBy(2),
+                            outage,
+                            giveBack));
+        }
+        errorChannel.addInterceptor(new RealCauseFirst());
     }
 
     private BindableFunctionProxyFactory bindable(
