@@ -92,6 +92,9 @@ class GuardThroughTheBinderTests {
         assertThat(effects(event)).isEqualTo(1);
         assertThat(this.processedEvents.rows(event.eventId())).isEqualTo(1);
         assertThat(this.probe.invocations(FUNCTION)).isEqualTo(1);
+        assertThat(this.deliveries.lastError())
+                .as("the copy's claim raised no error (a unique violation would abort its transaction)")
+                .isNull();
     }
 
     @Test
