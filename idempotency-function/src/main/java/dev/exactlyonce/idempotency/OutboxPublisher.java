@@ -109,8 +109,6 @@ final class OutboxPublisher {
 
     private static final String RABBIT_ROUTING_KEY = "headers['" + EventHeaders.EVENT_NAME + "']";
 
-    private static final String KAFKA_KEY = "kafka_messageKey";
-
     private static final boolean RABBIT = ClassUtils.isPresent(
             "org.springframework.cloud.stream.binder.rabbit.properties.RabbitProducerProperties",
             OutboxPublisher.class.getClassLoader());
@@ -273,10 +271,7 @@ final class OutboxPublisher {
                     .setHeader(EventHeaders.EVENT_NAME, row.eventName());
             CompletableFuture<Outcome> answered = switch (confirm) {
                 case RABBIT -> RabbitConfirm.correlate(message, row);
-                case SYNC -> {
-                    message.setHeader(KAFKA_KEY, row.key().getBytes(UTF_8));
-                    yield CompletableFuture.completedFuture(Outcome.confirmed(row));
-                }
+                case SYNC -> KafkaSend.keyed(message, row);
                 case NONE -> CompletableFuture.completedFuture(Outcome.confirmed(row));
             };
             if (!this.streamBridge.send(row.destination(), message.build())) {
@@ -394,6 +389,18 @@ final class OutboxPublisher {
 
     /** Kept apart so that a service without Kafka never loads its classes. */
     private static final class KafkaSend {
+
+        /** The binder's header of the record key. */
+        private static final String KEY = "kafka_messageKey";
+
+        /**
+         * Keys the record with the row's key, so that the events of a key stay in one partition, in order; the send
+         * waits for the broker's acknowledgement ({@code sync}), so the row is confirmed once it returns.
+         */
+        static CompletableFuture<Outcome> keyed(MessageBuilder<byte[]> message, Row row) {
+            message.setHeader(KEY, row.key().getBytes(UTF_8));
+            return CompletableFuture.completedFuture(Outcome.confirmed(row));
+        }
 
         /**
          * Makes each send of the destination's producer wait for the broker's acknowledgement, if it is Kafka's.

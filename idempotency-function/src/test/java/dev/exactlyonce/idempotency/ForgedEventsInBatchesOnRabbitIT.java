@@ -15,16 +15,12 @@ import java.math.BigDecimal;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
-import java.util.function.Consumer;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.beans.factory.annotation.Autowired;
-import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.cloud.stream.binding.BindingsLifecycleController;
 import org.springframework.cloud.stream.binding.BindingsLifecycleController.State;
-import org.springframework.context.annotation.Bean;
-import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
@@ -35,22 +31,9 @@ import org.springframework.test.context.DynamicPropertySource;
  * and a genuine one wait in the queue while the binding is stopped, so that the container hands them on together (a
  * batch takes what is there): the forged one is dead-lettered, the genuine one applied.
  */
-@SpringBootTest(
-        classes = ForgedEventsInBatchesOnRabbitIT.Service.class,
-        properties = "spring.config.name=minimal-service")
+@SpringBootTest(classes = ForgedEventsOnRabbitIT.Service.class, properties = "spring.config.name=minimal-service")
 @EnableIdempotencyTestKit(testBinder = false)
 class ForgedEventsInBatchesOnRabbitIT {
-
-    @Configuration(proxyBeanMethods = false)
-    @EnableAutoConfiguration
-    static class Service {
-
-        @Bean
-        Consumer<ThingHappened> recordThing(JdbcTemplate jdbcTemplate) {
-            return thing -> jdbcTemplate.update(
-                    "INSERT INTO thing_effect (thing_id, amount) VALUES (?, ?)", thing.thingId(), thing.amount());
-        }
-    }
 
     private static final TestRabbit rabbit = TestRabbit.broker();
 

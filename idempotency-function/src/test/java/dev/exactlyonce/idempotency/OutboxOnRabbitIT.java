@@ -159,6 +159,7 @@ class OutboxOnRabbitIT {
             if (Thread.currentThread().getName().startsWith("AMQP Connection")) {
                 this.threads.execute(() -> {
                     try {
+                        // The fault itself, not a wait for an outcome: the hand-off runs late, whatever else happens.
                         Thread.sleep(500);
                     } catch (InterruptedException ex) {
                         Thread.currentThread().interrupt();
