@@ -1,19 +1,20 @@
 package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties.KeyScope;
-import java.sql.PreparedStatement;
+import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.Set;
 import java.util.stream.Collectors;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
@@ -21,7 +22,7 @@ import org.springframework.transaction.support.TransactionTemplate;
  * only under the scope it was recorded in; a binding whose scope changed (the key scope switched, a function renamed
  * or composed with another) would not see the claims of its events and would apply their copies again.
  *
- * <p>At start-up, in one transaction, under a transaction-scoped advisory lock (instances starting together take
+ * <p>At start-up, in one transaction, under a session lock held until it commits (instances starting together take
  * turns), against the registry {@code <table>_scope} of every scope the table holds claims under:
  *
  * <ol>
@@ -40,14 +41,7 @@ final class ClaimScopes {
 
     private static final Logger logger = LoggerFactory.getLogger(ClaimScopes.class);
 
-    private static final String LOCK = """
-            SELECT pg_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.scopes'), hashtext(?))""";
-
-    // Whether the claims' primary key holds the event's name (schema version 5).
-    private static final String KEYED_BY_NAME = """
-            SELECT EXISTS (SELECT 1 FROM pg_index i
-                           JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
-                           WHERE i.indrelid = to_regclass(?) AND i.indisprimary AND a.attname = 'event_name')""";
+    private static final String LOCK = "dev.exactlyonce.idempotency.scopes";
 
     private static final String REGISTERED = """
             SELECT scope, copied_to FROM %s ORDER BY scope""";
@@ -55,26 +49,13 @@ final class ClaimScopes {
     private static final String NOTE_COPIED = """
             UPDATE %s SET copied_to = ? WHERE scope = ?""";
 
-    // A scope in use again records claims of its own since: whatever was copied from it before no longer covers it.
-    private static final String REGISTER = """
-            INSERT INTO %s (scope) VALUES (?) ON CONFLICT (scope) DO UPDATE SET copied_to = NULL""";
-
     private static final String UNREGISTER = """
             DELETE FROM %s WHERE scope = ?""";
 
     private static final String HOLDS_CLAIMS = """
             SELECT EXISTS (SELECT 1 FROM %s WHERE scope = ?)""";
 
-    private static final String COPY = """
-            INSERT INTO %1$s (event_id, scope, event_name, processed_at)
-            SELECT former.event_id, heir.scope, former.event_name, former.processed_at
-            FROM %1$s AS former CROSS JOIN unnest(?::text[]) AS heir(scope)
-            WHERE former.scope = ?
-            ON CONFLICT DO NOTHING""";
-
     private final DataSource dataSource;
-
-    private final TransactionTemplate transactions;
 
     private final String tableName;
 
@@ -82,13 +63,14 @@ final class ClaimScopes {
 
     private final IdempotencyProperties properties;
 
-    ClaimScopes(
-            DataSource dataSource, PlatformTransactionManager transactionManager, IdempotencyProperties properties) {
+    private final Dialect dialect;
+
+    ClaimScopes(DataSource dataSource, IdempotencyProperties properties) {
         this.dataSource = dataSource;
-        this.transactions = new TransactionTemplate(transactionManager);
         this.tableName = properties.tableName();
         this.registry = registryOf(this.tableName);
         this.properties = properties;
+        this.dialect = Dialect.of(dataSource);
     }
 
     /** A binding's scope: the one named in {@code idempotency.bindings}, or the one {@code key-scope} gives it. */
@@ -127,8 +109,19 @@ final class ClaimScopes {
                         "Rename the entry after its binding (after a function was renamed, its binding was too)");
             }
         }
-        this.transactions.executeWithoutResult(
-                status -> reconcile(new JdbcTemplate(this.dataSource), scopes, formerScopes));
+        // Instances starting together take turns: the session lock is held until the transaction, on the lock's
+        // connection, has committed.
+        try {
+            new SessionLock(this.dataSource, LOCK, this.tableName).runWhenFree(jdbc -> {
+                DataSource connection = Objects.requireNonNull(jdbc.getDataSource());
+                new TransactionTemplate(new DataSourceTransactionManager(connection))
+                        .executeWithoutResult(status -> reconcile(jdbc, scopes, formerScopes));
+                return true;
+            });
+        } catch (SQLException ex) {
+            throw new IdempotencyException(
+                    "Could not lock the scopes of %s: %s".formatted(this.tableName, ex.getMessage()), ex);
+        }
     }
 
     private void reconcile(JdbcTemplate jdbc, Map<String, String> scopes, Map<String, List<String>> formerScopes) {
@@ -140,7 +133,7 @@ final class ClaimScopes {
                     "Let the library migrate it (idempotency.migrate-with-flyway, with Flyway), or create it as"
                             + " dev/exactlyonce/idempotency/schema-postgresql.sql does");
         }
-        if (!Boolean.TRUE.equals(jdbc.queryForObject(KEYED_BY_NAME, Boolean.class, this.tableName))) {
+        if (!this.dialect.keyedByName(jdbc, this.tableName)) {
             throw new StartupRefusal(
                     ("The primary key of %s does not hold event_name (version 5 of the library's schema, which keys a"
                                     + " claim by the event's id and name): every claim would fail, and every message"
@@ -150,7 +143,6 @@ final class ClaimScopes {
                             + " db/idempotency/postgresql-common/V5__claim_event_name.sql of the library's jar with"
                             + " ${table} replaced by " + this.tableName);
         }
-        jdbc.queryForObject(LOCK, Object.class, this.tableName);
         Set<String> used = new LinkedHashSet<>(scopes.values());
         Map<String, List<String>> heirs = heirs(scopes, formerScopes);
         List<String> unaccounted = new ArrayList<>();
@@ -189,16 +181,12 @@ final class ClaimScopes {
         if (!unaccounted.isEmpty()) {
             throw unaccounted(unaccounted, scopes);
         }
-        used.forEach(scope -> jdbc.update(REGISTER.formatted(this.registry), scope));
+        // A scope in use again records claims of its own since: whatever was copied from it no longer covers it.
+        used.forEach(scope -> jdbc.update(this.dialect.registerScope(this.registry), scope));
     }
 
     private void copy(JdbcTemplate jdbc, String scope, List<String> heirs) {
-        int copied = jdbc.update(connection -> {
-            PreparedStatement statement = connection.prepareStatement(COPY.formatted(this.tableName));
-            statement.setArray(1, connection.createArrayOf("text", heirs.toArray()));
-            statement.setString(2, scope);
-            return statement;
-        });
+        int copied = this.dialect.copyClaims(jdbc, this.tableName, scope, heirs);
         String targets = heirs.stream().map(ClaimScopes::quoted).collect(Collectors.joining(", "));
         jdbc.update(NOTE_COPIED.formatted(this.registry), targets, scope);
         if (copied > 0) {

@@ -17,8 +17,9 @@ import org.springframework.transaction.CannotCreateTransactionException;
  *   <li>an {@link SQLException} whose SQLSTATE says the database's condition, not the statement's: class 08
  *       (connection exception), class 53 (insufficient resources: a full disk, out of memory, too many connections),
  *       class 58 (system error: an I/O error), 57P01, 57P02 or 57P03 (the server shuts down or cannot connect now),
- *       or 25006 (read-only transaction: a replica promoted, or a primary demoted, after a failover); the SQLSTATE is
- *       read, whatever exception Spring translated it into;
+ *       or 25006 (read-only transaction: a replica promoted, or a primary demoted, after a failover); on MariaDB,
+ *       whose SQLSTATE is often the general HY000, its error codes of the same conditions as well
+ *       ({@link MariaDbDialect#isOutage}); the SQLSTATE is read, whatever exception Spring translated it into;
  *   <li>where no SQLSTATE is known: an {@link SQLTransientConnectionException} (the pool's timeout waiting for a
  *       connection), Spring's {@link CannotGetJdbcConnectionException}, {@link CannotCreateTransactionException} and
  *       {@link DataAccessResourceFailureException}. A SQLSTATE in the chain decides alone: Spring translates classes
@@ -57,25 +58,25 @@ final class DatabaseOutages implements OutageClassifier {
     }
 
     private boolean matches(Throwable failure, int depth) {
-        List<String> states = new ArrayList<>();
+        List<SQLException> states = new ArrayList<>();
         if (found(failure, depth, states)) {
             return true;
         }
-        return states.isEmpty() ? typed(failure, 0) : states.stream().anyMatch(DatabaseOutages::isOutageState);
+        return states.isEmpty() ? typed(failure, 0) : states.stream().anyMatch(DatabaseOutages::isOutageError);
     }
 
     /**
      * Whether the chain holds an {@link OutageException} or a type declared by the service; collects the SQLSTATEs it
      * holds.
      */
-    private boolean found(Throwable failure, int depth, List<String> states) {
+    private boolean found(Throwable failure, int depth, List<SQLException> states) {
         int level = depth;
         for (Throwable cause = failure; cause != null && level < 32; cause = next(cause), level++) {
             if (cause instanceof OutageException || cause instanceof TransactionNotBegun || isDeclared(cause)) {
                 return true;
             }
-            if (cause instanceof SQLException sql && sql.getSQLState() != null) {
-                states.add(sql.getSQLState());
+            if (cause instanceof SQLException sql && saysWhy(sql)) {
+                states.add(sql);
             }
             for (Throwable suppressed : cause.getSuppressed()) {
                 if (found(suppressed, level + 1, states)) {
@@ -111,24 +112,35 @@ final class DatabaseOutages implements OutageClassifier {
     /**
      * Whether the chain holds a conflict with another transaction, which is not the message's fault and passes: a
      * serialization failure (40001), a deadlock (40P01), a lock not obtained in time (55P03) or a statement timeout
-     * (57014).
+     * (57014), and MariaDB's codes of the same ({@link MariaDbDialect#isConflict}).
      */
     static boolean isConflict(Throwable failure) {
-        List<String> states = new ArrayList<>();
+        List<SQLException> states = new ArrayList<>();
         collectStates(failure, 0, states);
-        return states.stream().anyMatch(CONFLICT_STATES::contains);
+        return states.stream()
+                .anyMatch(sql ->
+                        CONFLICT_STATES.contains(sql.getSQLState()) || MariaDbDialect.isConflict(sql.getErrorCode()));
     }
 
-    private static void collectStates(Throwable failure, int depth, List<String> states) {
+    private static void collectStates(Throwable failure, int depth, List<SQLException> states) {
         int level = depth;
         for (Throwable cause = failure; cause != null && level < 32; cause = next(cause), level++) {
-            if (cause instanceof SQLException sql && sql.getSQLState() != null) {
-                states.add(sql.getSQLState());
+            if (cause instanceof SQLException sql && saysWhy(sql)) {
+                states.add(sql);
             }
             for (Throwable suppressed : cause.getSuppressed()) {
                 collectStates(suppressed, level + 1, states);
             }
         }
+    }
+
+    /** Whether the exception has a SQLSTATE, or a vendor's code (PostgreSQL's driver gives none: 0). */
+    private static boolean saysWhy(SQLException sql) {
+        return sql.getSQLState() != null || sql.getErrorCode() != 0;
+    }
+
+    private static boolean isOutageError(SQLException sql) {
+        return isOutageState(sql.getSQLState()) || MariaDbDialect.isOutage(sql.getErrorCode());
     }
 
     static boolean isOutageState(@Nullable String sqlState) {

@@ -22,18 +22,15 @@ final class DatabaseProbe {
     /** The scope of the probe's claims: no binding claims under it, and none is ever committed. */
     static final String SCOPE = "__idempotency_probe";
 
-    private static final String WRITE = """
-            INSERT INTO %s (event_id, scope) VALUES (?, ?) ON CONFLICT DO NOTHING""";
-
     private static final boolean HIKARI = ClassUtils.isPresent("com.zaxxer.hikari.HikariDataSource", null);
 
     private final DataSource dataSource;
 
-    private final String write;
+    private final String tableName;
 
     DatabaseProbe(DataSource dataSource, String tableName) {
         this.dataSource = dataSource;
-        this.write = WRITE.formatted(tableName);
+        this.tableName = tableName;
     }
 
     /** {@code null} when a write goes through, else why it does not. */
@@ -41,7 +38,8 @@ final class DatabaseProbe {
     String check() {
         try (Connection connection = this.dataSource.getConnection()) {
             connection.setAutoCommit(false);
-            try (PreparedStatement claim = connection.prepareStatement(this.write)) {
+            String write = Dialect.of(this.dataSource).probeWrite(this.tableName);
+            try (PreparedStatement claim = connection.prepareStatement(write)) {
                 claim.setObject(1, UuidV7.generate());
                 claim.setString(2, SCOPE);
                 claim.executeUpdate();

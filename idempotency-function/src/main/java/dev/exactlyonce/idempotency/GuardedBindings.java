@@ -121,7 +121,7 @@ final class GuardedBindings implements SmartInitializingSingleton {
             }
         }
         if (transactionManager != null) {
-            new ClaimScopes(this.dataSources.getObject(), transactionManager, this.properties).reconcile(this.bindings);
+            new ClaimScopes(this.dataSources.getObject(), this.properties).reconcile(this.bindings);
         }
     }
 

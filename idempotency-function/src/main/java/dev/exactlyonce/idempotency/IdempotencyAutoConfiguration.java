@@ -80,7 +80,7 @@ class IdempotencyAutoConfiguration {
         return new IdempotencyGuard(
                 new EventReader(codec, properties.eventId()),
                 codec,
-                new ProcessedEventStore(new JdbcTemplate(dataSource), properties.tableName()),
+                Dialect.of(dataSource).processedEvents(new JdbcTemplate(dataSource), properties.tableName()),
                 dataSource,
                 // The service's registry (Spring Boot's times observations as meters, and traces them when tracing is
                 // there), or, when it has none or one without handlers, the library's, which only times them.

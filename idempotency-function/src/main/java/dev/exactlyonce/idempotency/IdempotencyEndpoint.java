@@ -3,7 +3,6 @@ package dev.exactlyonce.idempotency;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
-import java.util.Map;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
@@ -19,13 +18,6 @@ import org.springframework.jdbc.core.JdbcTemplate;
 @Endpoint(id = "idempotency")
 public class IdempotencyEndpoint {
 
-    private static final String SIZE = """
-            SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::bigint AS rows,
-                   coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint AS bytes
-            FROM pg_class c
-            WHERE c.oid = to_regclass(?)
-               OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass(?))""";
-
     private static final String OLDEST = """
             SELECT min(processed_at) FROM %s""";
 
@@ -33,7 +25,7 @@ public class IdempotencyEndpoint {
      * What the endpoint shows.
      *
      * @param table the table of processed event ids
-     * @param approximateRows the planner's estimate of its rows (exact after the last {@code ANALYZE})
+     * @param approximateRows the database's estimate of its rows (exact after the last {@code ANALYZE})
      * @param bytes its size on disk, indexes and partitions included
      * @param oldestProcessedAt when its oldest row was written, if it has rows
      * @param oldestAge how old that row is
@@ -53,6 +45,8 @@ public class IdempotencyEndpoint {
             boolean partitioned,
             @Nullable OutboxBacklog outbox) {}
 
+    private final DataSource dataSource;
+
     private final JdbcTemplate jdbcTemplate;
 
     private final IdempotencyProperties properties;
@@ -60,6 +54,7 @@ public class IdempotencyEndpoint {
     private final OutboxBacklogQuery outbox;
 
     IdempotencyEndpoint(DataSource dataSource, IdempotencyProperties properties) {
+        this.dataSource = dataSource;
         this.jdbcTemplate = new JdbcTemplate(dataSource);
         this.properties = properties;
         this.outbox = new OutboxBacklogQuery(dataSource);
@@ -68,13 +63,13 @@ public class IdempotencyEndpoint {
     @ReadOperation
     public Status status() {
         String table = this.properties.tableName();
-        Map<String, Object> size = this.jdbcTemplate.queryForMap(SIZE, table, table);
+        Dialect.TableSize size = Dialect.of(this.dataSource).tableSize(this.jdbcTemplate, table);
         Timestamp oldest = this.jdbcTemplate.queryForObject(OLDEST.formatted(table), Timestamp.class);
         Instant oldestProcessedAt = oldest != null ? oldest.toInstant() : null;
         return new Status(
                 table,
-                ((Number) size.get("rows")).longValue(),
-                ((Number) size.get("bytes")).longValue(),
+                size.rows(),
+                size.bytes(),
                 oldestProcessedAt,
                 oldestProcessedAt != null ? Duration.between(oldestProcessedAt, Instant.now()) : null,
                 this.properties.retention(),

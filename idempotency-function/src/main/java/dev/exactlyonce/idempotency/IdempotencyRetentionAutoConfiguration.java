@@ -62,6 +62,11 @@ class IdempotencyRetentionAutoConfiguration {
         @DependsOnDatabaseInitialization
         ProcessedEventPartitions idempotencyPartitions(
                 DataSource dataSource, IdempotencyProperties properties, ObjectProvider<IdempotencyMetrics> metrics) {
+            Dialect.of(dataSource)
+                    .require(
+                            Dialect.Feature.PARTITIONING,
+                            "Set idempotency.partitioning.enabled=false: the purge then deletes the ids older than the"
+                                    + " retention in batches");
             ProcessedEventPartitions partitions = new ProcessedEventPartitions(
                     dataSource,
                     properties.tableName(),

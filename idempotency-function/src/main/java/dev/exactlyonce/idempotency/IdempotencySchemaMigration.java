@@ -28,13 +28,6 @@ final class IdempotencySchemaMigration implements InitializingBean {
 
     static final String HISTORY_TABLE = "idempotency_schema_history";
 
-    static final String LOCATION = "classpath:db/idempotency/postgresql";
-
-    static final String PARTITIONED_LOCATION = "classpath:db/idempotency/postgresql-partitioned";
-
-    /** The migrations that do not depend on the mode: the outbox. */
-    static final String COMMON_LOCATION = "classpath:db/idempotency/postgresql-common";
-
     private static final String DEFAULT_TABLE = "processed_event";
 
     private static final Logger logger = LoggerFactory.getLogger(IdempotencySchemaMigration.class);
@@ -43,26 +36,27 @@ final class IdempotencySchemaMigration implements InitializingBean {
 
     private final String tableName;
 
-    private final String location;
+    private final boolean partitioned;
 
     IdempotencySchemaMigration(Flyway serviceFlyway, String tableName, boolean partitioned) {
         this.serviceFlyway = serviceFlyway;
         this.tableName = tableName;
-        this.location = partitioned ? PARTITIONED_LOCATION : LOCATION;
+        this.partitioned = partitioned;
     }
 
     @Override
     public void afterPropertiesSet() {
         Configuration service = this.serviceFlyway.getConfiguration();
+        Dialect dialect = Dialect.of(service.getDataSource());
         MigrateResult result = Flyway.configure(getClass().getClassLoader())
                 .dataSource(service.getDataSource())
                 .schemas(service.getSchemas())
                 .defaultSchema(service.getDefaultSchema())
                 .table(historyTable(this.tableName))
-                .locations(this.location, COMMON_LOCATION)
+                .locations(dialect.migrations(this.partitioned).toArray(String[]::new))
                 .placeholders(Map.of("table", this.tableName))
                 .baselineOnMigrate(true)
-                .baselineVersion(tableExists(service) ? "1" : "0")
+                .baselineVersion(tableExists(service, dialect) ? "1" : "0")
                 .load()
                 .migrate();
         logger.info(
@@ -78,11 +72,10 @@ final class IdempotencySchemaMigration implements InitializingBean {
     }
 
     /** Whether the table exists in the schema the service's Flyway migrates (its connection's, by default). */
-    private boolean tableExists(Configuration service) {
+    private boolean tableExists(Configuration service, Dialect dialect) {
         String schema = service.getDefaultSchema() != null
                 ? service.getDefaultSchema()
                 : service.getSchemas().length > 0 ? service.getSchemas()[0] : null;
-        String name = schema != null ? "\"" + schema + "\"." + this.tableName : this.tableName;
-        return TableName.exists(new JdbcTemplate(service.getDataSource()), name);
+        return dialect.tableExists(new JdbcTemplate(service.getDataSource()), schema, this.tableName);
     }
 }

@@ -131,6 +131,11 @@ public final class Outbox {
 
     /** Writes events for a destination in the transaction under way; returns their ids, in order. */
     List<UUID> write(String destination, List<OutgoingEvent> events) {
+        String lacked = Dialect.of(this.dataSource).lacks(Dialect.Feature.OUTBOX);
+        if (lacked != null) {
+            throw new IdempotencyException(lacked + ": the events of a service on "
+                    + Dialect.of(this.dataSource).product() + " cannot be written to an outbox yet");
+        }
         if (!TransactionSynchronizationManager.isActualTransactionActive()
                 || !TransactionSynchronizationManager.hasResource(this.dataSource)
                 // A transaction of another resource can leave a connection of the DataSource bound in auto-commit.

@@ -4,6 +4,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Objects;
 import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
@@ -445,6 +446,11 @@ final class OutboxRelay implements SmartLifecycle {
 
     @Override
     public synchronized void start() {
+        String lacked = lacks();
+        if (lacked != null) {
+            logger.info("{}: the outbox relay is off", lacked);
+            return;
+        }
         if (!tableExists()) {
             logger.info("No outbox_event table in the service's schema: the outbox relay is off. Create it from the"
                     + " library's schema-postgresql.sql (or let the library migrate it with Flyway) to emit events");
@@ -461,6 +467,15 @@ final class OutboxRelay implements SmartLifecycle {
                 "Relaying the outbox: batches of up to {}, after each commit and every {}",
                 this.batchSize,
                 this.pollInterval);
+    }
+
+    /** What the database lacks of the outbox; nothing known when it cannot say (the runs then report it). */
+    private @Nullable String lacks() {
+        try {
+            return Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource())).lacks(Dialect.Feature.OUTBOX);
+        } catch (RuntimeException ex) {
+            return null;
+        }
     }
 
     /** Whether the table exists; assumed so when the database cannot say (the runs then report what is wrong). */

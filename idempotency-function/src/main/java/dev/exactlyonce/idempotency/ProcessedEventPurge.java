@@ -4,6 +4,8 @@ import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.Objects;
+import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -13,10 +15,10 @@ import org.springframework.jdbc.core.JdbcTemplate;
  * Deletes the processed event ids older than the retention, without blocking the guard.
  *
  * <ol>
- *   <li>takes a PostgreSQL session advisory lock for the table on a connection of its own; if another instance of
+ *   <li>takes a session lock of the database for the table on a connection of its own; if another instance of
  *       the service holds it, this run does nothing (the lock goes with the connection, so a crashed instance never
  *       keeps it);
- *   <li>reads the cutoff once, from the database's clock: {@code now() - retention};
+ *   <li>reads the cutoff once, from the database's clock: now less the retention;
  *   <li>deletes the oldest rows before the cutoff in batches of {@code batch-size}, each batch one statement in a
  *       transaction of its own (auto-commit), so it holds row locks on one batch at most and never on the rows the
  *       guard is inserting (they are new);
@@ -28,13 +30,6 @@ import org.springframework.jdbc.core.JdbcTemplate;
 public final class ProcessedEventPurge {
 
     private static final Logger logger = LoggerFactory.getLogger(ProcessedEventPurge.class);
-
-    private static final String CUTOFF = """
-            SELECT now() - make_interval(secs => ?)""";
-
-    private static final String DELETE_BATCH = """
-            DELETE FROM %1$s WHERE (event_id, scope, event_name) IN (
-                SELECT event_id, scope, event_name FROM %1$s WHERE processed_at < ? ORDER BY processed_at LIMIT ?)""";
 
     /**
      * What a run did.
@@ -52,8 +47,6 @@ public final class ProcessedEventPurge {
     private final Duration retention;
 
     private final int batchSize;
-
-    private final String deleteSql;
 
     private final IdempotencyMetrics metrics;
 
@@ -76,7 +69,6 @@ public final class ProcessedEventPurge {
         this.tableName = tableName;
         this.retention = retention;
         this.batchSize = batchSize;
-        this.deleteSql = DELETE_BATCH.formatted(tableName);
         this.metrics = metrics;
         this.lock = new SessionLock(dataSource, "dev.exactlyonce.idempotency", tableName);
     }
@@ -99,9 +91,11 @@ public final class ProcessedEventPurge {
     }
 
     private Result deleteBatches(JdbcTemplate jdbc, long start) {
-        Timestamp cutoff = jdbc.queryForObject(CUTOFF, Timestamp.class, (double) this.retention.toSeconds());
-        BatchedDelete deleted =
-                BatchedDelete.run(this.batchSize, () -> jdbc.update(this.deleteSql, cutoff, this.batchSize));
+        Dialect dialect = Dialect.of(Objects.requireNonNull(jdbc.getDataSource()));
+        Timestamp cutoff = jdbc.queryForObject(
+                dialect.purgeCutoff(), Timestamp.class, TimeUnit.SECONDS.toMicros(this.retention.toSeconds()));
+        String deleteSql = dialect.purgeBatch(this.tableName);
+        BatchedDelete deleted = BatchedDelete.run(this.batchSize, () -> jdbc.update(deleteSql, cutoff, this.batchSize));
         Result result = new Result(true, deleted.rows(), deleted.batches(), cutoff.toInstant(), elapsed(start));
         logger.info(
                 "Purged {} row(s) of {} processed before {} in {} batch(es) of at most {}, in {} ms",

@@ -1,9 +1,6 @@
 package dev.exactlyonce.idempotency;
 
-import java.sql.PreparedStatement;
 import java.util.Collection;
-import java.util.HashSet;
-import java.util.List;
 import java.util.Set;
 import java.util.UUID;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -17,51 +14,27 @@ import org.springframework.jdbc.core.JdbcTemplate;
  * never gives two of its events one id, so copies of an event still share their key. Rows written before the name was
  * recorded have the name {@code ""} and count as a claim of their id under any name.
  *
- * <p>A claim is one statement, {@code INSERT ... ON CONFLICT DO NOTHING}, run in the caller's transaction: one row
- * inserted means first delivery; zero rows means the event is already recorded (a duplicate). A concurrent claim of
- * the same event waits for the first transaction to end: it inserts nothing if that one commits, and inserts if it
- * rolls back. No error is raised on a duplicate, so the transaction stays usable (a unique violation would abort it).
- * A batch is claimed the same way, with one statement for all its events ({@code INSERT ... SELECT unnest(?, ?) ...
- * RETURNING}), in the order of their keys, so that batches sharing events never deadlock.
+ * <p>A claim is one statement run in the caller's transaction, an insert that does nothing on a duplicate key: a row
+ * inserted means first delivery; none means the event is already recorded (a duplicate). A concurrent claim of the
+ * same event waits for the first transaction to end: it inserts nothing if that one commits, and inserts if it rolls
+ * back. No error is raised on a duplicate, so the transaction stays usable (a unique violation would abort it on
+ * PostgreSQL). A batch is claimed the same way, with one statement for all its events, in the order of their keys,
+ * so that batches sharing events never deadlock. Each database's statements are its {@link Dialect}'s.
  */
-final class ProcessedEventStore {
+abstract sealed class ProcessedEventStore permits PostgresDialect.Claims, MariaDbDialect.Claims {
 
     /** What a claim records of an event: its id and its name. */
     record Key(UUID eventId, String eventName) {}
 
-    // A row of an earlier version ('' for the name) is a claim of its id under any name. Only instances of an earlier
-    // version write such rows (and the copy of a former scope's claims copies them): once those have stopped, none is
-    // being written, so looking for one needs no lock (operations.md says to stop them before upgrading).
-    private static final String CLAIM = """
-            INSERT INTO %1$s (event_id, scope, event_name) SELECT ?, ?, ?
-            WHERE NOT EXISTS (SELECT FROM %1$s WHERE event_id = ? AND scope = ? AND event_name = '')
-            ON CONFLICT DO NOTHING""";
-
-    // In the keys' order, whatever the order of the messages: two batches that share events then wait for each other
-    // in the same order, never in a cycle (a deadlock, 40P01, would fail one of them).
-    private static final String CLAIM_ALL = """
-            INSERT INTO %1$s (event_id, scope, event_name)
-            SELECT event.id, ?, event.name FROM unnest(?::uuid[], ?::text[]) AS event(id, name)
-            WHERE NOT EXISTS (SELECT FROM %1$s AS earlier
-                              WHERE earlier.event_id = event.id AND earlier.scope = ? AND earlier.event_name = '')
-            ORDER BY event.id, event.name
-            ON CONFLICT DO NOTHING RETURNING event_id, event_name""";
-
     private static final String UNCLAIM = """
             DELETE FROM %s WHERE event_id = ? AND scope = ? AND event_name = ?""";
 
-    private final JdbcTemplate jdbcTemplate;
+    protected final JdbcTemplate jdbcTemplate;
 
     private final String unclaimSql;
 
-    private final String claimSql;
-
-    private final String claimAllSql;
-
     ProcessedEventStore(JdbcTemplate jdbcTemplate, String tableName) {
         this.jdbcTemplate = jdbcTemplate;
-        this.claimSql = CLAIM.formatted(tableName);
-        this.claimAllSql = CLAIM_ALL.formatted(tableName);
         this.unclaimSql = UNCLAIM.formatted(tableName);
     }
 
@@ -69,7 +42,7 @@ final class ProcessedEventStore {
      * Takes back a claim made in the current transaction, for an event of a batch that turns out not to be processable
      * while the rest of the batch goes on.
      */
-    void unclaim(Key event, String scope) {
+    final void unclaim(Key event, String scope) {
         this.jdbcTemplate.update(this.unclaimSql, event.eventId(), scope, event.eventName());
     }
 
@@ -77,33 +50,11 @@ final class ProcessedEventStore {
      * Records the event in the scope ({@code ""} for the whole service, or a function's name); {@code true} when this
      * is its first delivery in that scope.
      */
-    boolean claim(Key event, String scope) {
-        return this.jdbcTemplate.update(
-                        this.claimSql, event.eventId(), scope, event.eventName(), event.eventId(), scope)
-                == 1;
-    }
+    abstract boolean claim(Key event, String scope);
 
     /**
      * Records a batch of events with one statement; returns those of their first delivery. An event repeated within
      * the batch is claimed (and returned) once.
      */
-    Set<Key> claimAll(Collection<Key> events, String scope) {
-        List<Key> claimed = this.jdbcTemplate.query(
-                connection -> {
-                    PreparedStatement statement = connection.prepareStatement(this.claimAllSql);
-                    statement.setString(1, scope);
-                    statement.setArray(
-                            2,
-                            connection.createArrayOf(
-                                    "uuid", events.stream().map(Key::eventId).toArray()));
-                    statement.setArray(
-                            3,
-                            connection.createArrayOf(
-                                    "text", events.stream().map(Key::eventName).toArray()));
-                    statement.setString(4, scope);
-                    return statement;
-                },
-                (row, index) -> new Key(row.getObject(1, UUID.class), row.getString(2)));
-        return new HashSet<>(claimed);
-    }
+    abstract Set<Key> claimAll(Collection<Key> events, String scope);
 }

@@ -10,14 +10,11 @@ import org.springframework.jdbc.datasource.SingleConnectionDataSource;
 
 /**
  * Runs a piece of work that at most one instance of the service may run at a time (the purge, the partition
- * maintenance) on a connection of its own, in auto-commit, while holding a PostgreSQL session advisory lock. The lock
- * goes with the connection: an instance that dies never keeps it.
+ * maintenance, the reconciliation of claim scopes) on a connection of its own, in auto-commit, while holding a session
+ * lock of the database (an advisory lock on PostgreSQL, a named lock on MariaDB). The lock goes with the connection:
+ * an instance that dies never keeps it.
  */
 final class SessionLock {
-
-    private static final String LOCK = "SELECT pg_try_advisory_lock(hashtext(?), hashtext(?))";
-
-    private static final String UNLOCK = "SELECT pg_advisory_unlock(hashtext(?), hashtext(?))";
 
     private final DataSource dataSource;
 
@@ -34,16 +31,29 @@ final class SessionLock {
 
     /** The work's result, or nothing when another instance holds the lock. */
     <T> Optional<T> runIfFree(Function<JdbcTemplate, T> work) throws SQLException {
+        return run(false, work);
+    }
+
+    /**
+     * Waits for the lock, then runs the work; the lock is released once the work is done (after the commit of a
+     * transaction it ran on other connections).
+     */
+    <T> T runWhenFree(Function<JdbcTemplate, T> work) throws SQLException {
+        return run(true, work).orElseThrow();
+    }
+
+    private <T> Optional<T> run(boolean wait, Function<JdbcTemplate, T> work) throws SQLException {
         try (Connection connection = this.dataSource.getConnection()) {
             connection.setAutoCommit(true);
             JdbcTemplate jdbc = new JdbcTemplate(new SingleConnectionDataSource(connection, true));
-            if (!Boolean.TRUE.equals(jdbc.queryForObject(LOCK, Boolean.class, this.name, this.tableName))) {
+            Dialect dialect = Dialect.of(this.dataSource);
+            if (!dialect.lock(jdbc, this.name, this.tableName, wait)) {
                 return Optional.empty();
             }
             try {
                 return Optional.of(work.apply(jdbc));
             } finally {
-                jdbc.queryForObject(UNLOCK, Boolean.class, this.name, this.tableName);
+                dialect.unlock(jdbc, this.name, this.tableName);
             }
         }
     }

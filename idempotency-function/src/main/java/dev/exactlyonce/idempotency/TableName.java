@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency;
 
 import java.util.Set;
 import java.util.regex.Pattern;
+import javax.sql.DataSource;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
@@ -14,9 +15,6 @@ final class TableName {
 
     /** The longest table name: 63 bytes less the longest suffix, {@code _processed_at_idx}. */
     static final int MAX_LENGTH = 63 - "_processed_at_idx".length();
-
-    private static final String EXISTS = """
-            SELECT to_regclass(?) IS NOT NULL""";
 
     private static final Pattern IDENTIFIER = Pattern.compile("[a-z_][a-z0-9_]*");
 
@@ -125,9 +123,13 @@ final class TableName {
 
     private TableName() {}
 
-    /** Whether the schema the connections use holds that table (a name as a query may give it, qualified or not). */
+    /** Whether the schema the connections use holds that table. */
     static boolean exists(JdbcTemplate jdbc, String table) {
-        return Boolean.TRUE.equals(jdbc.queryForObject(EXISTS, Boolean.class, table));
+        DataSource dataSource = jdbc.getDataSource();
+        if (dataSource == null) {
+            throw new IllegalStateException("A JdbcTemplate without a DataSource");
+        }
+        return Dialect.of(dataSource).tableExists(jdbc, null, table);
     }
 
     /**

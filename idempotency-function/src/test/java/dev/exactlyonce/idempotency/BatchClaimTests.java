@@ -17,13 +17,13 @@ import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.sql.Connection;
-import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.time.Duration;
 import java.util.Comparator;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.stream.Stream;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -73,6 +73,9 @@ class BatchClaimTests {
 
     @Autowired
     MeterRegistry meterRegistry;
+
+    @Autowired
+    DataSource dataSource;
 
     @Autowired
     DeliveryRecorder recorder;
@@ -186,8 +189,7 @@ class BatchClaimTests {
         EventEnvelope<ThingHappened> b = ordered.get(2);
         CompletableFuture<Void> first;
         CompletableFuture<Void> second;
-        try (Connection holder =
-                DriverManager.getConnection(database.jdbcUrl(), database.username(), database.password())) {
+        try (Connection holder = this.dataSource.getConnection()) {
             holder.setAutoCommit(false);
             try (PreparedStatement claim = holder.prepareStatement(
                     "INSERT INTO processed_event (event_id, scope, event_name) VALUES (?, '', ?)")) {

@@ -43,6 +43,36 @@ class DatabaseOutagesTests {
                 .isFalse();
     }
 
+    /** MariaDB's codes of the database's condition, which come with the general SQLSTATE HY000. */
+    @ParameterizedTest
+    @ValueSource(ints = {1021, 1114, 1037, 1038, 1041, 1040, 1053, 1290, 1836, 1792, 1927, 2002, 2003, 2006, 2013})
+    void mariaDbCodesOfAnUnavailableDatabaseAreOutagesWhateverTheirSqlState(int errorCode) {
+        SQLException cause = new SQLException("server said no", "HY000", errorCode);
+
+        assertThat(this.outages.isOutage(new DataAccessResourceFailureException("wrapped", cause)))
+                .isTrue();
+        assertThat(DatabaseOutages.isConflict(cause)).isFalse();
+    }
+
+    @ParameterizedTest
+    @ValueSource(ints = {1062, 1452, 1406, 1366, 1146})
+    void mariaDbCodesOfAFailureOfTheMessageAreNot(int errorCode) {
+        SQLException cause = new SQLException("about this row", "HY000", errorCode);
+
+        assertThat(this.outages.isOutage(new DataAccessResourceFailureException("translated", cause)))
+                .isFalse();
+        assertThat(DatabaseOutages.isConflict(cause)).isFalse();
+    }
+
+    @ParameterizedTest
+    @ValueSource(ints = {1205, 1213, 1969})
+    void mariaDbCodesOfAConflictWithAnotherTransactionAreConflicts(int errorCode) {
+        SQLException cause = new SQLException("lock wait timeout", "HY000", errorCode);
+
+        assertThat(DatabaseOutages.isConflict(new IllegalStateException(cause))).isTrue();
+        assertThat(this.outages.isOutage(cause)).isFalse();
+    }
+
     @Test
     void withoutASqlStateTheConnectionFailuresOfThePoolAndOfSpringAreOutages() {
         assertThat(this.outages.isOutage(new SQLTransientConnectionException("pool timed out")))

@@ -14,7 +14,6 @@ import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.math.BigDecimal;
 import java.sql.Connection;
-import java.sql.DriverManager;
 import java.sql.PreparedStatement;
 import java.sql.ResultSet;
 import java.sql.SQLException;
@@ -22,6 +21,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -76,6 +76,9 @@ class GuardThroughTheBinderTests {
 
     @Autowired
     GuardedBindings guardedBindings;
+
+    @Autowired
+    DataSource dataSource;
 
     @AfterEach
     void reset() {
@@ -312,9 +315,8 @@ class GuardThroughTheBinderTests {
     }
 
     /** The effects of the event committed, read on a connection of its own, outside any transaction of the test. */
-    private static int committedEffects(EventEnvelope<ThingHappened> event) {
-        try (Connection connection =
-                        DriverManager.getConnection(database.jdbcUrl(), database.username(), database.password());
+    private int committedEffects(EventEnvelope<ThingHappened> event) {
+        try (Connection connection = this.dataSource.getConnection();
                 PreparedStatement statement =
                         connection.prepareStatement("SELECT count(*) FROM thing_effect WHERE thing_id = ?")) {
             statement.setObject(1, event.payload().thingId());

@@ -111,7 +111,8 @@ class ProcessedEventSchemaTests {
         migrate(dataSource, "billing_processed_event");
 
         assertThat(describe(dataSource, "billing_processed_event")).hasSize(6);
-        ProcessedEventStore store = new ProcessedEventStore(new JdbcTemplate(dataSource), "billing_processed_event");
+        ProcessedEventStore store =
+                PostgresDialect.INSTANCE.processedEvents(new JdbcTemplate(dataSource), "billing_processed_event");
         ProcessedEventStore.Key event = new ProcessedEventStore.Key(UuidV7.generate(), "test.thing.happened.v1");
         assertThat(store.claim(event, "")).as("first delivery").isTrue();
         assertThat(store.claim(event, "")).as("a copy").isFalse();
@@ -146,7 +147,7 @@ class ProcessedEventSchemaTests {
         Flyway.configure(IdempotencySchemaMigration.class.getClassLoader())
                 .dataSource(dataSource)
                 .table(IdempotencySchemaMigration.HISTORY_TABLE)
-                .locations(IdempotencySchemaMigration.LOCATION, IdempotencySchemaMigration.COMMON_LOCATION)
+                .locations(PostgresDialect.INSTANCE.migrations(false).toArray(String[]::new))
                 .placeholders(java.util.Map.of("table", "processed_event"))
                 .baselineOnMigrate(true)
                 .baselineVersion("0")
@@ -160,7 +161,7 @@ class ProcessedEventSchemaTests {
 
         migrate(dataSource, "processed_event");
 
-        ProcessedEventStore store = new ProcessedEventStore(jdbc, "processed_event");
+        ProcessedEventStore store = PostgresDialect.INSTANCE.processedEvents(jdbc, "processed_event");
         assertThat(store.claim(new ProcessedEventStore.Key(single, "test.thing.happened.v1"), ""))
                 .as("a copy of an event processed before the upgrade")
                 .isFalse();
