@@ -69,6 +69,10 @@ final class Deployment {
     }
 
     private Deployment on(TestDatabase database, String jdbcUrl) {
+        if (jdbcUrl.startsWith("jdbc:mariadb:")) {
+            // The test service's own tables, in MariaDB's SQL.
+            with("spring.flyway.locations=classpath:db/migration-mariadb");
+        }
         return with(
                 "spring.datasource.url=" + jdbcUrl,
                 "spring.datasource.username=" + database.username(),

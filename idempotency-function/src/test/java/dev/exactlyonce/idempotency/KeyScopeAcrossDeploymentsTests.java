@@ -57,7 +57,12 @@ class KeyScopeAcrossDeploymentsTests {
 
     @BeforeEach
     void newDatabase() {
-        this.database = TestPostgres.newDatabase("scopes");
+        this.database = newDatabase("scopes");
+    }
+
+    /** A new database of the server these tests run on. */
+    TestDatabase newDatabase(String purpose) {
+        return TestPostgres.newDatabase(purpose);
     }
 
     @Test
