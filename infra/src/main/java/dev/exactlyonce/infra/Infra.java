@@ -2,6 +2,7 @@ package dev.exactlyonce.infra;
 
 import com.rabbitmq.client.Connection;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.infra.bench.BenchDatabase;
 import dev.exactlyonce.infra.bench.OutboxBenchmark;
 import dev.exactlyonce.infra.bench.PipelineBenchmark;
 import dev.exactlyonce.infra.bench.PostgresServer;
@@ -59,7 +60,7 @@ public final class Infra {
                   127.0.0.1:5432, PGUSER postgres), dropped at the end.
 
               bench-pipeline [--messages <n>] [--seconds <s>] [--rate <r>] [--concurrency <c>] [--ack-every <a>]
-                             [--prefetch <p>] [--rounds <k>] [--scenarios <id>,...]
+                             [--prefetch <p>] [--rounds <k>] [--scenarios <id>,...] [--database <d>]
                   Throughput and p50/p99 latency of the whole pipeline (RabbitMQ, binder, transaction, guard,
                   handler, commit, ack) without the guard, with it, emitting an event through the outbox (with
                   the relay publishing it, and without), with
@@ -73,7 +74,9 @@ public final class Infra {
                   --scenarios runs only those (ids: without-guard, guard, emit, emit-without-relay, duplicates,
                   peer, batch, batch-of-lists, batch-duplicates, batch-unbounded, batch-ceiling,
                   message-ceiling, sql-effect, sql-claim), and the ratios between them. The SQL-only rows
-                  run the effect's insert, with and without the guard's claim, straight on JDBC.
+                  run the effect's insert, with and without the guard's claim, straight on JDBC. --database
+                  mariadb runs on MariaDB (MARIADB_HOST, default 127.0.0.1:3306, MARIADB_USER root) instead of
+                  PostgreSQL (PGHOST), without the scenarios of the outbox and of the peer.
 
               bench-outbox [--events <n>] [--rate <r>] [--seconds <s>] [--rounds <k>] [--scenarios <id>,...]
                   The outbox relay, with publisher confirms: events/s while a backlog of <n> events (default
@@ -180,9 +183,10 @@ public final class Infra {
                 "--rate",
                 "--prefetch",
                 "--rounds",
-                "--scenarios");
+                "--scenarios",
+                "--database");
         new PipelineBenchmark(
-                        PostgresServer.fromEnvironment(System.getenv()),
+                        BenchDatabase.named(options.getOrDefault("--database", "postgresql"), System.getenv()),
                         System.getenv(),
                         out,
                         Integer.parseInt(options.getOrDefault("--concurrency", "2")),

@@ -158,7 +158,7 @@ public final class PipelineBenchmark {
             SQL_EFFECT,
             SQL_CLAIM);
 
-    private final PostgresServer postgres;
+    private final BenchDatabase server;
 
     private final Map<String, String> rabbit;
 
@@ -192,7 +192,7 @@ public final class PipelineBenchmark {
      * @throws IllegalArgumentException naming the scenarios, when an id is not one of them
      */
     public PipelineBenchmark(
-            PostgresServer postgres,
+            BenchDatabase server,
             Map<String, String> rabbit,
             PrintStream out,
             int concurrency,
@@ -201,7 +201,7 @@ public final class PipelineBenchmark {
             int prefetch,
             int rounds,
             List<String> scenarios) {
-        this.postgres = postgres;
+        this.server = server;
         this.rabbit = rabbit;
         this.out = out;
         this.concurrency = concurrency;
@@ -209,10 +209,16 @@ public final class PipelineBenchmark {
         this.latencyRate = latencyRate;
         this.prefetch = prefetch;
         this.rounds = rounds;
-        this.scenarios = select(scenarios);
+        this.scenarios = select(scenarios, server);
     }
 
-    private static List<Scenario> select(List<String> ids) {
+    private static List<Scenario> select(List<String> ids, BenchDatabase server) {
+        for (String id : ids) {
+            if (server.unsupported().containsKey(id)) {
+                throw new IllegalArgumentException("Scenario '%s' does not run on %s: %s."
+                        .formatted(id, server.product(), server.unsupported().get(id)));
+            }
+        }
         List<String> known = SCENARIOS.stream().map(Scenario::id).toList();
         for (String id : ids) {
             if (!known.contains(id)) {
@@ -221,7 +227,9 @@ public final class PipelineBenchmark {
             }
         }
         return ids.isEmpty()
-                ? SCENARIOS
+                ? SCENARIOS.stream()
+                        .filter(scenario -> !server.unsupported().containsKey(scenario.id()))
+                        .toList()
                 : SCENARIOS.stream()
                         .filter(scenario -> ids.contains(scenario.id()))
                         .toList();
@@ -231,9 +239,10 @@ public final class PipelineBenchmark {
         String run = Long.toHexString(ThreadLocalRandom.current().nextLong() & 0xffffffL);
         String database = "bench_pipeline_" + run;
         this.out.printf(
-                "PostgreSQL %s, RabbitMQ %s:%s; %,d events per throughput run, %s of paced events for latency;"
+                "%s %s, RabbitMQ %s:%s; %,d events per throughput run, %s of paced events for latency;"
                         + " %d consumers, prefetch %d, an ack every %d message(s)%n",
-                this.postgres,
+                this.server.product(),
+                this.server,
                 this.rabbit.getOrDefault("SPRING_RABBITMQ_HOST", "localhost"),
                 this.rabbit.getOrDefault("SPRING_RABBITMQ_PORT", "5672"),
                 messages,
@@ -241,22 +250,22 @@ public final class PipelineBenchmark {
                 this.concurrency,
                 this.prefetch,
                 this.ackEvery);
-        this.postgres.execute("CREATE DATABASE " + database);
+        this.server.createDatabase(database);
         List<Figures> figures = new ArrayList<>();
         List<List<Figures>> rounds = new ArrayList<>();
-        try (HikariDataSource dataSource = this.postgres.dataSource(database, 2);
+        try (HikariDataSource dataSource = this.server.dataSource(database, 2);
                 Connection connection = connectionFactory().newConnection("bench-publisher")) {
-            new ResourceDatabasePopulator(
-                            new ClassPathResource("dev/exactlyonce/idempotency/schema-postgresql.sql"),
-                            new ClassPathResource("org/springframework/integration/jdbc/schema-postgresql.sql"))
+            new ResourceDatabasePopulator(this.server.schemaScripts().stream()
+                            .map(ClassPathResource::new)
+                            .toArray(ClassPathResource[]::new))
                     .execute(dataSource);
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
-            jdbc.execute("CREATE TABLE effect (id uuid PRIMARY KEY, amount numeric(12, 3) NOT NULL)");
+            jdbc.execute(this.server.effectTable());
             this.out.printf("warming up (every scenario, %,d events, not reported)%n", Math.min(messages, 5_000));
             PrintStream report = this.out;
             this.out = new PrintStream(PrintStream.nullOutputStream());
             for (Scenario scenario : this.scenarios) {
-                jdbc.execute("TRUNCATE effect, processed_event, int_metadata_store, outbox_event");
+                this.server.emptyTables().forEach(jdbc::execute);
                 run(scenario, database, run, connection, jdbc, Math.min(messages, 5_000), Duration.ofSeconds(2));
             }
             this.out = report;
@@ -264,7 +273,7 @@ public final class PipelineBenchmark {
                 this.out.printf("round %d of %d%n", round, this.rounds);
                 List<Figures> thisRound = new ArrayList<>();
                 for (Scenario scenario : this.scenarios) {
-                    jdbc.execute("TRUNCATE effect, processed_event, int_metadata_store, outbox_event");
+                    this.server.emptyTables().forEach(jdbc::execute);
                     thisRound.add(run(scenario, database, run, connection, jdbc, messages, latencySpan));
                 }
                 rounds.add(thisRound);
@@ -275,7 +284,7 @@ public final class PipelineBenchmark {
                         median(rounds.stream().map(round -> round.get(scenario)).toList()));
             }
         } finally {
-            this.postgres.execute("DROP DATABASE IF EXISTS " + database + " WITH (FORCE)");
+            this.server.dropDatabase(database);
         }
         report(figures, rounds);
     }
@@ -367,15 +376,11 @@ public final class PipelineBenchmark {
      * one transaction per event. Latency is not measured.
      */
     private Figures sqlOnly(Scenario scenario, String database, int messages) throws Exception {
-        // The guard's claim, as it runs it (its look for a claim of an earlier version included).
-        String claim = """
-                INSERT INTO processed_event (event_id, scope, event_name) SELECT ?, '', ?
-                WHERE NOT EXISTS (SELECT FROM processed_event WHERE event_id = ? AND scope = '' AND event_name = '')
-                ON CONFLICT DO NOTHING""";
+        String claim = this.server.claim();
         String effect = "INSERT INTO effect (id, amount) VALUES (?, ?)";
         boolean claims = scenario == SQL_CLAIM;
         int perThread = messages / this.concurrency;
-        try (HikariDataSource dataSource = this.postgres.dataSource(database, this.concurrency)) {
+        try (HikariDataSource dataSource = this.server.dataSource(database, this.concurrency)) {
             List<CompletableFuture<Void>> threads = new ArrayList<>();
             long start = System.nanoTime();
             for (int thread = 0; thread < this.concurrency; thread++) {
@@ -387,10 +392,7 @@ public final class PipelineBenchmark {
                         for (int i = 0; i < perThread; i++) {
                             UUID eventId = UuidV7.generate();
                             if (claims) {
-                                claimStatement.setObject(1, eventId);
-                                claimStatement.setString(2, PipelineBenchmarkApplication.EVENT);
-                                claimStatement.setObject(3, eventId);
-                                claimStatement.executeUpdate();
+                                this.server.claim(claimStatement, eventId, PipelineBenchmarkApplication.EVENT);
                             }
                             effectStatement.setObject(1, eventId);
                             effectStatement.setBigDecimal(2, BigDecimal.ONE);
@@ -414,9 +416,9 @@ public final class PipelineBenchmark {
         String bindings = "spring.cloud.stream.bindings." + binding + ".";
         String rabbitBindings = "spring.cloud.stream.rabbit.bindings." + binding + ".consumer.";
         List<String> properties = new ArrayList<>(List.of(
-                "spring.datasource.url=" + this.postgres.url(database),
-                "spring.datasource.username=" + this.postgres.user(),
-                "spring.datasource.password=" + this.postgres.password(),
+                "spring.datasource.url=" + this.server.url(database),
+                "spring.datasource.username=" + this.server.user(),
+                "spring.datasource.password=" + this.server.password(),
                 "spring.datasource.hikari.maximum-pool-size=" + (this.concurrency + 2),
                 "spring.rabbitmq.host=" + this.rabbit.getOrDefault("SPRING_RABBITMQ_HOST", "localhost"),
                 "spring.rabbitmq.port=" + this.rabbit.getOrDefault("SPRING_RABBITMQ_PORT", "5672"),
