@@ -12,8 +12,9 @@ import org.springframework.jdbc.support.JdbcTransactionManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
- * What runs on PostgreSQL only, for now, on MariaDB: partitioned retention is refused at start-up, saying so; the outbox
- * relay stays off and an event emitted to the outbox is refused, saying so, rather than failing on a missing table.
+ * What runs on PostgreSQL only, for now, on MariaDB: partitioned retention is refused at start-up, saying so, as is a
+ * guarded function that returns events (each message would fail); the outbox relay stays off, and an event emitted to
+ * the outbox is refused, saying so, rather than failing on a missing table.
  */
 class StartupOnMariaDbTests {
 
@@ -32,6 +33,19 @@ class StartupOnMariaDbTests {
                 .isInstanceOf(StartupRefusal.class)
                 .hasMessageContaining("runs on PostgreSQL only, and the service's database is MariaDB")
                 .hasMessageContaining("Set idempotency.partitioning.enabled=false");
+    }
+
+    @Test
+    void aGuardedFunctionThatReturnsEventsIsRefusedRatherThanFailEveryMessage() {
+        Throwable failure = Deployment.of(GuardStartupTests.Service.class)
+                .on(this.database)
+                .with("spring.cloud.function.definition=idempotencyGuard|describeThing")
+                .startupFailure();
+
+        assertThat(failure)
+                .isInstanceOf(StartupRefusal.class)
+                .hasMessageContaining("The outbox runs on PostgreSQL only")
+                .hasMessageContaining("idempotencyGuard|describeThing returns events");
     }
 
     @Test
