@@ -25,7 +25,9 @@ import java.util.List;
 import java.util.Objects;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.IntStream;
 import javax.sql.DataSource;
@@ -265,6 +267,74 @@ class PartitionedModeTests {
         UUID dayAhead = UuidV7.at(now.plus(Duration.ofDays(2)));
         claim(table, dayAhead);
         assertThat(rows(table, dayAhead)).isEqualTo(1);
+    }
+
+    /**
+     * Maintenance under load, as production runs it: two threads claiming today's ids all along, a transaction holding
+     * a claim open meanwhile (as billing's does across an HTTP call), and two instances maintaining at once. One
+     * maintains, the other skips the run; no claim fails; the partition the run cannot detach while the transaction is
+     * open (its concurrent detach waits for it, past the lock timeout) is left for the next run, which drops it.
+     */
+    @Test
+    void maintenanceUnderLoadOnTwoInstancesAtOnceFailsNoClaimAndTheNextRunFinishesIt() throws Exception {
+        String table = newTable();
+        Instant now = Instant.now();
+        LocalDate today = LocalDate.ofInstant(now, ZoneOffset.UTC);
+        ProcessedEventPartitions first = maintenanceOf(table);
+        ProcessedEventPartitions second = maintenanceOf(table);
+        // The window of yesterday: its oldest day is now older than the retention.
+        first.maintain(now.minus(Duration.ofDays(1)));
+        String old = partition(table, today.minusDays(31));
+        AtomicBoolean claiming = new AtomicBoolean(true);
+        AtomicInteger claims = new AtomicInteger();
+        List<Throwable> failures = new CopyOnWriteArrayList<>();
+        List<CompletableFuture<Void>> claimers = IntStream.range(0, 2)
+                .mapToObj(thread -> CompletableFuture.runAsync(() -> {
+                    while (claiming.get()) {
+                        try {
+                            claim(table, UuidV7.generate());
+                            claims.incrementAndGet();
+                        } catch (RuntimeException ex) {
+                            failures.add(ex);
+                        }
+                    }
+                }))
+                .toList();
+        ProcessedEventPartitions.Result[] runs;
+        try (Connection holder = this.dataSource.getConnection()) {
+            holder.setAutoCommit(false);
+            try (Statement statement = holder.createStatement()) {
+                statement.executeUpdate("INSERT INTO %s (event_id) VALUES ('%s')".formatted(table, UuidV7.generate()));
+            }
+            int before = claims.get();
+            CompletableFuture<ProcessedEventPartitions.Result> one =
+                    CompletableFuture.supplyAsync(() -> first.maintain(now));
+            CompletableFuture<ProcessedEventPartitions.Result> other =
+                    CompletableFuture.supplyAsync(() -> second.maintain(now));
+            runs = new ProcessedEventPartitions.Result[] {one.get(60, TimeUnit.SECONDS), other.get(60, TimeUnit.SECONDS)
+            };
+            assertThat(claims.get())
+                    .as("claims went on while the instances maintained")
+                    .isGreaterThan(before);
+            holder.rollback();
+        }
+
+        assertThat(runs)
+                .as("one instance made the partition of the new day ahead; the other skipped its run")
+                .anySatisfy(run -> assertThat(run.created()).containsExactly(partition(table, today.plusDays(2))))
+                .anySatisfy(run -> {
+                    assertThat(run.created()).isEmpty();
+                    assertThat(run.dropped()).isEmpty();
+                });
+        assertThat(exists(old)).as("not dropped while the transaction was open").isTrue();
+        assertThat(first.maintain(now).dropped()).as("the next run").containsExactly(old);
+        claiming.set(false);
+        CompletableFuture.allOf(claimers.toArray(CompletableFuture[]::new)).get(10, TimeUnit.SECONDS);
+        assertThat(failures).as("claims that failed").isEmpty();
+        assertThat(attached(table))
+                .startsWith(partition(table, today.minusDays(30)))
+                .endsWith(partition(table, today.plusDays(2)))
+                .doesNotContain(old);
     }
 
     /** Starts {@code DETACH PARTITION ... CONCURRENTLY}, holds it in its wait for older transactions, cancels it. */
