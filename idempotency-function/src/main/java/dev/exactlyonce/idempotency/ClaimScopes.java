@@ -1,29 +1,26 @@
 package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties.KeyScope;
-import java.sql.SQLException;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
-import java.util.Objects;
 import java.util.Set;
 import java.util.stream.Collectors;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.jdbc.datasource.DataSourceTransactionManager;
-import org.springframework.transaction.support.TransactionTemplate;
 
 /**
  * Keeps the scopes of the table's claims consistent with the guarded bindings across deployments. A claim is found
  * only under the scope it was recorded in; a binding whose scope changed (the key scope switched, a function renamed
  * or composed with another) would not see the claims of its events and would apply their copies again.
  *
- * <p>At start-up, in one transaction, under a session lock held until it commits (instances starting together take
- * turns), against the registry {@code <table>_scope} of every scope the table holds claims under:
+ * <p>At start-up, in one transaction, under a lock held until it ends (instances starting together take turns),
+ * against the registry {@code <table>_scope} of every scope the table holds claims under:
  *
  * <ol>
  *   <li>the claims of a scope that a binding declares as a former scope are copied to that binding's scope (to each,
@@ -109,29 +106,22 @@ final class ClaimScopes {
                         "Rename the entry after its binding (after a function was renamed, its binding was too)");
             }
         }
-        // Instances starting together take turns: the session lock is held until the transaction, on the lock's
-        // connection, has committed.
-        try {
-            new SessionLock(this.dataSource, LOCK, this.tableName).runWhenFree(jdbc -> {
-                DataSource connection = Objects.requireNonNull(jdbc.getDataSource());
-                new TransactionTemplate(new DataSourceTransactionManager(connection))
-                        .executeWithoutResult(status -> reconcile(jdbc, scopes, formerScopes));
-                return true;
-            });
-        } catch (SQLException ex) {
-            throw new IdempotencyException(
-                    "Could not lock the scopes of %s: %s".formatted(this.tableName, ex.getMessage()), ex);
-        }
+        // Instances starting together take turns.
+        this.dialect.inTransactionLocked(this.dataSource, LOCK, this.tableName, jdbc -> {
+            reconcile(jdbc, scopes, formerScopes);
+            return true;
+        });
     }
 
     private void reconcile(JdbcTemplate jdbc, Map<String, String> scopes, Map<String, List<String>> formerScopes) {
-        if (!TableName.exists(jdbc, this.registry)) {
+        if (!this.dialect.tableExists(jdbc, null, this.registry)) {
             throw new StartupRefusal(
                     ("The table %s, where the library records the scopes of the claims in %s, does not exist. It is"
                                     + " part of the library's schema")
                             .formatted(this.registry, this.tableName),
                     "Let the library migrate it (idempotency.migrate-with-flyway, with Flyway), or create it as"
-                            + " dev/exactlyonce/idempotency/schema-postgresql.sql does");
+                            + " dev/exactlyonce/idempotency/schema-%s.sql does"
+                                    .formatted(this.dialect.product().toLowerCase(Locale.ROOT)));
         }
         if (!this.dialect.keyedByName(jdbc, this.tableName)) {
             throw new StartupRefusal(

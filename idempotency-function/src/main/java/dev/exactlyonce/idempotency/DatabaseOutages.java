@@ -140,7 +140,7 @@ final class DatabaseOutages implements OutageClassifier {
     }
 
     private static boolean isOutageError(SQLException sql) {
-        return isOutageState(sql.getSQLState()) || MariaDbDialect.isOutage(sql.getErrorCode());
+        return isOutageState(sql.getSQLState()) || MariaDbDialect.isOutage(sql);
     }
 
     static boolean isOutageState(@Nullable String sqlState) {

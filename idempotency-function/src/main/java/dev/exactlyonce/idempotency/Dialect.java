@@ -3,19 +3,22 @@ package dev.exactlyonce.idempotency;
 import java.sql.Connection;
 import java.sql.DatabaseMetaData;
 import java.sql.SQLException;
+import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
+import java.util.WeakHashMap;
+import java.util.function.Function;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.util.ConcurrentReferenceHashMap;
 
 /**
  * The SQL of one database: every statement the inbox side of the library runs (the claims, the scope registry, the
  * session locks, the outage probe, the purge, the endpoint's figures) comes from the dialect of the service's database,
- * picked from the DataSource's metadata at start-up. PostgreSQL and MariaDB are supported; any other database is
- * refused at start-up, saying so. See {@code docs/reference.md} for what each database supports.
+ * read from the DataSource's metadata the first time it is needed (at start-up) and remembered. PostgreSQL and MariaDB
+ * are supported; any other database is refused, saying so. A DataSource that routes to several databases gets the
+ * dialect of the first it reached. See {@code docs/reference.md} for what each database supports.
  */
 sealed interface Dialect permits PostgresDialect, MariaDbDialect {
 
@@ -75,9 +78,15 @@ sealed interface Dialect permits PostgresDialect, MariaDbDialect {
 
     /**
      * Takes the session lock of the name for the table, on a connection in auto-commit: tried ({@code wait} false), or
-     * waited for; {@code true} when taken.
+     * waited for (without end on PostgreSQL; on MariaDB for 300 s, then it throws); {@code true} when taken.
      */
     boolean lock(JdbcTemplate jdbc, String name, String table, boolean wait);
+
+    /**
+     * Runs the work in a transaction of its own that holds the lock of the name for the table from its start to its
+     * end: instances that run it at once take turns.
+     */
+    <T> T inTransactionLocked(DataSource dataSource, String name, String table, Function<JdbcTemplate, T> work);
 
     /** Releases the session lock taken by {@link #lock}, on the same connection. */
     void unlock(JdbcTemplate jdbc, String name, String table);
@@ -128,11 +137,10 @@ sealed interface Dialect permits PostgresDialect, MariaDbDialect {
         }
     }
 
-    /** The dialects of the DataSources seen, held weakly. */
+    /** The dialects of the DataSources seen: a DataSource no longer used goes, with its dialect. */
     final class Dialects {
 
-        private static final Map<DataSource, Dialect> KNOWN =
-                new ConcurrentReferenceHashMap<>(4, ConcurrentReferenceHashMap.ReferenceType.WEAK);
+        private static final Map<DataSource, Dialect> KNOWN = Collections.synchronizedMap(new WeakHashMap<>());
 
         private Dialects() {}
     }

@@ -7,12 +7,18 @@ import java.util.Collections;
 import java.util.Comparator;
 import java.util.HashSet;
 import java.util.List;
+import java.util.Objects;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.UUID;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.function.Function;
+import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.support.TransactionTemplate;
 
 /**
  * MariaDB's statements (10.7 or later: the {@code UUID} type, {@code INSERT ... RETURNING}).
@@ -68,12 +74,15 @@ final class MariaDbDialect implements Dialect {
             SELECT COALESCE(table_rows, 0), COALESCE(data_length + index_length, 0) FROM information_schema.tables
             WHERE table_schema = DATABASE() AND table_name = ?""";
 
-    // MariaDB's codes of the database's condition, not the statement's: disk full (1021), a table full (1114), out of
-    // memory or resources (1037, 1038, 1041), too many connections (1040), shutting down (1053), read-only (1290, a
-    // server started --read-only; 1836, read-only mode; 1792, a read-only transaction), a connection killed (1927),
-    // and the client's lost connections (2002, 2003, 2006, 2013).
-    private static final Set<Integer> OUTAGE_CODES =
-            Set.of(1021, 1114, 1037, 1038, 1041, 1040, 1053, 1290, 1836, 1792, 1927, 2002, 2003, 2006, 2013);
+    // MariaDB's codes of the database's condition, not the statement's: disk full (1021), out of memory or resources
+    // (1037, 1041), too many connections (1040), shutting down (1053), read-only (1036, innodb_read_only; 1836,
+    // read-only mode; 1792, a read-only transaction), a connection killed (1927). The connection's own failures come
+    // from MariaDB Connector/J as SQLSTATE class 08. Left out: what one statement can cause (1038, out of sort memory;
+    // 1114, a temporary table full), which would hold its message without end.
+    private static final Set<Integer> OUTAGE_CODES = Set.of(1021, 1037, 1041, 1040, 1053, 1036, 1836, 1792, 1927);
+
+    // 1290: "running with the --<option> option so it cannot execute this statement", an outage for --read-only only.
+    private static final int OPTION_PREVENTS_STATEMENT = 1290;
 
     // Conflicts with another transaction: a lock wait timeout (1205), a deadlock (1213), a statement timeout (1969;
     // 3024 on MySQL).
@@ -82,8 +91,11 @@ final class MariaDbDialect implements Dialect {
     private MariaDbDialect() {}
 
     /** Whether MariaDB's error code says the database's condition (an outage), whatever its SQLSTATE. */
-    static boolean isOutage(int errorCode) {
-        return OUTAGE_CODES.contains(errorCode);
+    static boolean isOutage(SQLException failure) {
+        int code = failure.getErrorCode();
+        return OUTAGE_CODES.contains(code)
+                || (code == OPTION_PREVENTS_STATEMENT
+                        && String.valueOf(failure.getMessage()).contains("read-only"));
     }
 
     /** Whether MariaDB's error code says a conflict with another transaction, which passes. */
@@ -130,6 +142,26 @@ final class MariaDbDialect implements Dialect {
                     "Waited %d s for the lock %s of %s in vain".formatted(LOCK_WAIT, name, table));
         }
         return Integer.valueOf(1).equals(taken);
+    }
+
+    /**
+     * MariaDB has no lock that a transaction releases: a named lock is taken on a connection of its own, the
+     * transaction runs on that connection, and the lock is released after it ends. READ COMMITTED, so that reading the
+     * claims (to copy a former scope's) locks none of the rows the guard claims meanwhile.
+     */
+    @Override
+    public <T> T inTransactionLocked(DataSource dataSource, String name, String table, Function<JdbcTemplate, T> work) {
+        try {
+            return new SessionLock(dataSource, name, table).runWhenFree(jdbc -> {
+                DataSource lockConnection = Objects.requireNonNull(jdbc.getDataSource());
+                TransactionTemplate transaction =
+                        new TransactionTemplate(new DataSourceTransactionManager(lockConnection));
+                transaction.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+                return transaction.execute(status -> work.apply(jdbc));
+            });
+        } catch (SQLException ex) {
+            throw new IdempotencyException("Could not lock %s of %s: %s".formatted(name, table, ex.getMessage()), ex);
+        }
     }
 
     @Override
@@ -201,9 +233,10 @@ final class MariaDbDialect implements Dialect {
         private static final String ON_DUPLICATE = """
                  ON DUPLICATE KEY UPDATE event_id = event_id RETURNING event_id, event_name, claim_token""";
 
-        // In the keys' order, whatever the order of the messages: two batches that share events then wait for each
-        // other in the same order, never in a cycle (a deadlock, 1213, would fail one of them). Ids compare as
-        // PostgreSQL orders them, as unsigned 128-bit numbers (the order of their text).
+        // In one order, whatever the order of the messages: two batches that share events then wait for each other in
+        // the same order, never in a cycle (a deadlock, 1213, would fail one of them). Ids compare as unsigned 128-bit
+        // numbers (the order of their text, PostgreSQL's; MariaDB's index orders them otherwise, which does not
+        // matter: on the primary key a duplicate takes the row's lock only, no gap).
         private static final Comparator<Key> ORDER = Comparator.comparing(
                         Key::eventId,
                         Comparator.comparing(UUID::getMostSignificantBits, Long::compareUnsigned)
@@ -235,6 +268,9 @@ final class MariaDbDialect implements Dialect {
 
         @Override
         Set<Key> claimAll(Collection<Key> events, String scope) {
+            if (events.isEmpty()) {
+                return Set.of();
+            }
             TreeSet<Key> keys = new TreeSet<>(ORDER);
             keys.addAll(events);
             long token = token();

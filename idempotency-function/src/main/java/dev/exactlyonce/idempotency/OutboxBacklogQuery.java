@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency;
 
 import java.sql.Timestamp;
 import java.time.Duration;
+import java.util.Objects;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -30,9 +31,13 @@ final class OutboxBacklogQuery {
         this.jdbc = new JdbcTemplate(dataSource);
     }
 
-    /** Whether the schema the service's connections use holds the outbox table. */
+    /**
+     * Whether the schema the service's connections use holds the outbox table, on a database the outbox runs on (a
+     * table of that name on another is not the library's).
+     */
     static boolean tableExists(JdbcTemplate jdbc) {
-        return TableName.exists(jdbc, "outbox_event");
+        DataSource dataSource = Objects.requireNonNull(jdbc.getDataSource());
+        return Dialect.of(dataSource).lacks(Dialect.Feature.OUTBOX) == null && TableName.exists(jdbc, "outbox_event");
     }
 
     /** The backlog now, or {@code null} when the service's schema has no outbox table. */

@@ -50,6 +50,9 @@ final class OutboxPurge {
 
     /** Purges now, unless another instance is purging; returns the rows deleted. */
     long purge() {
+        if (this.lock.dialect().lacks(Dialect.Feature.OUTBOX) != null) {
+            return 0;
+        }
         try {
             return this.lock.runIfFree(this::deleteBatches).orElse(0L);
         } catch (SQLException ex) {

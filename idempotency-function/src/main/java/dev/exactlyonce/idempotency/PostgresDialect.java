@@ -6,8 +6,12 @@ import java.util.HashSet;
 import java.util.List;
 import java.util.Set;
 import java.util.UUID;
+import java.util.function.Function;
+import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.support.TransactionTemplate;
 
 /**
  * PostgreSQL's statements. A claim is {@code INSERT ... ON CONFLICT DO NOTHING}, a batch's claim one such statement
@@ -28,6 +32,8 @@ final class PostgresDialect implements Dialect {
     private static final String TRY_LOCK = "SELECT pg_try_advisory_lock(hashtext(?), hashtext(?))";
 
     private static final String LOCK = "SELECT pg_advisory_lock(hashtext(?), hashtext(?))::text";
+
+    private static final String TRANSACTION_LOCK = "SELECT pg_advisory_xact_lock(hashtext(?), hashtext(?))::text";
 
     private static final String UNLOCK = "SELECT pg_advisory_unlock(hashtext(?), hashtext(?))";
 
@@ -88,6 +94,17 @@ final class PostgresDialect implements Dialect {
             return true;
         }
         return Boolean.TRUE.equals(jdbc.queryForObject(TRY_LOCK, Boolean.class, name, table));
+    }
+
+    /** Under a transaction-scoped advisory lock: nothing outlives the transaction, whatever pools the connections. */
+    @Override
+    public <T> T inTransactionLocked(DataSource dataSource, String name, String table, Function<JdbcTemplate, T> work) {
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        return transaction.execute(status -> {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.queryForObject(TRANSACTION_LOCK, String.class, name, table);
+            return work.apply(jdbc);
+        });
     }
 
     @Override

@@ -4,7 +4,6 @@ import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
-import java.util.Objects;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
@@ -91,7 +90,7 @@ public final class ProcessedEventPurge {
     }
 
     private Result deleteBatches(JdbcTemplate jdbc, long start) {
-        Dialect dialect = Dialect.of(Objects.requireNonNull(jdbc.getDataSource()));
+        Dialect dialect = this.lock.dialect();
         Timestamp cutoff = jdbc.queryForObject(
                 dialect.purgeCutoff(), Timestamp.class, TimeUnit.SECONDS.toMicros(this.retention.toSeconds()));
         String deleteSql = dialect.purgeBatch(this.tableName);

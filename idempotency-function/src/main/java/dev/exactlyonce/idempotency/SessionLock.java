@@ -35,18 +35,23 @@ final class SessionLock {
     }
 
     /**
-     * Waits for the lock, then runs the work; the lock is released once the work is done (after the commit of a
-     * transaction it ran on other connections).
+     * Waits for the lock, then runs the work on the lock's connection; the lock is released once the work is done
+     * (after the commit of a transaction the work ran on that connection).
      */
     <T> T runWhenFree(Function<JdbcTemplate, T> work) throws SQLException {
         return run(true, work).orElseThrow();
+    }
+
+    /** The dialect of the lock's database. */
+    Dialect dialect() {
+        return Dialect.of(this.dataSource);
     }
 
     private <T> Optional<T> run(boolean wait, Function<JdbcTemplate, T> work) throws SQLException {
         try (Connection connection = this.dataSource.getConnection()) {
             connection.setAutoCommit(true);
             JdbcTemplate jdbc = new JdbcTemplate(new SingleConnectionDataSource(connection, true));
-            Dialect dialect = Dialect.of(this.dataSource);
+            Dialect dialect = dialect();
             if (!dialect.lock(jdbc, this.name, this.tableName, wait)) {
                 return Optional.empty();
             }

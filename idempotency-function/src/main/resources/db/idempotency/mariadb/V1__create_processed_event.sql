@@ -8,4 +8,4 @@ CREATE TABLE ${table} (
     claim_token  BIGINT       NOT NULL DEFAULT 0,
     CONSTRAINT ${table}_pkey PRIMARY KEY (event_id, scope, event_name),
     INDEX ${table}_processed_at_idx (processed_at)
-) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_bin;
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;

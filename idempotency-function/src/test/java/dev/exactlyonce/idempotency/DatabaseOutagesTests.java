@@ -45,7 +45,7 @@ class DatabaseOutagesTests {
 
     /** MariaDB's codes of the database's condition, which come with the general SQLSTATE HY000. */
     @ParameterizedTest
-    @ValueSource(ints = {1021, 1114, 1037, 1038, 1041, 1040, 1053, 1290, 1836, 1792, 1927, 2002, 2003, 2006, 2013})
+    @ValueSource(ints = {1021, 1037, 1041, 1040, 1053, 1036, 1836, 1792, 1927})
     void mariaDbCodesOfAnUnavailableDatabaseAreOutagesWhateverTheirSqlState(int errorCode) {
         SQLException cause = new SQLException("server said no", "HY000", errorCode);
 
@@ -54,8 +54,23 @@ class DatabaseOutagesTests {
         assertThat(DatabaseOutages.isConflict(cause)).isFalse();
     }
 
+    @Test
+    void mariaDbRefusingAStatementForAnOptionIsAnOutageWhenTheOptionIsReadOnlyOnly() {
+        SQLException readOnly = new SQLException(
+                "The MariaDB server is running with the --read-only option so it cannot execute this statement",
+                "HY000",
+                1290);
+        SQLException secureFilePriv = new SQLException(
+                "The MariaDB server is running with the --secure-file-priv option so it cannot execute this statement",
+                "HY000",
+                1290);
+
+        assertThat(this.outages.isOutage(readOnly)).isTrue();
+        assertThat(this.outages.isOutage(secureFilePriv)).isFalse();
+    }
+
     @ParameterizedTest
-    @ValueSource(ints = {1062, 1452, 1406, 1366, 1146})
+    @ValueSource(ints = {1062, 1452, 1406, 1366, 1146, 1038, 1114})
     void mariaDbCodesOfAFailureOfTheMessageAreNot(int errorCode) {
         SQLException cause = new SQLException("about this row", "HY000", errorCode);
 

@@ -38,7 +38,7 @@ public record MariaDbServer(String host, int port, String user, String password)
 
     @Override
     public void createDatabase(String database) throws SQLException {
-        execute("CREATE DATABASE " + database + " CHARACTER SET utf8mb4 COLLATE utf8mb4_bin");
+        execute("CREATE DATABASE " + database + " CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin");
     }
 
     @Override

@@ -100,7 +100,7 @@ public final class TestMariaDb {
         String label = purpose.toLowerCase(Locale.ROOT).replaceAll("[^a-z0-9]", "");
         String name = PREFIX + label.substring(0, Math.min(20, label.length())) + "_" + this.runId + "_"
                 + this.databases.size();
-        execute("CREATE DATABASE `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_bin");
+        execute("CREATE DATABASE `" + name + "` CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin");
         this.databases.add(name);
         logger.info("Created test database {} on MariaDB {}:{}", name, this.host, this.port);
         return new TestDatabase(name, jdbcUrl(name), this.username, this.password);
