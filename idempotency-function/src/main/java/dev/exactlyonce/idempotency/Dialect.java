@@ -115,12 +115,15 @@ sealed interface Dialect permits PostgresDialect, MariaDbDialect {
      */
     record TableSize(long rows, long bytes) {}
 
+    /** The outbox's statements. */
+    OutboxStatements outbox();
+
     /** Where the library's Flyway migrations of this database are. */
     List<String> migrations(boolean partitioned);
 
     /**
      * What this database lacks of the library's features, when a setting asks for it ({@code null} when it has it):
-     * partitioned retention and the outbox run on PostgreSQL only, for now.
+     * partitioned retention runs on PostgreSQL only.
      */
     @Nullable
     String lacks(Feature feature);
@@ -147,7 +150,6 @@ sealed interface Dialect permits PostgresDialect, MariaDbDialect {
 
     /** The features that not every database has. */
     enum Feature {
-        PARTITIONING,
-        OUTBOX
+        PARTITIONING
     }
 }

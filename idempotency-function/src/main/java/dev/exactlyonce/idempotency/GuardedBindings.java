@@ -135,15 +135,6 @@ final class GuardedBindings implements SmartInitializingSingleton {
                 takesList ? ResolvableType.forType(inputType).getGeneric(0).getType() : inputType);
         PlatformTransactionManager transactionManager = transactionManager(definition);
         String outputDestination = outputDestination(definition, businessFunctions, bindable);
-        if (outputDestination != null) {
-            // Its events would fail every message, each one dead-lettered: refused before the first.
-            Dialect.of(this.dataSources.getObject())
-                    .require(
-                            Dialect.Feature.OUTBOX,
-                            ("%s returns events, which the library writes to the outbox: make its last function a"
-                                            + " Consumer, or run the service on PostgreSQL")
-                                    .formatted(definition));
-        }
         Outage outage = this.outages.getObject();
         for (String bindingName : bindable.getInputs()) {
             boolean batch = checkBatchMode(definition, businessFunctions, bindingName, takesList);

@@ -207,6 +207,11 @@ final class MariaDbDialect implements Dialect {
     }
 
     @Override
+    public OutboxStatements outbox() {
+        return MariaDbOutbox.INSTANCE;
+    }
+
+    @Override
     public List<String> migrations(boolean partitioned) {
         return List.of("classpath:db/idempotency/mariadb");
     }
@@ -215,7 +220,6 @@ final class MariaDbDialect implements Dialect {
     public @Nullable String lacks(Feature feature) {
         return switch (feature) {
             case PARTITIONING -> "Partitioned retention (idempotency.partitioning.enabled) runs on PostgreSQL only";
-            case OUTBOX -> "The outbox runs on PostgreSQL only, in this version";
         };
     }
 

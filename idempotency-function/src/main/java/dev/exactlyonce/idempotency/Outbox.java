@@ -27,8 +27,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * the {@code @Transactional} method's. Outside a transaction on the service's DataSource it refuses: the row would
  * commit alone, whatever happened to the effect. A guarded {@code Function} returns its events instead.
  *
- * <p>The rows of a transaction are written together when it commits (its {@code beforeCommit}), in one statement that
- * first locks the transaction's keys, in a stable order, until the commit: two transactions that write events of one
+ * <p>The rows of a transaction are written together when it commits (its {@code beforeCommit}), after locking the
+ * transaction's keys, in a stable order, until the commit ({@link OutboxStatements#insert}): two transactions that write events of one
  * key take their positions in the order they commit; two that write the same keys in opposite orders cannot deadlock;
  * an inner transaction ({@code REQUIRES_NEW}) never waits for a lock its suspended outer transaction holds; and a
  * transaction of any number of keys takes at most {@value #KEY_LOCKS} locks. See {@code docs/outbox.md}.
@@ -38,31 +38,7 @@ public final class Outbox {
     /** The most key locks a transaction takes: keys share them, so that a batch of many keys cannot fill the lock table. */
     static final int KEY_LOCKS = 256;
 
-    /**
-     * Locks the rows' keys (as {@value #KEY_LOCKS} lock slots, in ascending order, before any row gets its position,
-     * until the commit), then inserts the rows in the order they were written. The relay publishes by position, so
-     * two transactions that write events of one key have them published in the order they committed.
-     */
-    private static final String INSERT = """
-            WITH key_locks AS MATERIALIZED (
-                SELECT count(pg_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox-key:' || current_schema()), slot))
-                FROM (SELECT DISTINCT hashtext(destination || ':' || key) & %d AS slot
-                      FROM unnest(?::text[], ?::text[]) AS written (destination, key)
-                      ORDER BY slot) AS slots)
-            INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload)
-            SELECT event.id, event.destination, event.key, event.name, event.payload::jsonb
-            FROM key_locks,
-                 unnest(?::uuid[], ?::text[], ?::text[], ?::text[], ?::text[])
-                     WITH ORDINALITY AS event (id, destination, key, name, payload, n)
-            ORDER BY event.n""".formatted(KEY_LOCKS - 1);
-
     private static final Logger logger = LoggerFactory.getLogger(Outbox.class);
-
-    private static final String REPUBLISH = """
-            UPDATE outbox_event
-            SET published_at = NULL, publishable_at = clock_timestamp(),
-                attempts = 0, next_attempt_at = NULL, last_error = NULL, parked_at = NULL
-            WHERE occurred_at >= ? AND occurred_at < ? AND published_at IS NOT NULL""";
 
     private final DataSource dataSource;
 
@@ -124,18 +100,13 @@ public final class Outbox {
      * @return how many events will be published again
      */
     public int republish(Instant from, Instant to) {
-        int rows = this.jdbc.update(REPUBLISH, Timestamp.from(from), Timestamp.from(to));
+        int rows = Dialect.of(this.dataSource).outbox().republish(this.jdbc, Timestamp.from(from), Timestamp.from(to));
         this.afterCommit.run();
         return rows;
     }
 
     /** Writes events for a destination in the transaction under way; returns their ids, in order. */
     List<UUID> write(String destination, List<OutgoingEvent> events) {
-        String lacked = Dialect.of(this.dataSource).lacks(Dialect.Feature.OUTBOX);
-        if (lacked != null) {
-            throw new IdempotencyException(lacked + ": the events of a service on "
-                    + Dialect.of(this.dataSource).product() + " cannot be written to an outbox yet");
-        }
         if (!TransactionSynchronizationManager.isActualTransactionActive()
                 || !TransactionSynchronizationManager.hasResource(this.dataSource)
                 // A transaction of another resource can leave a connection of the DataSource bound in auto-commit.
@@ -156,7 +127,7 @@ public final class Outbox {
         List<UUID> ids = new ArrayList<>(events.size());
         for (OutgoingEvent event : events) {
             UUID id = UuidV7.generate();
-            written.rows.add(new Row(
+            written.rows.add(new OutboxStatements.Row(
                     id,
                     destination,
                     event.key(),
@@ -167,28 +138,15 @@ public final class Outbox {
         return ids;
     }
 
-    /** A row to write. */
-    private record Row(UUID id, String destination, String key, String name, String payload) {}
-
-    /** Inserts the rows, their keys locked first. */
-    private void insert(List<Row> rows) {
-        String[] destinations = rows.stream().map(Row::destination).toArray(String[]::new);
-        String[] keys = rows.stream().map(Row::key).toArray(String[]::new);
-        this.jdbc.update(
-                INSERT,
-                destinations,
-                keys,
-                rows.stream().map(Row::id).toArray(UUID[]::new),
-                destinations,
-                keys,
-                rows.stream().map(Row::name).toArray(String[]::new),
-                rows.stream().map(Row::payload).toArray(String[]::new));
+    /** Inserts the rows, their keys locked first ({@link OutboxStatements#insert}). */
+    private void insert(List<OutboxStatements.Row> rows) {
+        Dialect.of(this.dataSource).outbox().insert(this.jdbc, rows);
     }
 
     /** The rows a transaction wrote: inserted as it commits, then counted, and the relay woken up. */
     private final class Written implements TransactionSynchronization {
 
-        private final List<Row> rows = new ArrayList<>();
+        private final List<OutboxStatements.Row> rows = new ArrayList<>();
 
         /** Whether the rows were inserted: the commit began. */
         private boolean inserted;

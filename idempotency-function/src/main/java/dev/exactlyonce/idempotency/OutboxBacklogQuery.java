@@ -14,30 +14,15 @@ import org.springframework.jdbc.core.JdbcTemplate;
 final class OutboxBacklogQuery {
 
     /** The keys of parked rows: their rows wait for an operator, and count as parked, not as lag. */
-    private static final String NOT_PARKED = """
-            (aggregatetype, aggregateid) NOT IN (
-                SELECT aggregatetype, aggregateid FROM outbox_event
-                WHERE published_at IS NULL AND attempts > 0 AND parked_at IS NOT NULL)""";
-
-    private static final String BACKLOG = """
-            SELECT count(*), count(*) FILTER (WHERE parked_at IS NOT NULL),
-                   min(publishable_at) FILTER (WHERE %1$s),
-                   coalesce(extract(epoch FROM clock_timestamp() - min(publishable_at) FILTER (WHERE %1$s)), 0)
-            FROM outbox_event WHERE published_at IS NULL""".formatted(NOT_PARKED);
-
     private final JdbcTemplate jdbc;
 
     OutboxBacklogQuery(DataSource dataSource) {
         this.jdbc = new JdbcTemplate(dataSource);
     }
 
-    /**
-     * Whether the schema the service's connections use holds the outbox table, on a database the outbox runs on (a
-     * table of that name on another is not the library's).
-     */
+    /** Whether the schema the service's connections use holds the outbox table. */
     static boolean tableExists(JdbcTemplate jdbc) {
-        DataSource dataSource = Objects.requireNonNull(jdbc.getDataSource());
-        return Dialect.of(dataSource).lacks(Dialect.Feature.OUTBOX) == null && TableName.exists(jdbc, "outbox_event");
+        return TableName.exists(jdbc, "outbox_event");
     }
 
     /** The backlog now, or {@code null} when the service's schema has no outbox table. */
@@ -46,7 +31,10 @@ final class OutboxBacklogQuery {
         if (!tableExists(this.jdbc)) {
             return null;
         }
-        return this.jdbc.queryForObject(BACKLOG, (row, index) -> {
+        String backlog = Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource()))
+                .outbox()
+                .backlog();
+        return this.jdbc.queryForObject(backlog, (row, index) -> {
             Timestamp oldest = row.getTimestamp(3);
             return new OutboxBacklog(
                     row.getLong(1),

@@ -1,6 +1,7 @@
 package dev.exactlyonce.idempotency;
 
 import java.sql.Timestamp;
+import java.util.Objects;
 import javax.sql.DataSource;
 import org.springframework.beans.factory.InitializingBean;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -13,9 +14,6 @@ import org.springframework.jdbc.core.JdbcTemplate;
  * not have published them yet.
  */
 final class OutboxPublishers implements InitializingBean {
-
-    private static final String REGISTER = """
-            INSERT INTO outbox_publisher (publisher) VALUES (?) ON CONFLICT DO NOTHING""";
 
     private static final String REGISTERED = """
             SELECT publisher, registered_at FROM outbox_publisher""";
@@ -45,7 +43,11 @@ final class OutboxPublishers implements InitializingBean {
                     "Create it as the library's schema-postgresql.sql does (the library's Flyway migrations do when"
                             + " the service migrates with Flyway)");
         }
-        this.jdbc.update(REGISTER, this.relayed ? RELAY : EXTERNAL);
+        this.jdbc.update(
+                Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource()))
+                        .outbox()
+                        .registerPublisher(),
+                this.relayed ? RELAY : EXTERNAL);
         this.jdbc.query(REGISTERED, row -> {
             boolean registeredRelay = RELAY.equals(row.getString(1));
             if (registeredRelay != this.relayed) {

@@ -20,6 +20,7 @@ import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionStatus;
+import org.springframework.transaction.support.DefaultTransactionDefinition;
 
 /**
  * Publishes the outbox's committed rows, then marks them published.
@@ -53,6 +54,13 @@ final class OutboxRelay implements SmartLifecycle {
 
     private static final Logger logger = LoggerFactory.getLogger(OutboxRelay.class);
 
+    /**
+     * A run's transaction reads committed rows as each statement starts: the rows it reads once it holds its partitions
+     * are those another relay left unpublished when it let them go. Under REPEATABLE READ (MariaDB's default) they
+     * would be as of the run's first read, before the other relay marked them, and go out twice.
+     */
+    private static final TransactionDefinition RUN = readCommitted();
+
     /** How long stopping waits for a run under way. */
     private static final Duration STOP_WAIT = Duration.ofSeconds(2);
 
@@ -69,58 +77,6 @@ final class OutboxRelay implements SmartLifecycle {
 
     /** The key partitions the relays of several instances share out, one run's worth at a time. */
     static final int PARTITIONS = 256;
-
-    private static final String PARTITION =
-            "(hashtext(aggregatetype || ':' || aggregateid) & " + (PARTITIONS - 1) + ")";
-
-    /** The keys held back: a row of theirs was refused and waits to be tried again, or was parked. */
-    private static final String NOT_HELD = """
-            (aggregatetype, aggregateid) NOT IN (
-                SELECT aggregatetype, aggregateid FROM outbox_event
-                WHERE published_at IS NULL AND attempts > 0 AND (parked_at IS NOT NULL OR next_attempt_at > now()))""";
-
-    private static final String CANDIDATES = """
-            SELECT %s, extract(epoch FROM clock_timestamp() - publishable_at)
-            FROM outbox_event WHERE published_at IS NULL AND %s ORDER BY position LIMIT ?""".formatted(PARTITION, NOT_HELD);
-
-    /**
-     * A run whose connection goes silent must not keep its partitions' locks until the server notices (its TCP
-     * keepalive, hours): the server ends a session idle that long inside the run's transaction.
-     */
-    private static final String IDLE_LIMIT = """
-            SELECT set_config('idle_in_transaction_session_timeout', ?, true)""";
-
-    private static final String LOCK = """
-            SELECT partition FROM unnest(?::int[]) AS partition
-            WHERE pg_try_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox:' || current_schema()), partition)""";
-
-    private static final String PENDING = """
-            SELECT id, aggregatetype, aggregateid, type, payload::text, occurred_at
-            FROM outbox_event WHERE published_at IS NULL AND %s = ANY (?) AND %s ORDER BY position LIMIT ?""".formatted(PARTITION, NOT_HELD);
-
-    private static final String MARK = """
-            UPDATE outbox_event SET published_at = now() WHERE id = ANY (?)""";
-
-    /** Counts the attempt of each refused row and holds its key back: 1 s, 2 s, 4 s, ... or parks it. */
-    private static final String REFUSED = """
-            UPDATE outbox_event
-            SET attempts = attempts + 1, last_error = refused.reason,
-                next_attempt_at = clock_timestamp() + make_interval(secs => least(power(2, least(attempts, 30)), %d)),
-                parked_at = CASE WHEN attempts + 1 >= ? THEN clock_timestamp() END
-            FROM unnest(?::uuid[], ?::text[]) AS refused (id, reason)
-            WHERE outbox_event.id = refused.id
-            RETURNING outbox_event.id, outbox_event.aggregateid, outbox_event.attempts, outbox_event.parked_at IS NOT NULL,
-                      extract(epoch FROM outbox_event.next_attempt_at - clock_timestamp())""".formatted(MAX_KEY_BACKOFF_SECONDS);
-
-    /**
-     * The rows parked, how soon a held key's back-off ends, and how long the oldest row of a held key that is not
-     * parked has waited (it counts in the lag: the relay still tries to publish it).
-     */
-    private static final String HELD = """
-            SELECT count(*) FILTER (WHERE parked_at IS NOT NULL),
-                   extract(epoch FROM min(next_attempt_at) FILTER (WHERE parked_at IS NULL) - clock_timestamp()),
-                   coalesce(extract(epoch FROM clock_timestamp() - min(publishable_at) FILTER (WHERE parked_at IS NULL)), 0)
-            FROM outbox_event WHERE published_at IS NULL AND attempts > 0""";
 
     /**
      * What a run did.
@@ -160,7 +116,11 @@ final class OutboxRelay implements SmartLifecycle {
     private final int maxAttempts;
 
     /** {@code idle_in_transaction_session_timeout} of a run: longer than its wait for confirms. */
-    private final String idleLimit;
+    /**
+     * A run whose connection goes silent must not keep its partitions' locks until the server notices (its TCP
+     * keepalive, hours): the server ends a session idle that long inside the run's transaction.
+     */
+    private final Duration idleLimit;
 
     private final Duration pollInterval;
 
@@ -188,10 +148,16 @@ final class OutboxRelay implements SmartLifecycle {
         this.destination = destination;
         this.batchSize = properties.batchSize();
         this.maxAttempts = properties.maxAttempts();
-        this.idleLimit = properties.confirmTimeout().plusSeconds(30).toMillis() + "ms";
+        this.idleLimit = properties.confirmTimeout().plusSeconds(30);
         this.pollInterval = properties.pollInterval();
         this.linger = properties.linger();
         this.metrics = metrics;
+    }
+
+    private static TransactionDefinition readCommitted() {
+        DefaultTransactionDefinition definition = new DefaultTransactionDefinition();
+        definition.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+        return definition;
     }
 
     /** Runs the relay soon: a transaction that wrote rows committed. */
@@ -203,10 +169,10 @@ final class OutboxRelay implements SmartLifecycle {
 
     /** Publishes one batch of unpublished rows now, of the partitions no other instance is publishing. */
     Run publishPending() {
-        TransactionStatus transaction = this.transactions.getTransaction(TransactionDefinition.withDefaults());
+        TransactionStatus transaction = this.transactions.getTransaction(RUN);
         Run run;
         try {
-            this.jdbc.queryForObject(IDLE_LIMIT, String.class, this.idleLimit);
+            sql().limitIdleTime(this.jdbc, this.idleLimit);
             Candidates candidates = candidates();
             Run batch = publishBatch(candidates.partitions());
             // Read once the run's refusals are counted: the parked rows it set aside count, and their back-off.
@@ -243,27 +209,17 @@ final class OutboxRelay implements SmartLifecycle {
         if (partitions.isEmpty()) {
             return Run.idle(true, false);
         }
-        List<Integer> locked = this.jdbc.queryForList(LOCK, Integer.class, (Object) partitions.toArray(Integer[]::new));
+        List<Integer> locked = sql().lockPartitions(this.jdbc, partitions);
         if (locked.isEmpty()) {
             return Run.idle(false, true);
         }
-        List<OutboxPublisher.Row> rows = this.jdbc.query(
-                PENDING,
-                (row, index) -> new OutboxPublisher.Row(
-                        row.getObject(1, UUID.class),
-                        row.getString(2),
-                        row.getString(3),
-                        row.getString(4),
-                        row.getString(5),
-                        row.getTimestamp(6).toInstant()),
-                locked.toArray(Integer[]::new),
-                this.batchSize);
+        List<OutboxPublisher.Row> rows = sql().pending(this.jdbc, locked, this.batchSize);
         OutboxPublisher.Published published = this.publisher.publish(rows);
         // Counted as they went out: a run whose mark then fails published them all the same (and its next run
         // publishes them again, counted again).
         this.metrics.outboxPublished(published.confirmed().size());
         if (!published.confirmed().isEmpty()) {
-            this.jdbc.update(MARK, (Object) published.confirmed().toArray(UUID[]::new));
+            sql().markPublished(this.jdbc, published.confirmed());
         }
         if (!published.refused().isEmpty()) {
             holdBack(published.refused());
@@ -283,7 +239,7 @@ final class OutboxRelay implements SmartLifecycle {
      * whichever waited longer); returns how soon a held key's back-off ends.
      */
     private @Nullable Duration readHeld(double candidatesLag) {
-        return this.jdbc.queryForObject(HELD, (row, index) -> {
+        return this.jdbc.queryForObject(sql().held(), (row, index) -> {
             this.metrics.outboxParked(row.getLong(1));
             double seconds = row.getDouble(2);
             Duration nextAttempt = row.wasNull() ? null : Duration.ofMillis(Math.max(0, (long) (seconds * 1000)));
@@ -297,13 +253,10 @@ final class OutboxRelay implements SmartLifecycle {
     private Candidates candidates() {
         Set<Integer> partitions = new LinkedHashSet<>();
         double[] lag = {0};
-        this.jdbc.query(
-                CANDIDATES,
-                row -> {
-                    partitions.add(row.getInt(1));
-                    lag[0] = Math.max(lag[0], row.getDouble(2));
-                },
-                this.batchSize);
+        sql().candidates(this.jdbc, this.batchSize, row -> {
+            partitions.add(row.getInt(1));
+            lag[0] = Math.max(lag[0], row.getDouble(2));
+        });
         return new Candidates(new ArrayList<>(partitions), lag[0]);
     }
 
@@ -311,34 +264,29 @@ final class OutboxRelay implements SmartLifecycle {
 
     /** Counts the refused rows' attempts and holds their keys back, or parks them. */
     private void holdBack(List<OutboxPublisher.Refusal> refusals) {
-        this.jdbc.query(
-                REFUSED,
-                row -> {
-                    Duration retry = Duration.ofMillis((long) (row.getDouble(5) * 1000));
-                    if (row.getBoolean(4)) {
-                        logger.warn(
-                                "Outbox event {} (key {}) was refused {} time(s) and is parked: its key's later events"
-                                        + " wait until it is released or skipped (the outbox endpoint, or the infra"
-                                        + " command outbox-parked). Last refusal: {}",
-                                row.getObject(1),
-                                row.getString(2),
-                                row.getInt(3),
-                                reasonOf(refusals, row.getObject(1, UUID.class)));
-                    } else {
-                        logger.warn(
-                                "Outbox event {} (key {}) was refused (attempt {} of {}); its key's later events wait,"
-                                        + " and it is tried again in {}: {}",
-                                row.getObject(1),
-                                row.getString(2),
-                                row.getInt(3),
-                                this.maxAttempts,
-                                retry,
-                                reasonOf(refusals, row.getObject(1, UUID.class)));
-                    }
-                },
-                this.maxAttempts,
-                refusals.stream().map(refusal -> refusal.row().id()).toArray(UUID[]::new),
-                refusals.stream().map(OutboxPublisher.Refusal::reason).toArray(String[]::new));
+        sql().holdBack(this.jdbc, refusals, this.maxAttempts, MAX_KEY_BACKOFF_SECONDS, row -> {
+            Duration retry = Duration.ofMillis((long) (row.getDouble(5) * 1000));
+            if (row.getBoolean(4)) {
+                logger.warn(
+                        "Outbox event {} (key {}) was refused {} time(s) and is parked: its key's later events"
+                                + " wait until it is released or skipped (the outbox endpoint, or the infra"
+                                + " command outbox-parked). Last refusal: {}",
+                        row.getObject(1),
+                        row.getString(2),
+                        row.getInt(3),
+                        reasonOf(refusals, row.getObject(1, UUID.class)));
+            } else {
+                logger.warn(
+                        "Outbox event {} (key {}) was refused (attempt {} of {}); its key's later events wait,"
+                                + " and it is tried again in {}: {}",
+                        row.getObject(1),
+                        row.getString(2),
+                        row.getInt(3),
+                        this.maxAttempts,
+                        retry,
+                        reasonOf(refusals, row.getObject(1, UUID.class)));
+            }
+        });
     }
 
     private static String reasonOf(List<OutboxPublisher.Refusal> refusals, UUID id) {
@@ -446,11 +394,6 @@ final class OutboxRelay implements SmartLifecycle {
 
     @Override
     public synchronized void start() {
-        String lacked = lacks();
-        if (lacked != null) {
-            logger.info("{}: the outbox relay is off", lacked);
-            return;
-        }
         if (!tableExists()) {
             logger.info("No outbox_event table in the service's schema: the outbox relay is off. Create it from the"
                     + " library's schema-postgresql.sql (or let the library migrate it with Flyway) to emit events");
@@ -469,13 +412,9 @@ final class OutboxRelay implements SmartLifecycle {
                 this.pollInterval);
     }
 
-    /** What the database lacks of the outbox; nothing known when it cannot say (the runs then report it). */
-    private @Nullable String lacks() {
-        try {
-            return Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource())).lacks(Dialect.Feature.OUTBOX);
-        } catch (RuntimeException ex) {
-            return null;
-        }
+    /** The outbox's statements on the service's database. */
+    private OutboxStatements sql() {
+        return Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource())).outbox();
     }
 
     /** Whether the table exists; assumed so when the database cannot say (the runs then report what is wrong). */

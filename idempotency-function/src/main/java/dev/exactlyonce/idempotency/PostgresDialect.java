@@ -149,6 +149,11 @@ final class PostgresDialect implements Dialect {
     }
 
     @Override
+    public OutboxStatements outbox() {
+        return PostgresOutbox.INSTANCE;
+    }
+
+    @Override
     public List<String> migrations(boolean partitioned) {
         return List.of(
                 partitioned ? "classpath:db/idempotency/postgresql-partitioned" : "classpath:db/idempotency/postgresql",

@@ -48,7 +48,7 @@ import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.boot.health.contributor.Status;
-import org.springframework.boot.jdbc.autoconfigure.DataSourceProperties;
+import org.springframework.boot.jdbc.autoconfigure.JdbcConnectionDetails;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.cloud.stream.binder.BinderFactory;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
@@ -290,7 +290,7 @@ class OutboxOnRabbitIT {
     BindingServiceProperties bindings;
 
     @Autowired
-    DataSourceProperties dataSourceProperties;
+    JdbcConnectionDetails connectionDetails;
 
     @BeforeEach
     void publishWhatIsLeftAndDrain() {
@@ -546,11 +546,7 @@ class OutboxOnRabbitIT {
                 () -> this.transactions.execute(status -> this.outbox.emit(AUDITED, "one-key", Map.of("n", 2))));
         await().atMost(Duration.ofSeconds(10))
                 .alias("the second writer of the key waits on the first's lock")
-                .until(() -> this.jdbcTemplate.queryForObject(
-                                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                                        + " AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
-                                Integer.class)
-                        == 1);
+                .until(() -> writersWaitingForALock() == 1);
         assertThat(second)
                 .as("the second writer of the key waits for the first to end")
                 .isNotDone();
@@ -748,7 +744,7 @@ class OutboxOnRabbitIT {
     void theLagCountsFromTheCommitAndARepublicationNotFromWhenTheTransactionBegan() {
         this.transactions.executeWithoutResult(status -> {
             this.outbox.emit(AUDITED, "slow-transaction", Map.of("n", 1));
-            this.jdbcTemplate.execute("SELECT pg_sleep(3)");
+            sleep(3);
         });
         awaitEmitted(1);
         assertThat(lag())
@@ -757,7 +753,7 @@ class OutboxOnRabbitIT {
 
         UUID old = this.transactions.execute(status -> this.outbox.emit(AUDITED, "written-long-ago", Map.of("n", 2)));
         awaitEmitted(1);
-        this.jdbcTemplate.update("UPDATE outbox_event SET occurred_at = now() - interval '2 days' WHERE id = ?", old);
+        backdate(old, 2);
         this.outbox.republish(
                 Instant.now().minus(Duration.ofDays(3)), Instant.now().minus(Duration.ofDays(1)));
         awaitEmitted(1);
@@ -776,9 +772,9 @@ class OutboxOnRabbitIT {
                 "held",
                 AUDITED);
         try (HikariDataSource otherInstance = new HikariDataSource()) {
-            otherInstance.setJdbcUrl(this.dataSourceProperties.getUrl());
-            otherInstance.setUsername(this.dataSourceProperties.getUsername());
-            otherInstance.setPassword(this.dataSourceProperties.getPassword());
+            otherInstance.setJdbcUrl(this.connectionDetails.getJdbcUrl());
+            otherInstance.setUsername(this.connectionDetails.getUsername());
+            otherInstance.setPassword(this.connectionDetails.getPassword());
             OutboxRelay other = otherInstancesRelay(otherInstance);
             CountDownLatch locked = new CountDownLatch(1);
             CountDownLatch unlock = new CountDownLatch(1);
@@ -867,6 +863,26 @@ class OutboxOnRabbitIT {
     }
 
     /** Waits until the test lets the transaction commit. */
+    /** How many transactions wait, now, for a lock another holds (on PostgreSQL, an advisory lock: a key's). */
+    int writersWaitingForALock() {
+        Integer waiting = this.jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                        + " AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
+                Integer.class);
+        return waiting != null ? waiting : 0;
+    }
+
+    /** Sleeps that long on the database, in the transaction under way. */
+    void sleep(int seconds) {
+        this.jdbcTemplate.execute("SELECT pg_sleep(" + seconds + ")");
+    }
+
+    /** Makes the row as written that many days ago. */
+    void backdate(UUID id, int days) {
+        this.jdbcTemplate.update(
+                "UPDATE outbox_event SET occurred_at = now() - make_interval(days => ?) WHERE id = ?", days, id);
+    }
+
     private static void release(CountDownLatch latch) {
         try {
             if (!latch.await(30, TimeUnit.SECONDS)) {
