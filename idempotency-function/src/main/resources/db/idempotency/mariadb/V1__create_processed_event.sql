@@ -6,6 +6,6 @@ CREATE TABLE ${table} (
     event_name   VARCHAR(255) NOT NULL DEFAULT '',
     processed_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     claim_token  BIGINT       NOT NULL DEFAULT 0,
-    CONSTRAINT ${table}_pkey PRIMARY KEY (event_id, scope, event_name),
+    PRIMARY KEY (event_id, scope, event_name),
     INDEX ${table}_processed_at_idx (processed_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;

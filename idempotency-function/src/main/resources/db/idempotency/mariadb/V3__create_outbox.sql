@@ -14,7 +14,7 @@ CREATE TABLE IF NOT EXISTS outbox_event (
     next_attempt_at TIMESTAMP(6) NULL DEFAULT NULL,
     last_error      TEXT         NULL,
     parked_at       TIMESTAMP(6) NULL DEFAULT NULL,
-    CONSTRAINT outbox_event_pkey PRIMARY KEY (id),
+    PRIMARY KEY (id),
     UNIQUE KEY outbox_event_position_key (position),
     INDEX outbox_event_unpublished_idx (published_at, position),
     INDEX outbox_event_held_idx (aggregatetype, aggregateid, published_at, attempts)
@@ -26,14 +26,14 @@ CREATE TABLE IF NOT EXISTS outbox_event (
 -- has no lock a transaction releases other than a row's: one row per slot, and per partition.
 CREATE TABLE IF NOT EXISTS outbox_key_lock (
     slot SMALLINT NOT NULL,
-    CONSTRAINT outbox_key_lock_pkey PRIMARY KEY (slot)
+    PRIMARY KEY (slot)
 ) ENGINE = InnoDB;
 
 INSERT INTO outbox_key_lock (slot) SELECT seq FROM seq_0_to_255 ON DUPLICATE KEY UPDATE slot = VALUES(slot);
 
 CREATE TABLE IF NOT EXISTS outbox_relay_lock (
     partition_no SMALLINT NOT NULL,
-    CONSTRAINT outbox_relay_lock_pkey PRIMARY KEY (partition_no)
+    PRIMARY KEY (partition_no)
 ) ENGINE = InnoDB;
 
 INSERT INTO outbox_relay_lock (partition_no) SELECT seq FROM seq_0_to_255
@@ -44,7 +44,7 @@ CREATE TABLE IF NOT EXISTS outbox_publisher (
     publisher     VARCHAR(16)  NOT NULL,
     registered_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     single        BOOLEAN      NOT NULL DEFAULT TRUE,
-    CONSTRAINT outbox_publisher_pkey PRIMARY KEY (single),
+    PRIMARY KEY (single),
     CONSTRAINT outbox_publisher_single CHECK (single),
     CONSTRAINT outbox_publisher_publisher CHECK (publisher IN ('relay', 'external'))
 ) ENGINE = InnoDB;

@@ -1,7 +1,8 @@
--- The tables the idempotency guard records processed event ids in, on MariaDB 10.7 or later (the UUID type, INSERT
--- ... RETURNING). Services that migrate with Flyway (and flyway-mysql) get them from the library
+-- The library's tables on MariaDB 10.7 or later (the UUID type, INSERT ... RETURNING): the processed event ids, their
+-- scopes, and the outbox. Services that migrate with Flyway (and flyway-mysql) get them from the library
 -- (idempotency.migrate-with-flyway); others run this script with their own tool, renaming the tables if
--- idempotency.table-name says so (processed_event and processed_event_scope become <table> and <table>_scope).
+-- idempotency.table-name says so (processed_event and processed_event_scope become <table> and <table>_scope; the
+-- outbox's tables keep their names).
 --
 -- One row per event id this service processed, written in the transaction of the business effect. scope is '' when
 -- the key is the event id alone (the default, idempotency.key-scope=service), or the function's name when each
@@ -16,7 +17,7 @@ CREATE TABLE processed_event (
     event_name   VARCHAR(255) NOT NULL DEFAULT '',
     processed_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     claim_token  BIGINT       NOT NULL DEFAULT 0,
-    CONSTRAINT processed_event_pkey PRIMARY KEY (event_id, scope, event_name),
+    PRIMARY KEY (event_id, scope, event_name),
     INDEX processed_event_processed_at_idx (processed_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
 
@@ -25,7 +26,7 @@ CREATE TABLE processed_event_scope (
     scope         VARCHAR(255) NOT NULL,
     registered_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     copied_to     TEXT,
-    CONSTRAINT processed_event_scope_pkey PRIMARY KEY (scope)
+    PRIMARY KEY (scope)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
 
 -- The outbox: the events a guarded function returned, or the service emitted with Outbox.emit, written in the
@@ -44,7 +45,7 @@ CREATE TABLE IF NOT EXISTS outbox_event (
     next_attempt_at TIMESTAMP(6) NULL DEFAULT NULL,
     last_error      TEXT         NULL,
     parked_at       TIMESTAMP(6) NULL DEFAULT NULL,
-    CONSTRAINT outbox_event_pkey PRIMARY KEY (id),
+    PRIMARY KEY (id),
     UNIQUE KEY outbox_event_position_key (position),
     INDEX outbox_event_unpublished_idx (published_at, position),
     INDEX outbox_event_held_idx (aggregatetype, aggregateid, published_at, attempts)
@@ -56,14 +57,14 @@ CREATE TABLE IF NOT EXISTS outbox_event (
 -- has no lock a transaction releases other than a row's: one row per slot, and per partition.
 CREATE TABLE IF NOT EXISTS outbox_key_lock (
     slot SMALLINT NOT NULL,
-    CONSTRAINT outbox_key_lock_pkey PRIMARY KEY (slot)
+    PRIMARY KEY (slot)
 ) ENGINE = InnoDB;
 
 INSERT INTO outbox_key_lock (slot) SELECT seq FROM seq_0_to_255 ON DUPLICATE KEY UPDATE slot = VALUES(slot);
 
 CREATE TABLE IF NOT EXISTS outbox_relay_lock (
     partition_no SMALLINT NOT NULL,
-    CONSTRAINT outbox_relay_lock_pkey PRIMARY KEY (partition_no)
+    PRIMARY KEY (partition_no)
 ) ENGINE = InnoDB;
 
 INSERT INTO outbox_relay_lock (partition_no) SELECT seq FROM seq_0_to_255
@@ -74,7 +75,7 @@ CREATE TABLE IF NOT EXISTS outbox_publisher (
     publisher     VARCHAR(16)  NOT NULL,
     registered_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     single        BOOLEAN      NOT NULL DEFAULT TRUE,
-    CONSTRAINT outbox_publisher_pkey PRIMARY KEY (single),
+    PRIMARY KEY (single),
     CONSTRAINT outbox_publisher_single CHECK (single),
     CONSTRAINT outbox_publisher_publisher CHECK (publisher IN ('relay', 'external'))
 ) ENGINE = InnoDB;

@@ -76,7 +76,7 @@ public final class Infra {
                   message-ceiling, sql-effect, sql-claim), and the ratios between them. The SQL-only rows
                   run the effect's insert, with and without the guard's claim, straight on JDBC. --database
                   mariadb runs on MariaDB (MARIADB_HOST, default 127.0.0.1:3306, MARIADB_USER root) instead of
-                  PostgreSQL (PGHOST), without the scenarios of the outbox and of the peer.
+                  PostgreSQL (PGHOST), without the peer's scenario.
 
               bench-outbox [--events <n>] [--rate <r>] [--seconds <s>] [--rounds <k>] [--scenarios <id>,...]
                   The outbox relay, with publisher confirms: events/s while a backlog of <n> events (default

@@ -54,6 +54,6 @@ public sealed interface BenchDatabase permits PostgresServer, MariaDbServer {
     /** Runs the claim of the event, prepared from {@link #claim()}. */
     void claim(PreparedStatement claim, UUID eventId, String eventName) throws SQLException;
 
-    /** The scenarios that need what this database lacks (the outbox, the peer's schema), with why. */
+    /** The scenarios that need what is not set up on this database (the peer's schema), with why. */
     Map<String, String> unsupported();
 }
