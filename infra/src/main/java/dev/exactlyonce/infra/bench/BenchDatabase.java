@@ -45,7 +45,7 @@ public sealed interface BenchDatabase permits PostgresServer, MariaDbServer {
     /** The table the handlers write their effect to. */
     String effectTable();
 
-    /** Empties the tables between scenarios. */
+    /** Empties the tables between scenarios (who publishes the outbox too: a scenario runs without the relay). */
     List<String> emptyTables();
 
     /** The guard's claim, as the library runs it. */

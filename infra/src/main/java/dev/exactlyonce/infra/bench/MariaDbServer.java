@@ -75,7 +75,11 @@ public record MariaDbServer(String host, int port, String user, String password)
 
     @Override
     public List<String> emptyTables() {
-        return List.of("TRUNCATE effect", "TRUNCATE processed_event", "DELETE FROM outbox_event");
+        return List.of(
+                "TRUNCATE effect",
+                "TRUNCATE processed_event",
+                "DELETE FROM outbox_event",
+                "DELETE FROM outbox_publisher");
     }
 
     // The guard's claim on MariaDB, as it runs it: the row's token read back.

@@ -59,7 +59,7 @@ public record PostgresServer(String host, int port, String user, String password
 
     @Override
     public List<String> emptyTables() {
-        return List.of("TRUNCATE effect, processed_event, int_metadata_store, outbox_event");
+        return List.of("TRUNCATE effect, processed_event, int_metadata_store, outbox_event, outbox_publisher");
     }
 
     // The guard's claim, as it runs it (its look for a claim of an earlier version included).
