@@ -4,6 +4,7 @@ import java.util.function.Consumer;
 import org.springframework.boot.SpringApplication;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.context.annotation.Bean;
+import org.springframework.jdbc.core.ConnectionCallback;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
@@ -18,6 +19,12 @@ public class ShippingServiceApplication {
             INSERT INTO order_status (order_id, status, version) VALUES (?, ?, ?)
             ON CONFLICT (order_id) DO UPDATE SET status = EXCLUDED.status, version = EXCLUDED.version
             WHERE order_status.version < EXCLUDED.version""";
+
+    /** The same on MariaDB: the status first, while version is still the stored one, then the newer version. */
+    private static final String UPSERT_MARIADB = """
+            INSERT INTO order_status (order_id, status, version) VALUES (?, ?, ?)
+            ON DUPLICATE KEY UPDATE status = IF(VALUES(version) > version, VALUES(status), status),
+                                    version = GREATEST(version, VALUES(version))""";
 
     private static final String STOCK_RESERVED = """
             INSERT INTO order_stock (order_id, reservations) VALUES (?, ?)""";
@@ -37,9 +44,13 @@ public class ShippingServiceApplication {
      */
     @Bean
     Consumer<ShippingEvent> trackOrderStatus(JdbcTemplate jdbcTemplate) {
+        String upsert = Boolean.TRUE.equals(jdbcTemplate.execute((ConnectionCallback<Boolean>)
+                        connection -> "MariaDB".equals(connection.getMetaData().getDatabaseProductName())))
+                ? UPSERT_MARIADB
+                : UPSERT;
         return event -> {
             if (event instanceof OrderEvent order) {
-                jdbcTemplate.update(UPSERT, order.orderId(), order.status().name(), order.version());
+                jdbcTemplate.update(upsert, order.orderId(), order.status().name(), order.version());
             } else if (event instanceof ShippingEvent.StockReservedV1 reserved) {
                 jdbcTemplate.update(STOCK_RESERVED, reserved.orderId(), reserved.reservations());
             }
