@@ -7,7 +7,7 @@ CREATE TABLE invoice (
     created_at TIMESTAMP(6)   NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     PRIMARY KEY (id),
     CONSTRAINT invoice_order_id_key UNIQUE (order_id)
-);
+) DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
 
 CREATE TABLE payment (
     invoice_id         UUID           NOT NULL,
@@ -20,4 +20,4 @@ CREATE TABLE payment (
     PRIMARY KEY (invoice_id),
     CONSTRAINT payment_invoice_fkey FOREIGN KEY (invoice_id) REFERENCES invoice (id),
     CONSTRAINT payment_idempotency_key_key UNIQUE (idempotency_key)
-);
+) DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;

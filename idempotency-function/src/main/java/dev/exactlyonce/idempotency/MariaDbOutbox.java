@@ -27,6 +27,8 @@ final class MariaDbOutbox implements OutboxStatements {
 
     static final MariaDbOutbox INSTANCE = new MariaDbOutbox();
 
+    private static final int ROWS_PER_INSERT = 1_000;
+
     private static final String LOCK_KEYS = """
             SELECT slot FROM outbox_key_lock WHERE slot IN (%s) ORDER BY slot FOR UPDATE""";
 
@@ -37,7 +39,7 @@ final class MariaDbOutbox implements OutboxStatements {
             UPDATE outbox_event
             SET published_at = NULL, publishable_at = NOW(6),
                 attempts = 0, next_attempt_at = NULL, last_error = NULL, parked_at = NULL
-            WHERE occurred_at >= FROM_UNIXTIME(?) AND occurred_at < FROM_UNIXTIME(?) AND published_at IS NOT NULL""";
+            WHERE UNIX_TIMESTAMP(occurred_at) >= ? AND UNIX_TIMESTAMP(occurred_at) < ? AND published_at IS NOT NULL""";
 
     private static final String PARTITION =
             "(CRC32(CONCAT(aggregatetype, ':', aggregateid)) & " + (OutboxRelay.PARTITIONS - 1) + ")";
@@ -105,27 +107,37 @@ final class MariaDbOutbox implements OutboxStatements {
 
     private MariaDbOutbox() {}
 
+    /**
+     * Locks the keys' slots, then inserts the rows in their order, {@value #ROWS_PER_INSERT} per statement (a
+     * transaction's rows, however many, stay within the server's packet and placeholder limits).
+     */
     @Override
     public void insert(JdbcTemplate jdbc, List<Row> rows) {
+        if (rows.isEmpty()) {
+            return;
+        }
         TreeSet<Integer> slots = new TreeSet<>();
         rows.forEach(row -> slots.add(slot(row.destination() + ':' + row.key())));
         jdbc.query(LOCK_KEYS.formatted(placeholders(slots.size())), result -> {}, slots.toArray());
-        jdbc.update(connection -> {
-            PreparedStatement statement = connection.prepareStatement(
-                    INSERT + String.join(", ", Collections.nCopies(rows.size(), "(?, ?, ?, ?, ?)")));
-            int parameter = 1;
-            for (Row row : rows) {
-                statement.setString(parameter++, row.id().toString());
-                statement.setString(parameter++, row.destination());
-                statement.setString(parameter++, row.key());
-                statement.setString(parameter++, row.name());
-                statement.setString(parameter++, row.payload());
-            }
-            return statement;
-        });
+        for (int from = 0; from < rows.size(); from += ROWS_PER_INSERT) {
+            List<Row> chunk = rows.subList(from, Math.min(rows.size(), from + ROWS_PER_INSERT));
+            jdbc.update(connection -> {
+                PreparedStatement statement = connection.prepareStatement(
+                        INSERT + String.join(", ", Collections.nCopies(chunk.size(), "(?, ?, ?, ?, ?)")));
+                int parameter = 1;
+                for (Row row : chunk) {
+                    statement.setString(parameter++, row.id().toString());
+                    statement.setString(parameter++, row.destination());
+                    statement.setString(parameter++, row.key());
+                    statement.setString(parameter++, row.name());
+                    statement.setString(parameter++, row.payload());
+                }
+                return statement;
+            });
+        }
     }
 
-    /** The key's lock slot: its CRC-32, as MariaDB's {@code CRC32()} computes it, modulo the slots. */
+    /** The key's lock slot: its CRC-32 modulo the slots (any hash every writer computes alike would do). */
     private static int slot(String key) {
         CRC32 crc = new CRC32();
         crc.update(key.getBytes(StandardCharsets.UTF_8));

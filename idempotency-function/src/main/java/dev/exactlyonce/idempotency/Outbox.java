@@ -161,10 +161,9 @@ public final class Outbox {
 
         @Override
         public void savepointRollback(Object savepoint) {
-            Integer written = this.savepoints.get(savepoint);
-            if (written != null) {
-                this.rows.subList(written, this.rows.size()).clear();
-            }
+            // A savepoint set before the first emit of the transaction is unknown here: every row came after it.
+            int written = this.savepoints.getOrDefault(savepoint, 0);
+            this.rows.subList(written, this.rows.size()).clear();
         }
 
         @Override

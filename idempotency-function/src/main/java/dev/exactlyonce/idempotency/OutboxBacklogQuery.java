@@ -13,7 +13,6 @@ import org.springframework.jdbc.core.JdbcTemplate;
  */
 final class OutboxBacklogQuery {
 
-    /** The keys of parked rows: their rows wait for an operator, and count as parked, not as lag. */
     private final JdbcTemplate jdbc;
 
     OutboxBacklogQuery(DataSource dataSource) {

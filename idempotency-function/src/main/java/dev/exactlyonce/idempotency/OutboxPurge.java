@@ -16,10 +16,6 @@ final class OutboxPurge {
 
     private static final Logger logger = LoggerFactory.getLogger(OutboxPurge.class);
 
-    /**
-     * The age is checked again on the row deleted: a row that {@code Outbox.republish} marked unpublished while the
-     * delete waited for it is left, since PostgreSQL re-checks only the outer condition on a row updated meanwhile.
-     */
     private final SessionLock lock;
 
     private final Duration retention;

@@ -30,9 +30,10 @@ import org.springframework.transaction.support.DefaultTransactionDefinition;
  * <ol>
  *   <li>reads which of {@value #PARTITIONS} key partitions the oldest publishable rows are in, leaving out the keys
  *       held back (a row of theirs refused and waiting to be tried again, or parked);
- *   <li>locks those partitions it can (transaction-level advisory locks, tried, never waited for): the relays of
- *       several instances run at once, each on partitions of its own, so no row is published by two at once and the
- *       events of a key leave in order (the locks go with the transaction: an instance that dies never keeps them);
+ *   <li>locks those partitions it can (transaction-level advisory locks on PostgreSQL, rows of
+ *       {@code outbox_relay_lock} on MariaDB; tried, never waited for): the relays of several instances run at once,
+ *       each on partitions of its own, so no row is published by two at once and the events of a key leave in order
+ *       (the locks go with the transaction: an instance that dies never keeps them);
  *   <li>reads the oldest unpublished rows of its partitions, by the order they were written, up to
  *       {@code batch-size}. It selects by {@code published_at IS NULL}, never by a position past the last one
  *       published: a transaction that wrote a row before another but commits after it is published by the next run,
@@ -115,10 +116,10 @@ final class OutboxRelay implements SmartLifecycle {
 
     private final int maxAttempts;
 
-    /** {@code idle_in_transaction_session_timeout} of a run: longer than its wait for confirms. */
     /**
      * A run whose connection goes silent must not keep its partitions' locks until the server notices (its TCP
-     * keepalive, hours): the server ends a session idle that long inside the run's transaction.
+     * keepalive, hours): the server ends a session idle that long inside the run's transaction, longer than its wait
+     * for confirms (PostgreSQL's {@code idle_in_transaction_session_timeout}; MariaDB has none for a transaction).
      */
     private final Duration idleLimit;
 
@@ -396,7 +397,8 @@ final class OutboxRelay implements SmartLifecycle {
     public synchronized void start() {
         if (!tableExists()) {
             logger.info("No outbox_event table in the service's schema: the outbox relay is off. Create it from the"
-                    + " library's schema-postgresql.sql (or let the library migrate it with Flyway) to emit events");
+                    + " library's schema-postgresql.sql or schema-mariadb.sql (or let the library migrate it with Flyway)"
+                    + " to emit events");
             return;
         }
         this.publisher.check(this.destination);

@@ -77,6 +77,7 @@ final class PostgresOutbox implements OutboxStatements {
                    coalesce(extract(epoch FROM clock_timestamp() - min(publishable_at) FILTER (WHERE parked_at IS NULL)), 0)
             FROM outbox_event WHERE published_at IS NULL AND attempts > 0""";
 
+    /** The keys of parked rows: their rows wait for an operator, and count as parked, not as lag. */
     private static final String NOT_PARKED = """
             (aggregatetype, aggregateid) NOT IN (
                 SELECT aggregatetype, aggregateid FROM outbox_event
@@ -88,6 +89,10 @@ final class PostgresOutbox implements OutboxStatements {
                    coalesce(extract(epoch FROM clock_timestamp() - min(publishable_at) FILTER (WHERE %1$s)), 0)
             FROM outbox_event WHERE published_at IS NULL""".formatted(NOT_PARKED);
 
+    /**
+     * The age is checked again on the row deleted: a row that {@code Outbox.republish} marked unpublished while the
+     * delete waited for it is left, since PostgreSQL re-checks only the outer condition on a row updated meanwhile.
+     */
     private static final String DELETE_PUBLISHED = """
             DELETE FROM outbox_event WHERE id IN (
                 SELECT id FROM outbox_event

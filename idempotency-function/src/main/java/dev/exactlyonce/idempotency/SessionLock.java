@@ -50,6 +50,11 @@ final class SessionLock {
     private <T> Optional<T> run(boolean wait, Function<JdbcTemplate, T> work) throws SQLException {
         try (Connection connection = this.dataSource.getConnection()) {
             connection.setAutoCommit(true);
+            // Each statement sees what is committed as it starts and locks only the rows it changes: under REPEATABLE
+            // READ (MariaDB's default) a purge's DELETE also locks the gap after the rows it deletes, where the
+            // outbox's writers insert.
+            int isolation = connection.getTransactionIsolation();
+            connection.setTransactionIsolation(Connection.TRANSACTION_READ_COMMITTED);
             JdbcTemplate jdbc = new JdbcTemplate(new SingleConnectionDataSource(connection, true));
             Dialect dialect = dialect();
             if (!dialect.lock(jdbc, this.name, this.tableName, wait)) {
@@ -59,6 +64,7 @@ final class SessionLock {
                 return Optional.of(work.apply(jdbc));
             } finally {
                 dialect.unlock(jdbc, this.name, this.tableName);
+                connection.setTransactionIsolation(isolation);
             }
         }
     }

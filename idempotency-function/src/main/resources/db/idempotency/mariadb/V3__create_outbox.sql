@@ -17,6 +17,7 @@ CREATE TABLE IF NOT EXISTS outbox_event (
     PRIMARY KEY (id),
     UNIQUE KEY outbox_event_position_key (position),
     INDEX outbox_event_unpublished_idx (published_at, position),
+    INDEX outbox_event_occurred_at_idx (occurred_at),
     INDEX outbox_event_held_idx (aggregatetype, aggregateid, published_at, attempts)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
 

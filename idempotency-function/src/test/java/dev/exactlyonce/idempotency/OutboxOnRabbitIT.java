@@ -696,6 +696,26 @@ class OutboxOnRabbitIT {
                 .isZero();
     }
 
+    /** The same when the nested transaction emits the transaction's first event: its savepoint came before it. */
+    @Test
+    void theFirstEventsOfATransactionEmittedInANestedTransactionRolledBackAreNotPublished() {
+        TransactionTemplate nested = new TransactionTemplate(this.transactions.getTransactionManager());
+        nested.setPropagationBehavior(TransactionDefinition.PROPAGATION_NESTED);
+
+        UUID kept = this.transactions.execute(outer -> {
+            nested.executeWithoutResult(status -> {
+                this.outbox.emit(AUDITED, "first-and-rolled-back", Map.of("n", 1));
+                status.setRollbackOnly();
+            });
+            return this.outbox.emit(AUDITED, "emitted-after", Map.of("n", 2));
+        });
+
+        assertThat(eventIds(awaitEmitted(1))).containsExactly(kept);
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT count(*) FROM outbox_event WHERE aggregateid = 'first-and-rolled-back'", Integer.class))
+                .isZero();
+    }
+
     @Test
     void twoTransactionsEmittingTwoKeysInOppositeOrdersBothCommit() throws Exception {
         CountDownLatch firstEmittedA = new CountDownLatch(1);
@@ -732,9 +752,7 @@ class OutboxOnRabbitIT {
             TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
                 @Override
                 public void beforeCommit(boolean readOnly) {
-                    locksAtCommit[0] = jdbcTemplate.queryForObject(
-                            "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'",
-                            Integer.class);
+                    locksAtCommit[0] = keyLocksHeld();
                 }
             });
             return ids;
@@ -742,7 +760,7 @@ class OutboxOnRabbitIT {
 
         assertThat(written).hasSize(10_000).doesNotHaveDuplicates();
         assertThat(locksAtCommit[0])
-                .as("the advisory locks the transaction holds as it commits, one per key at most")
+                .as("the key locks the transaction holds as it commits, one per lock slot at most")
                 .isBetween(1, Outbox.KEY_LOCKS);
         await().atMost(Duration.ofSeconds(120)).until(() -> unpublished() == 0);
         rabbit.purge(EMITTED);
@@ -870,7 +888,6 @@ class OutboxOnRabbitIT {
                 .toList();
     }
 
-    /** Waits until the test lets the transaction commit. */
     /** How many transactions wait, now, for a lock another holds (on PostgreSQL, an advisory lock: a key's). */
     int writersWaitingForALock() {
         Integer waiting = this.jdbcTemplate.queryForObject(
@@ -878,6 +895,13 @@ class OutboxOnRabbitIT {
                         + " AND wait_event_type = 'Lock' AND wait_event = 'advisory'",
                 Integer.class);
         return waiting != null ? waiting : 0;
+    }
+
+    /** How many key locks the transaction under way holds (on PostgreSQL, advisory locks). */
+    int keyLocksHeld() {
+        Integer held = this.jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'advisory'", Integer.class);
+        return held != null ? held : 0;
     }
 
     /** Sleeps that long on the database, in the transaction under way. */
@@ -891,6 +915,7 @@ class OutboxOnRabbitIT {
                 "UPDATE outbox_event SET occurred_at = now() - make_interval(days => ?) WHERE id = ?", days, id);
     }
 
+    /** Waits until the test lets the transaction commit. */
     private static void release(CountDownLatch latch) {
         try {
             if (!latch.await(30, TimeUnit.SECONDS)) {

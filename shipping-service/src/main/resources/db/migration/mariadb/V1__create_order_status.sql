@@ -5,4 +5,4 @@ CREATE TABLE order_status (
     version    BIGINT       NOT NULL,
     updated_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     PRIMARY KEY (order_id)
-);
+) DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;

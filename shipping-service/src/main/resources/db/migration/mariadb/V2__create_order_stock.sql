@@ -4,7 +4,7 @@ CREATE TABLE order_stock (
     reservations INT          NOT NULL,
     reserved_at  TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     INDEX order_stock_order_id_idx (order_id)
-);
+) DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
 
 CREATE VIEW order_ready AS
 SELECT s.order_id

@@ -7,4 +7,4 @@ CREATE TABLE reservation (
     created_at TIMESTAMP(6)   NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     PRIMARY KEY (id),
     INDEX reservation_order_id_idx (order_id)
-);
+) DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
