@@ -80,7 +80,8 @@ final class MariaDbOutbox implements OutboxStatements {
 
     private static final String HELD = """
             SELECT COALESCE(SUM(parked_at IS NOT NULL), 0),
-                   TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(CASE WHEN parked_at IS NULL THEN next_attempt_at END)) / 1000000,
+                   TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(CASE WHEN parked_at IS NULL THEN next_attempt_at END))
+                       / 1000000,
                    COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN parked_at IS NULL THEN publishable_at END), NOW(6))
                             / 1000000, 0)
             FROM outbox_event WHERE published_at IS NULL AND attempts > 0""";
@@ -93,7 +94,8 @@ final class MariaDbOutbox implements OutboxStatements {
     private static final String BACKLOG = """
             SELECT COUNT(*), COALESCE(SUM(parked_at IS NOT NULL), 0),
                    MIN(CASE WHEN %1$s THEN publishable_at END),
-                   COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN %1$s THEN publishable_at END), NOW(6)) / 1000000, 0)
+                   COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN %1$s THEN publishable_at END), NOW(6))
+                            / 1000000, 0)
             FROM outbox_event WHERE published_at IS NULL""".formatted(NOT_PARKED);
 
     private static final String DELETE_PUBLISHED = """

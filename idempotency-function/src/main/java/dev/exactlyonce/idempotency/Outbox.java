@@ -28,10 +28,11 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * commit alone, whatever happened to the effect. A guarded {@code Function} returns its events instead.
  *
  * <p>The rows of a transaction are written together when it commits (its {@code beforeCommit}), after locking the
- * transaction's keys, in a stable order, until the commit ({@link OutboxStatements#insert}): two transactions that write events of one
- * key take their positions in the order they commit; two that write the same keys in opposite orders cannot deadlock;
- * an inner transaction ({@code REQUIRES_NEW}) never waits for a lock its suspended outer transaction holds; and a
- * transaction of any number of keys takes at most {@value #KEY_LOCKS} locks. See {@code docs/outbox.md}.
+ * transaction's keys, in a stable order, until the commit ({@link OutboxStatements#insert}): two transactions that
+ * write events of one key take their positions in the order they commit; two that write the same keys in opposite
+ * orders cannot deadlock; an inner transaction ({@code REQUIRES_NEW}) never waits for a lock its suspended outer
+ * transaction holds; and a transaction of any number of keys takes at most {@value #KEY_LOCKS} locks. See
+ * {@code docs/outbox.md}.
  */
 public final class Outbox {
 

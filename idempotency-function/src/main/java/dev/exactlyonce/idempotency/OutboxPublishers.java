@@ -40,8 +40,8 @@ final class OutboxPublishers implements InitializingBean {
             throw new StartupRefusal(
                     "The schema has an outbox_event table but no outbox_publisher table, where the instances of the"
                             + " service record who publishes the outbox (the library's relay, or another process)",
-                    "Create it as the library's schema-postgresql.sql (or schema-mariadb.sql) does (the library's Flyway"
-                            + " migrations do when the service migrates with Flyway)");
+                    "Create it as the library's schema-postgresql.sql (or schema-mariadb.sql) does (the library's"
+                            + " Flyway migrations do when the service migrates with Flyway)");
         }
         this.jdbc.update(
                 Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource()))

@@ -397,8 +397,8 @@ final class OutboxRelay implements SmartLifecycle {
     public synchronized void start() {
         if (!tableExists()) {
             logger.info("No outbox_event table in the service's schema: the outbox relay is off. Create it from the"
-                    + " library's schema-postgresql.sql or schema-mariadb.sql (or let the library migrate it with Flyway)"
-                    + " to emit events");
+                    + " library's schema-postgresql.sql or schema-mariadb.sql (or let the library migrate it with"
+                    + " Flyway) to emit events");
             return;
         }
         this.publisher.check(this.destination);
