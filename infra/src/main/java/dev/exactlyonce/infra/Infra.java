@@ -32,13 +32,16 @@ public final class Infra {
             Usage: java -jar infra/target/infra-*.jar <command> [arguments]
 
             Commands:
-              demo [--orders <n>] [--database-outage <s>]
+              demo [--orders <n>] [--database-outage <s>] [--database postgresql|mariadb]
                   The main job: runs the three services, the payment provider and the order service on
-                  PostgreSQL and RabbitMQ (localhost, or infra/compose.yaml when Docker is there), fires all
-                  three sources of duplicates (relay republish, broker redelivery, replay) over <n> orders
-                  (default 200), and reports what each service made of them. Exit status 0: exactly once.
-                  --database-outage takes PostgreSQL away from the services for <s> seconds in the middle of
-                  the stream (the replay is published meanwhile) and says how soon they resumed.
+                  PostgreSQL (or MariaDB: --database mariadb) and RabbitMQ (localhost, or infra/compose.yaml
+                  when Docker is there), fires all three sources of duplicates (relay republish, broker
+                  redelivery, replay) over <n> orders (default 200), and reports what each service made of
+                  them. Exit status 0: exactly once. --database-outage takes the database away from the
+                  services for <s> seconds in the middle of the stream (the replay is published meanwhile) and
+                  says how soon they resumed. The database server is PGHOST, PGPORT, PGUSER, PGPASSWORD
+                  (default 127.0.0.1:5432, postgres), or MARIADB_HOST, MARIADB_PORT, MARIADB_USER,
+                  MARIADB_PASSWORD (default 127.0.0.1:3306, root).
 
               replay-dead-letters <queue> [--event-id <uuid>]... [--dry-run]
                   Move the dead letters of <queue>.dlq back to <queue>: all of them, or those of the given
@@ -221,9 +224,10 @@ public final class Infra {
     }
 
     private static int demo(String[] args, PrintStream out) throws Exception {
-        Map<String, String> options = options(args, "--orders", "--database-outage");
+        Map<String, String> options = options(args, "--orders", "--database-outage", "--database");
         return new Demo(out, System.getenv())
                 .run(
+                        options.getOrDefault("--database", "postgresql"),
                         Integer.parseInt(options.getOrDefault("--orders", "200")),
                         Duration.ofSeconds(Long.parseLong(options.getOrDefault("--database-outage", "0"))));
     }

@@ -8,49 +8,65 @@ import dev.exactlyonce.infra.shop.ShopDatabases;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.sql.Statement;
+import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
 
 /**
  * The shop's databases on a real PostgreSQL: a service migrates as its database's owner and works as a role that may
  * read and write the tables, and nothing more, so that a compromised service cannot drop or alter its tables, nor
- * open another service's database.
+ * open another service's database. {@code ShopDatabasesOnMariaDbIT} runs the same on MariaDB.
  */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class ShopDatabasesIT {
 
-    private static final ShopDatabases databases = new ShopDatabases(
-            TestPostgres.server().host(),
-            TestPostgres.server().port(),
-            TestPostgres.server().username(),
-            TestPostgres.server().password(),
-            "_db" + Integer.toHexString(ThreadLocalRandom.current().nextInt(0x1000, 0x10000)));
+    private ShopDatabases databases;
 
-    @BeforeAll
-    static void recreate() throws Exception {
-        databases.recreate();
+    /** The database server the shop's databases are made on. */
+    ShopDatabases.Server server() {
+        TestPostgres postgres = TestPostgres.server();
+        return new ShopDatabases.Server(
+                "postgresql", postgres.host(), postgres.port(), postgres.username(), postgres.password());
     }
 
-    /** What the service's migrations do, as the owner: a table, with a sequence. */
+    /** What the service's migrations do, as the owner: a table with a generated key. */
+    String createTable() {
+        return "CREATE TABLE IF NOT EXISTS reservation (id bigserial PRIMARY KEY, quantity int NOT NULL)";
+    }
+
+    /** The SQLSTATEs of a statement refused for want of a privilege (or of a table the role cannot see). */
+    List<String> refused() {
+        return List.of("42501", "42P01");
+    }
+
+    @BeforeAll
+    void recreate() throws Exception {
+        this.databases = ShopDatabases.on(
+                server(),
+                "_db" + Integer.toHexString(ThreadLocalRandom.current().nextInt(0x1000, 0x10000)));
+        this.databases.recreate();
+    }
+
     @BeforeEach
     void migrate() throws Exception {
-        try (Connection owner = databases.connectAs("stock", "stock");
+        try (Connection owner = this.databases.connectAs("stock", "stock");
                 Statement statement = owner.createStatement()) {
-            statement.execute(
-                    "CREATE TABLE IF NOT EXISTS reservation (id bigserial PRIMARY KEY, quantity int NOT NULL)");
+            statement.execute(createTable());
         }
     }
 
     @AfterAll
-    static void drop() throws Exception {
-        databases.drop();
+    void drop() throws Exception {
+        this.databases.drop();
     }
 
     @Test
     void theRoleAServiceWorksAsReadsAndWritesItsTables() throws Exception {
-        try (Connection app = databases.connect(databases.appRole("stock"), "stock");
+        try (Connection app = this.databases.connect(this.databases.appRole("stock"), "stock");
                 Statement statement = app.createStatement()) {
             statement.execute("INSERT INTO reservation (quantity) VALUES (1)");
             statement.execute("UPDATE reservation SET quantity = 2");
@@ -70,12 +86,12 @@ class ShopDatabasesIT {
             "TRUNCATE reservation",
             "CREATE TABLE stolen (id int)"
         }) {
-            try (Connection app = databases.connect(databases.appRole("stock"), "stock");
+            try (Connection app = this.databases.connect(this.databases.appRole("stock"), "stock");
                     Statement statement = app.createStatement()) {
                 assertThatExceptionOfType(SQLException.class)
                         .as(ddl)
                         .isThrownBy(() -> statement.execute(ddl))
-                        .satisfies(ex -> assertThat(ex.getSQLState()).isIn("42501", "42P01"));
+                        .satisfies(ex -> assertThat(ex.getSQLState()).isIn(refused()));
             }
         }
     }
@@ -83,7 +99,8 @@ class ShopDatabasesIT {
     @Test
     void theRoleAServiceWorksAsCannotOpenAnotherServicesDatabase() {
         assertThatExceptionOfType(SQLException.class)
-                .isThrownBy(() ->
-                        databases.connect(databases.appRole("stock"), "billing").close());
+                .isThrownBy(() -> this.databases
+                        .connect(this.databases.appRole("stock"), "billing")
+                        .close());
     }
 }

@@ -6,6 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
 import dev.exactlyonce.infra.shop.Report;
+import dev.exactlyonce.infra.shop.ShopDatabases;
 import dev.exactlyonce.infra.shop.ShopScenario;
 import java.nio.file.Path;
 import java.sql.Connection;
@@ -14,6 +15,7 @@ import java.util.concurrent.ThreadLocalRandom;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestInstance;
 
 /**
  * The three services run together from their jars on real RabbitMQ and PostgreSQL while every ordinary source of
@@ -21,25 +23,34 @@ import org.junit.jupiter.api.Test;
  * connection drops once, a period is replayed), stock is killed with {@code kill -9} while its outbox holds committed
  * events not yet published, and billing is killed and started again: every event is applied exactly once, across both
  * hops (order service to stock, stock to shipping through stock's outbox), nothing is lost, the queues drain, nothing
- * is dead-lettered.
+ * is dead-lettered. {@code ThreeSourcesOfDuplicatesOnMariaDbIT} runs the same on MariaDB.
  */
+@TestInstance(TestInstance.Lifecycle.PER_CLASS)
 class ThreeSourcesOfDuplicatesIT {
 
     private static final int ORDERS = 200;
 
-    private static ShopScenario shop;
+    private ShopScenario shop;
+
+    /** The database server the shop runs on. */
+    ShopDatabases.Server database() {
+        TestPostgres postgres = TestPostgres.server();
+        return new ShopDatabases.Server(
+                "postgresql", postgres.host(), postgres.port(), postgres.username(), postgres.password());
+    }
+
+    /** What the server says when a role opens a database it may not. */
+    String accessDenied() {
+        return "permission denied for database";
+    }
 
     @BeforeAll
-    static void start() throws Exception {
-        TestPostgres postgres = TestPostgres.server();
+    void start() throws Exception {
         TestRabbit rabbit = TestRabbit.broker();
         String run = "_it" + Integer.toHexString(ThreadLocalRandom.current().nextInt(0x1000, 0x10000));
-        shop = new ShopScenario(
+        this.shop = new ShopScenario(
                         new ShopScenario.Settings(
-                                postgres.host(),
-                                postgres.port(),
-                                postgres.username(),
-                                postgres.password(),
+                                database(),
                                 rabbit.host(),
                                 rabbit.port(),
                                 "guest",
@@ -49,21 +60,21 @@ class ThreeSourcesOfDuplicatesIT {
                                 Path.of("target", "shop" + run)),
                         System.out::println)
                 .start();
-        shop.brokerNames().forEach(rabbit::deleteAtExit);
+        this.shop.brokerNames().forEach(rabbit::deleteAtExit);
     }
 
     @AfterAll
-    static void stop() throws Exception {
-        shop.close();
-        shop.databases().drop();
-        shop.dropBrokerUsers();
+    void stop() throws Exception {
+        this.shop.close();
+        this.shop.databases().drop();
+        this.shop.dropBrokerUsers();
     }
 
     @Test
     void everyEventIsAppliedExactlyOnceWhateverTheCopiesAndTheCrash() throws Exception {
-        shop.run(ORDERS, () -> shop.killAndRestart("billing-service"));
+        this.shop.run(ORDERS, () -> this.shop.killAndRestart("billing-service"));
 
-        Report report = shop.report();
+        Report report = this.shop.report();
         report.print(System.out);
         assertThat(report.services())
                 .allSatisfy(service ->
@@ -83,15 +94,16 @@ class ThreeSourcesOfDuplicatesIT {
 
     @Test
     void aServiceRoleCannotReachAnotherServicesDatabase() throws SQLException {
-        try (Connection own = shop.databases().connectAs("stock", "stock")) {
+        try (Connection own = this.shop.databases().connectAs("stock", "stock")) {
             assertThat(own.isValid(2)).isTrue();
         }
         assertThatExceptionOfType(SQLException.class)
-                .isThrownBy(
-                        () -> shop.databases().connectAs("stock", "shipping").close())
-                .withMessageContaining("permission denied for database");
+                .isThrownBy(() ->
+                        this.shop.databases().connectAs("stock", "shipping").close())
+                .withMessageContaining(accessDenied());
         assertThatExceptionOfType(SQLException.class)
-                .isThrownBy(() -> shop.databases().connectAs("billing", "stock").close())
-                .withMessageContaining("permission denied for database");
+                .isThrownBy(() ->
+                        this.shop.databases().connectAs("billing", "stock").close())
+                .withMessageContaining(accessDenied());
     }
 }

@@ -8,12 +8,14 @@ import java.net.Socket;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The main job: finds PostgreSQL and RabbitMQ on localhost (or starts {@code infra/compose.yaml} when a Docker engine is
- * there), makes the shop's databases and roles, runs the three services, the payment provider and the order service,
+ * The main job: finds PostgreSQL (or MariaDB) and RabbitMQ on localhost (or starts {@code infra/compose.yaml} when a
+ * Docker engine is there), makes the shop's databases and roles, runs the three services, the payment provider and the order service,
  * fires all three sources of duplicates, and prints what each service made of them.
  */
 public final class Demo {
@@ -27,60 +29,61 @@ public final class Demo {
         this.env = env;
     }
 
-    /** Runs the demo; returns the exit status: 0 when every service applied every event exactly once. */
-    public int run(int orders) throws Exception {
-        return run(orders, Duration.ZERO);
-    }
-
     /**
-     * Runs the demo with, in the middle of the stream of events, PostgreSQL taken away from the services for
-     * {@code databaseOutage} (none when zero).
+     * Runs the demo; returns the exit status: 0 when every service applied every event exactly once.
+     *
+     * @param product the database server the shop runs on: {@code postgresql} or {@code mariadb}
+     * @param orders how many orders are placed
+     * @param databaseOutage how long the database is taken away from the services in the middle of the stream of
+     *     events (none when zero)
      */
-    public int run(int orders, Duration databaseOutage) throws Exception {
+    public int run(String product, int orders, Duration databaseOutage) throws Exception {
         this.out.println("Exactly-once effects on at-least-once delivery: the shop, with every ordinary source of"
                 + " duplicates firing");
-        String pgHost = this.env.getOrDefault("PGHOST", "127.0.0.1");
-        int pgPort = Integer.parseInt(this.env.getOrDefault("PGPORT", "5432"));
+        ShopDatabases.Server database = ShopDatabases.Server.fromEnvironment(product, this.env);
         String rabbitHost = this.env.getOrDefault("RABBITMQ_HOST", "127.0.0.1");
         int rabbitPort = Integer.parseInt(this.env.getOrDefault("RABBITMQ_PORT", "5672"));
-        String pgUser = this.env.getOrDefault("PGUSER", "postgres");
-        String pgPassword = this.env.getOrDefault("PGPASSWORD", "");
         String rabbitUser = this.env.getOrDefault("RABBITMQ_USERNAME", "guest");
         String rabbitPassword = this.env.getOrDefault("RABBITMQ_PASSWORD", "guest");
-        if (!answers(pgHost, pgPort) || !answers(rabbitHost, rabbitPort)) {
+        if (!answers(database.host(), database.port()) || !answers(rabbitHost, rabbitPort)) {
+            boolean mariaDb = product.equals("mariadb");
             if (!dockerAvailable()) {
                 this.out.printf(
-                        ("Nothing to run on: %s. Start PostgreSQL (port %d, a superuser such as postgres) and"
-                                + " RabbitMQ (port %d, guest/guest) on localhost, or a Docker engine so that the demo"
-                                + " starts infra/compose.yaml. Other hosts: PGHOST, PGPORT, PGUSER, PGPASSWORD,"
-                                + " RABBITMQ_HOST, RABBITMQ_PORT.%n"),
-                        describeMissing(pgHost, pgPort, rabbitHost, rabbitPort),
-                        pgPort,
-                        rabbitPort);
+                        ("Nothing to run on: %s. Start %s (port %d, %s) and RabbitMQ (port %d, guest/guest) on"
+                                + " localhost, or a Docker engine so that the demo starts infra/compose.yaml. Other"
+                                + " hosts: %s, RABBITMQ_HOST, RABBITMQ_PORT.%n"),
+                        describeMissing(database, rabbitHost, rabbitPort),
+                        database.displayName(),
+                        database.port(),
+                        mariaDb
+                                ? "a user that may create users and databases, such as root"
+                                : "a superuser such as postgres",
+                        rabbitPort,
+                        mariaDb
+                                ? "MARIADB_HOST, MARIADB_PORT, MARIADB_USER, MARIADB_PASSWORD"
+                                : "PGHOST, PGPORT, PGUSER, PGPASSWORD");
                 return 2;
             }
-            this.out.println("No PostgreSQL or RabbitMQ on localhost: starting them with infra/compose.yaml");
-            compose();
-            pgPassword = this.env.getOrDefault("PGPASSWORD", "postgres");
+            this.out.printf(
+                    "No %s or RabbitMQ on localhost: starting them with infra/compose.yaml%n", database.displayName());
+            compose(product);
+            // infra/compose.yaml's administrators.
+            database = mariaDb
+                    ? database.as(
+                            this.env.getOrDefault("MARIADB_USER", "root"),
+                            this.env.getOrDefault("MARIADB_PASSWORD", "mariadb"))
+                    : database.as(database.adminUser(), this.env.getOrDefault("PGPASSWORD", "postgres"));
             // infra/rabbitmq/definitions.json: the broker's administrator, which no service uses.
             rabbitUser = this.env.getOrDefault("RABBITMQ_USERNAME", "admin");
             rabbitPassword = this.env.getOrDefault("RABBITMQ_PASSWORD", "admin");
         }
-        this.out.printf("PostgreSQL %s:%d (as %s), RabbitMQ %s:%d%n", pgHost, pgPort, pgUser, rabbitHost, rabbitPort);
+        this.out.printf(
+                "%s %s:%d (as %s), RabbitMQ %s:%d%n",
+                database.displayName(), database.host(), database.port(), database.adminUser(), rabbitHost, rabbitPort);
         Path logs = Path.of("infra", "target", "demo");
         Files.createDirectories(logs);
         ShopScenario.Settings settings = new ShopScenario.Settings(
-                pgHost,
-                pgPort,
-                pgUser,
-                pgPassword,
-                rabbitHost,
-                rabbitPort,
-                rabbitUser,
-                rabbitPassword,
-                Path.of("."),
-                "",
-                logs);
+                database, rabbitHost, rabbitPort, rabbitUser, rabbitPassword, Path.of("."), "", logs);
         try (ShopScenario shop = new ShopScenario(settings, this.out::println)) {
             Runtime.getRuntime().addShutdownHook(new Thread(shop::close, "demo-stop"));
             shop.start();
@@ -95,10 +98,11 @@ public final class Demo {
         }
     }
 
-    private String describeMissing(String pgHost, int pgPort, String rabbitHost, int rabbitPort) {
+    private String describeMissing(ShopDatabases.Server database, String rabbitHost, int rabbitPort) {
         StringBuilder missing = new StringBuilder();
-        if (!answers(pgHost, pgPort)) {
-            missing.append("no PostgreSQL answers on %s:%d".formatted(pgHost, pgPort));
+        if (!answers(database.host(), database.port())) {
+            missing.append(
+                    "no %s answers on %s:%d".formatted(database.displayName(), database.host(), database.port()));
         }
         if (!answers(rabbitHost, rabbitPort)) {
             missing.append(missing.isEmpty() ? "" : ", ")
@@ -131,12 +135,16 @@ public final class Demo {
         }
     }
 
-    private void compose() throws IOException, InterruptedException {
-        Process compose = new ProcessBuilder("docker", "compose", "-f", "infra/compose.yaml", "up", "-d", "--wait")
-                .inheritIO()
-                .start();
+    /** Starts the compose file's services, MariaDB's too (its profile) when the shop runs on MariaDB. */
+    private void compose(String product) throws IOException, InterruptedException {
+        List<String> command = new ArrayList<>(List.of("docker", "compose", "-f", "infra/compose.yaml"));
+        if (product.equals("mariadb")) {
+            command.addAll(List.of("--profile", "mariadb"));
+        }
+        command.addAll(List.of("up", "-d", "--wait"));
+        Process compose = new ProcessBuilder(command).inheritIO().start();
         if (compose.waitFor() != 0) {
-            throw new IllegalStateException("docker compose -f infra/compose.yaml up failed; see its output above");
+            throw new IllegalStateException(String.join(" ", command) + " failed; see its output above");
         }
     }
 }

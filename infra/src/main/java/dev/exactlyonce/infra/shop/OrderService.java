@@ -74,15 +74,15 @@ public final class OrderService implements AutoCloseable {
     /**
      * Starts the order service on an empty database, which it gives its tables and the library's.
      *
+     * @param schema the scripts of those tables, in the database's SQL ({@code spring.sql.init.schema-locations})
      * @param properties its settings ({@code name=value}): the database, the broker and its user, the outbox's
      *     destination
      * @param seed what the orders are drawn from
      */
-    public static OrderService start(List<String> properties, long seed) {
+    public static OrderService start(String schema, List<String> properties, long seed) {
         List<String> arguments = new ArrayList<>(List.of(
                 "spring.sql.init.mode=always",
-                "spring.sql.init.schema-locations=classpath:dev/exactlyonce/idempotency/schema-postgresql.sql,"
-                        + "classpath:dev/exactlyonce/infra/shop/orders.sql",
+                "spring.sql.init.schema-locations=" + schema,
                 // It binds no function: the relay's output is its only binding.
                 "spring.cloud.stream.function.autodetect=false",
                 "spring.application.name=order-service"));
@@ -129,10 +129,10 @@ public final class OrderService implements AutoCloseable {
             for (int line = 0; line < lines.size(); line++) {
                 this.jdbc.update(
                         "INSERT INTO order_line (order_id, line, product_id, quantity, unit_price)"
-                                + " VALUES (?, ?, ?::uuid, ?, ?)",
+                                + " VALUES (?, ?, ?, ?, ?)",
                         orderId,
                         line + 1,
-                        lines.get(line).get("productId"),
+                        UUID.fromString((String) lines.get(line).get("productId")),
                         new BigDecimal((String) lines.get(line).get("quantity")),
                         new BigDecimal((String) lines.get(line).get("unitPrice")));
             }
@@ -147,8 +147,9 @@ public final class OrderService implements AutoCloseable {
      */
     public void advance(UUID orderId) {
         this.transactions.executeWithoutResult(status -> {
-            long version = this.jdbc.queryForObject(
-                    "UPDATE orders SET version = version + 1 WHERE id = ? RETURNING version", Long.class, orderId);
+            // The row stays locked from the update to the commit: the version read is this transaction's.
+            this.jdbc.update("UPDATE orders SET version = version + 1 WHERE id = ?", orderId);
+            long version = this.jdbc.queryForObject("SELECT version FROM orders WHERE id = ?", Long.class, orderId);
             String next = STATUSES[(int) Math.min(version - 2, STATUSES.length - 1)];
             this.jdbc.update("UPDATE orders SET status = ? WHERE id = ?", next, orderId);
             this.outbox.emit(

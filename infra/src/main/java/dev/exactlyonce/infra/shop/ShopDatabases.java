@@ -3,120 +3,126 @@ package dev.exactlyonce.infra.shop;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
-import java.sql.Statement;
 import java.util.List;
+import java.util.Map;
 
 /**
- * The shop's databases on a PostgreSQL server: one per service (and one for the order service), each owned by a role
- * of its own that no other role can connect to ({@code CONNECT} revoked from {@code PUBLIC}), so a service cannot
- * read another's tables. A service migrates as the owner ({@code spring.flyway.user}) and works as a second role,
- * {@code <service>_app}, that may read and write the tables the owner creates and nothing more (no {@code CREATE} on
- * the schema, no ownership): a compromised service cannot drop or alter its tables. Made from scratch on every
- * {@link #recreate()}: earlier data is dropped.
+ * The shop's databases on one server (PostgreSQL or MariaDB): one per service (and one for the order service), each
+ * owned by a role of its own that no other role can reach, so a service cannot read another's tables. A service
+ * migrates as the owner ({@code spring.flyway.user}) and works as a second role, {@code <service>_app}, that may read
+ * and write the tables the owner creates and nothing more (no {@code CREATE}, no {@code ALTER}, no {@code DROP}): a
+ * compromised service cannot drop or alter its tables. Made from scratch on every {@link #recreate()}: earlier data is
+ * dropped. Passwords are the roles' names: the shop is a demonstration and a test, never a deployment.
  */
-public final class ShopDatabases {
+public abstract sealed class ShopDatabases permits PostgresShopDatabases, MariaDbShopDatabases {
 
     /** The services' databases and roles, and the order service's. */
     public static final List<String> NAMES = List.of("stock", "shipping", "billing", "orders");
 
-    /** A login role whose password is its name, unless it exists. */
-    private static final String CREATE_ROLE = """
-            DO $$ BEGIN
-                IF NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '%1$s') THEN
-                    CREATE ROLE %1$s LOGIN PASSWORD '%1$s';
-                END IF;
-            END $$""";
+    /**
+     * A database server for the shop.
+     *
+     * @param product {@code postgresql} or {@code mariadb}
+     * @param host the server
+     * @param port its port
+     * @param adminUser a user that may create users and databases
+     * @param adminPassword its password
+     */
+    public record Server(String product, String host, int port, String adminUser, String adminPassword) {
 
-    private final String adminUrl;
+        /** The products the shop runs on, as {@code --database} names them. */
+        public static final List<String> PRODUCTS = List.of("postgresql", "mariadb");
 
-    private final String adminUser;
+        public Server {
+            if (!PRODUCTS.contains(product)) {
+                throw new IllegalArgumentException(
+                        "Unknown database '%s'; the shop runs on %s".formatted(product, String.join(" or ", PRODUCTS)));
+            }
+        }
 
-    private final String adminPassword;
+        /**
+         * The server the environment names: {@code PGHOST}, {@code PGPORT}, {@code PGUSER}, {@code PGPASSWORD} for
+         * PostgreSQL (default {@code 127.0.0.1:5432}, {@code postgres}), {@code MARIADB_HOST}, {@code MARIADB_PORT},
+         * {@code MARIADB_USER}, {@code MARIADB_PASSWORD} for MariaDB (default {@code 127.0.0.1:3306}, {@code root}).
+         */
+        public static Server fromEnvironment(String product, Map<String, String> env) {
+            return product.equals("mariadb")
+                    ? new Server(
+                            product,
+                            env.getOrDefault("MARIADB_HOST", "127.0.0.1"),
+                            Integer.parseInt(env.getOrDefault("MARIADB_PORT", "3306")),
+                            env.getOrDefault("MARIADB_USER", "root"),
+                            env.getOrDefault("MARIADB_PASSWORD", ""))
+                    : new Server(
+                            product,
+                            env.getOrDefault("PGHOST", "127.0.0.1"),
+                            Integer.parseInt(env.getOrDefault("PGPORT", "5432")),
+                            env.getOrDefault("PGUSER", "postgres"),
+                            env.getOrDefault("PGPASSWORD", ""));
+        }
 
-    private final String host;
+        /** The same server as another administrator. */
+        public Server as(String user, String password) {
+            return new Server(this.product, this.host, this.port, user, password);
+        }
 
-    private final int port;
+        /** Its name for people: PostgreSQL or MariaDB. */
+        public String displayName() {
+            return this.product.equals("mariadb") ? "MariaDB" : "PostgreSQL";
+        }
+    }
+
+    final Server server;
 
     private final String suffix;
 
-    /**
-     * @param host the server
-     * @param port its port
-     * @param adminUser a role that may create roles and databases
-     * @param adminPassword its password
-     * @param suffix appended to every database and role name ({@code ""} for the demo; a run id in tests)
-     */
-    public ShopDatabases(String host, int port, String adminUser, String adminPassword, String suffix) {
-        this.host = host;
-        this.port = port;
-        this.adminUrl = url("postgres");
-        this.adminUser = adminUser;
-        this.adminPassword = adminPassword;
+    ShopDatabases(Server server, String suffix) {
+        this.server = server;
         this.suffix = suffix;
     }
 
-    /** Drops and creates the databases and their roles. */
-    public void recreate() throws SQLException {
-        try (Connection connection = DriverManager.getConnection(this.adminUrl, this.adminUser, this.adminPassword);
-                Statement statement = connection.createStatement()) {
-            for (String name : NAMES) {
-                String owner = name(name);
-                statement.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)".formatted(owner));
-                statement.execute(CREATE_ROLE.formatted(owner));
-                statement.execute("CREATE DATABASE %1$s OWNER %1$s".formatted(owner));
-                statement.execute("REVOKE CONNECT, TEMPORARY ON DATABASE %s FROM PUBLIC".formatted(owner));
-                if (!name.equals("orders")) {
-                    createAppRole(statement, name);
-                }
-            }
-        }
+    /**
+     * The shop's databases on a server.
+     *
+     * @param suffix appended to every database and role name ({@code ""} for the demo; a run id in tests)
+     */
+    public static ShopDatabases on(Server server, String suffix) {
+        return server.product().equals("mariadb")
+                ? new MariaDbShopDatabases(server, suffix)
+                : new PostgresShopDatabases(server, suffix);
     }
 
-    /**
-     * The role the service works as: it may connect, and read and write (never create, alter or drop) the tables and
-     * use the sequences its owner creates in {@code public}, now and later (default privileges).
-     */
-    private void createAppRole(Statement statement, String service) throws SQLException {
-        String owner = name(service);
-        String app = appRole(service);
-        statement.execute(CREATE_ROLE.formatted(app));
-        statement.execute("GRANT CONNECT ON DATABASE %s TO %s".formatted(owner, app));
-        try (Connection database = DriverManager.getConnection(url(owner), this.adminUser, this.adminPassword);
-                Statement grants = database.createStatement()) {
-            // PostgreSQL 15 no longer lets PUBLIC create in public, and gives the schema to the database's owner;
-            // earlier versions do both the other way.
-            grants.execute("ALTER SCHEMA public OWNER TO " + owner);
-            grants.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC");
-            grants.execute("GRANT USAGE ON SCHEMA public TO " + app);
-            grants.execute(("ALTER DEFAULT PRIVILEGES FOR ROLE %s IN SCHEMA public"
-                            + " GRANT SELECT, INSERT, UPDATE, DELETE ON TABLES TO %s")
-                    .formatted(owner, app));
-            grants.execute(
-                    "ALTER DEFAULT PRIVILEGES FOR ROLE %s IN SCHEMA public GRANT USAGE, SELECT ON SEQUENCES TO %s"
-                            .formatted(owner, app));
-        }
+    public Server server() {
+        return this.server;
     }
+
+    /** Drops and creates the databases and their roles. */
+    public abstract void recreate() throws SQLException;
 
     /** Drops the databases and their roles. */
-    public void drop() throws SQLException {
-        try (Connection connection = DriverManager.getConnection(this.adminUrl, this.adminUser, this.adminPassword);
-                Statement statement = connection.createStatement()) {
-            for (String name : NAMES) {
-                statement.execute("DROP DATABASE IF EXISTS %s WITH (FORCE)".formatted(name(name)));
-                statement.execute("DROP ROLE IF EXISTS %s".formatted(name(name)));
-                statement.execute("DROP ROLE IF EXISTS %s".formatted(appRole(name)));
-            }
-        }
-    }
+    public abstract void drop() throws SQLException;
+
+    /** The JDBC URL of a database of the server. */
+    public abstract String url(String database);
+
+    /**
+     * The library's tables and the order service's own, in the server's SQL, for {@code spring.sql.init}: the order
+     * service makes them itself, as its owner.
+     */
+    abstract String orderServiceSchema();
+
+    /**
+     * Makes the database refuse, once, the first statement that marks outbox rows published: the relay's run then
+     * fails after the broker confirmed its events, which stay unpublished, and its next run publishes them again.
+     */
+    abstract void refuseFirstOutboxMark(String database) throws SQLException;
+
+    /** Takes away what {@link #refuseFirstOutboxMark} made. */
+    abstract void acceptOutboxMarks(String database) throws SQLException;
 
     /** The database (and role) name of a service, such as {@code stock}. */
     public String name(String service) {
         return service + this.suffix;
-    }
-
-    /** The JDBC URL of a database of the server. */
-    public String url(String database) {
-        return "jdbc:postgresql://%s:%d/%s".formatted(this.host, this.port, database);
     }
 
     /** The role a service works as, such as {@code stock_app}: it reads and writes the tables its owner made. */
@@ -132,5 +138,10 @@ public final class ShopDatabases {
     /** Connects to a service's database as that service's role (password = role name). */
     public Connection connectAs(String service, String database) throws SQLException {
         return DriverManager.getConnection(url(name(database)), name(service), name(service));
+    }
+
+    /** Connects to a database of the server (or to none: {@code ""}) as its administrator. */
+    Connection connectAsAdministrator(String database) throws SQLException {
+        return DriverManager.getConnection(url(database), this.server.adminUser(), this.server.adminPassword());
     }
 }

@@ -15,6 +15,7 @@ import java.net.http.HttpClient;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
 import java.nio.file.Path;
+import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
@@ -26,13 +27,14 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeoutException;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
+import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
 /**
  * The shop, run: the three services from their jars, the payment provider, the order service and its outbox relay,
- * on one PostgreSQL and one RabbitMQ; then a scenario in which all three ordinary sources of duplicates fire, and a
+ * on one database server (PostgreSQL or MariaDB) and one RabbitMQ; then a scenario in which all three ordinary sources of duplicates fire, and a
  * report of what each service made of it.
  *
  * <p>The services reach RabbitMQ through a TCP proxy of the scenario's, so that it can drop every broker connection
@@ -43,10 +45,7 @@ public final class ShopScenario implements AutoCloseable {
 
     /** Where things are, and how the run's names differ from another run's. */
     public record Settings(
-            String postgresHost,
-            int postgresPort,
-            String postgresUser,
-            String postgresPassword,
+            ShopDatabases.Server database,
             String rabbitHost,
             int rabbitPort,
             String rabbitUser,
@@ -96,24 +95,6 @@ public final class ShopScenario implements AutoCloseable {
 
     private static final JsonMapper json = JsonMapper.builder().build();
 
-    /**
-     * Makes the order service's database refuse the relay's first mark (the update of {@code published_at} that
-     * commits with a run), once, and keep how many rows it refused: a commit that fails after the broker confirmed.
-     */
-    private static final String REFUSE_FIRST_MARK = """
-            CREATE SEQUENCE relay_marks;
-            CREATE SEQUENCE relay_refused_rows MINVALUE 0 START 0;
-            CREATE FUNCTION refuse_first_mark() RETURNS trigger LANGUAGE plpgsql AS $$
-            BEGIN
-                IF nextval('relay_marks') = 1 THEN
-                    PERFORM setval('relay_refused_rows', (SELECT count(*) FROM marked));
-                    RAISE EXCEPTION 'the commit of the relay''s run fails (injected by the scenario)';
-                END IF;
-                RETURN NULL;
-            END $$;
-            CREATE TRIGGER refuse_first_mark AFTER UPDATE ON outbox_event REFERENCING NEW TABLE AS marked
-                FOR EACH STATEMENT EXECUTE FUNCTION refuse_first_mark()""";
-
     private final Settings settings;
 
     private final Consumer<String> progress;
@@ -140,7 +121,7 @@ public final class ShopScenario implements AutoCloseable {
 
     private TcpProxy brokerLink;
 
-    /** Between the services and PostgreSQL, to take the database away from them. */
+    /** Between the services and their database server, to take the database away from them. */
     private TcpProxy databaseLink;
 
     /** Setting up and watching the broker, as its administrator. */
@@ -162,12 +143,7 @@ public final class ShopScenario implements AutoCloseable {
     public ShopScenario(Settings settings, Consumer<String> progress) {
         this.settings = settings;
         this.progress = progress;
-        this.databases = new ShopDatabases(
-                settings.postgresHost(),
-                settings.postgresPort(),
-                settings.postgresUser(),
-                settings.postgresPassword(),
-                settings.suffix());
+        this.databases = ShopDatabases.on(settings.database(), settings.suffix());
         this.exchange = "events" + settings.suffix();
         this.brokerAdmin =
                 BrokerAdministration.of(settings.rabbitHost(), settings.rabbitUser(), settings.rabbitPassword());
@@ -195,7 +171,8 @@ public final class ShopScenario implements AutoCloseable {
                                 .toList()));
         this.provider = PaymentProvider.start(0);
         this.brokerLink = TcpProxy.to(this.settings.rabbitHost(), this.settings.rabbitPort());
-        this.databaseLink = TcpProxy.to(this.settings.postgresHost(), this.settings.postgresPort());
+        this.databaseLink = TcpProxy.to(
+                this.settings.database().host(), this.settings.database().port());
         say(
                 "payment provider on %s; the services reach RabbitMQ through a proxy on port %d",
                 this.provider.url(), this.brokerLink.port());
@@ -244,19 +221,21 @@ public final class ShopScenario implements AutoCloseable {
                 count, 3 * count, this.orderService.events());
 
         // The relay is held while the next changes commit, so that one run publishes them all; its database then
-        // refuses that run's commit, once: the broker confirmed the events, and they are still unpublished.
+        // refuses that run's commit, once: the broker confirmed the events, and they are still unpublished. What the
+        // relay published beyond one copy of each is what it published again.
         this.orderService.holdRelay(true);
         for (int i = 0; i < count; i++) {
             this.orderService.advance(this.orders.get(i).orderId());
         }
-        JdbcTemplate orders = new JdbcTemplate(dataSource("orders"));
-        orders.execute(REFUSE_FIRST_MARK);
+        int waiting = this.orderService.unpublished();
+        int publishedBefore = this.orderService.published();
+        this.databases.refuseFirstOutboxMark("orders");
         this.orderService.holdRelay(false);
         waitFor(
-                () -> count(orders, "SELECT last_value FROM relay_marks") >= 2 && this.orderService.unpublished() == 0,
+                () -> this.orderService.unpublished() == 0,
                 "the order service's relay to publish again what it could not mark");
-        int refused = count(orders, "SELECT last_value FROM relay_refused_rows");
-        orders.execute("DROP TRIGGER refuse_first_mark ON outbox_event");
+        int refused = this.orderService.published() - publishedBefore - waiting;
+        this.databases.acceptOutboxMarks("orders");
         say(
                 "duplicate source 1, the relay: its commit after the broker confirmed %d event(s) failed; its next run"
                         + " published them again, with their ids",
@@ -420,16 +399,16 @@ public final class ShopScenario implements AutoCloseable {
             }
             double duplicates = meter(service.name(), "idempotency.events.duplicates");
             // From its first event processed to its last, on the database's clock.
-            Double took = db.queryForObject(
-                    "SELECT extract(epoch FROM max(processed_at) - min(processed_at)) FROM processed_event",
-                    Double.class);
+            double took = db.queryForObject(
+                    "SELECT min(processed_at), max(processed_at) FROM processed_event",
+                    (row, n) -> seconds(row.getTimestamp(1), row.getTimestamp(2)));
             services.add(new Report.ServiceReport(
                     service.name(),
                     expected,
                     processed,
                     (long) duplicates,
                     deadLetters,
-                    took != null ? took : 0,
+                    took,
                     String.join(", ", effects),
                     differences));
         }
@@ -444,7 +423,7 @@ public final class ShopScenario implements AutoCloseable {
     }
 
     /**
-     * Takes PostgreSQL away from the services for {@code outage} (the proxy between them is cut; the server, and the
+     * Takes the database server away from the services for {@code outage} (the proxy between them is cut; the server, and the
      * order service, go on), on a thread of its own, then gives it back and says how soon the services' queues moved
      * again.
      */
@@ -452,9 +431,8 @@ public final class ShopScenario implements AutoCloseable {
         this.databaseBack = System.nanoTime() + outage.toNanos();
         this.databaseLink.cut();
         say(
-                "the services' PostgreSQL is away for %d s (the connections between them are cut), while events keep"
-                        + " coming",
-                outage.toSeconds());
+                "the services' %s is away for %d s (the connections between them are cut), while events keep coming",
+                this.settings.database().displayName(), outage.toSeconds());
         Thread restorer = new Thread(
                 () -> {
                     try {
@@ -469,12 +447,15 @@ public final class ShopScenario implements AutoCloseable {
                             this.databaseLink.restore();
                         }
                         long restored = System.nanoTime();
-                        say("PostgreSQL is back for the services, %d message(s) queued", queued);
+                        say(
+                                "%s is back for the services, %d message(s) queued",
+                                this.settings.database().displayName(), queued);
                         // The first event a service commits after the outage: its consumption resumed.
                         waitFor(() -> processedMoreThan(processed), "the services to process events again");
                         say(
-                                "the services resumed %.1f s after PostgreSQL answered again",
-                                (System.nanoTime() - restored) / 1e9);
+                                "the services resumed %.1f s after %s answered again",
+                                (System.nanoTime() - restored) / 1e9,
+                                this.settings.database().displayName());
                     } catch (Exception ex) {
                         say("the database outage did not end as planned: %s", ex);
                     }
@@ -536,6 +517,7 @@ public final class ShopScenario implements AutoCloseable {
         String role = this.databases.name("orders");
         String relay = "relay" + this.settings.suffix();
         return OrderService.start(
+                this.databases.orderServiceSchema(),
                 List.of(
                         "spring.datasource.url=" + this.databases.url(role),
                         "spring.datasource.username=" + role,
@@ -546,8 +528,10 @@ public final class ShopScenario implements AutoCloseable {
                         "spring.rabbitmq.password=" + relay,
                         "idempotency.outbox.destination=" + this.exchange,
                         "spring.cloud.stream.rabbit.bindings[" + this.exchange + "].producer.declare-exchange=false",
-                        // The scenario says what the relay's failure was; the relay's own warning would repeat it.
-                        "logging.level.dev.exactlyonce.idempotency.OutboxRelay=ERROR"),
+                        // The scenario says what the relay's failure was; the relay's own warning would repeat it, and
+                        // so would MariaDB's driver, which logs every error the server answers.
+                        "logging.level.dev.exactlyonce.idempotency.OutboxRelay=ERROR",
+                        "logging.level.org.mariadb.jdbc.message.server.ErrorPacket=ERROR"),
                 42);
     }
 
@@ -674,6 +658,13 @@ public final class ShopScenario implements AutoCloseable {
         return count(this.jdbc.get(service), "SELECT count(*) FROM processed_event");
     }
 
+    /** The seconds from one time to another; none when there is none. */
+    private static double seconds(@Nullable Timestamp from, @Nullable Timestamp to) {
+        return from == null || to == null
+                ? 0
+                : Duration.between(from.toInstant(), to.toInstant()).toNanos() / 1e9;
+    }
+
     private static int count(JdbcTemplate db, String sql) {
         Integer count = db.queryForObject(sql, Integer.class);
         return count != null ? count : 0;
@@ -764,12 +755,10 @@ public final class ShopScenario implements AutoCloseable {
     }
 
     private JdbcTemplate jdbc(String database) {
-        return new JdbcTemplate(dataSource(database, this.settings.postgresUser(), this.settings.postgresPassword()));
-    }
-
-    private HikariDataSource dataSource(String database) {
-        String role = this.databases.name(database);
-        return dataSource(database, role, role);
+        return new JdbcTemplate(dataSource(
+                database,
+                this.settings.database().adminUser(),
+                this.settings.database().adminPassword()));
     }
 
     private HikariDataSource dataSource(String database, String user, String password) {

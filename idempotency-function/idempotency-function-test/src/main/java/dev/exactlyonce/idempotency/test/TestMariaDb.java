@@ -79,6 +79,15 @@ public final class TestMariaDb {
         return this.port;
     }
 
+    /** A user that may create databases and users. */
+    public String username() {
+        return this.username;
+    }
+
+    public String password() {
+        return this.password;
+    }
+
     /** The JDBC URL of a database of this server. */
     public String jdbcUrl(String database) {
         return "jdbc:mariadb://%s:%d/%s".formatted(this.host, this.port, database);

@@ -1,4 +1,5 @@
--- The order service's own tables; its outbox is the library's outbox_event (schema-postgresql.sql).
+-- The order service's own tables on PostgreSQL (orders-mariadb.sql: on MariaDB); its outbox is the library's
+-- outbox_event (schema-postgresql.sql).
 CREATE TABLE orders (
     id          uuid        PRIMARY KEY,
     customer_id uuid        NOT NULL,
