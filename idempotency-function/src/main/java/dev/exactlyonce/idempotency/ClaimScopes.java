@@ -33,6 +33,10 @@ import org.springframework.jdbc.core.JdbcTemplate;
  *       declare; one without claims left is unregistered;
  *   <li>the bindings' scopes are registered.
  * </ol>
+ *
+ * <p>While a binding lists a former scope that no other binding lists ({@link #takenOver}), it claims under it too
+ * ({@link ProcessedEventStore}), so that the instances of both versions of a rolling deployment see each other's
+ * claims.
  */
 final class ClaimScopes {
 
@@ -79,6 +83,25 @@ final class ClaimScopes {
         return properties.keyScope() == KeyScope.FUNCTION ? String.join("|", businessFunctions) : "";
     }
 
+    /**
+     * The former scopes a binding claims under too, besides its own, while it declares them: those it alone takes
+     * over. A scope that several bindings take over (the service scope, split into function scopes) is claimed under by
+     * none: the first binding to claim an event there would make it a duplicate for the others.
+     */
+    static List<String> takenOver(IdempotencyProperties properties, String bindingName, String scope) {
+        IdempotencyProperties.Binding settings = properties.bindings().get(bindingName);
+        if (settings == null) {
+            return List.of();
+        }
+        return settings.formerScopes().stream()
+                .distinct()
+                .filter(former -> !former.equals(scope))
+                .filter(former -> properties.bindings().entrySet().stream()
+                        .noneMatch(other -> !other.getKey().equals(bindingName)
+                                && other.getValue().formerScopes().contains(former)))
+                .toList();
+    }
+
     /** The registry of the table's scopes. */
     static String registryOf(String tableName) {
         return tableName + "_scope";
@@ -104,6 +127,19 @@ final class ClaimScopes {
                         "idempotency.bindings.%s names no guarded binding; the guarded bindings are %s"
                                 .formatted(bindingName, List.copyOf(scopes.keySet())),
                         "Rename the entry after its binding (after a function was renamed, its binding was too)");
+            }
+        }
+        for (GuardedBinding binding : bindings) {
+            for (String former : binding.takenOverScopes()) {
+                if (scopes.containsValue(former)) {
+                    throw new StartupRefusal(
+                            ("idempotency.bindings.%s.former-scopes lists %s, which a guarded binding of this service"
+                                            + " uses now: %s would claim its events too, and take them for"
+                                            + " duplicates of that binding's")
+                                    .formatted(binding.bindingName(), quoted(former), binding.bindingName()),
+                            "List only scopes no binding uses any more (the scope a binding had before a rename or a"
+                                    + " key-scope change)");
+                }
             }
         }
         // Instances starting together take turns.

@@ -11,6 +11,9 @@ import org.jspecify.annotations.Nullable;
  * @param businessFunctions the functions composed after the guard
  * @param payloadTypes the payload type of the first business function, per event name
  * @param scope the scope of its claims: {@code ""} for the whole service, or the functions after the guard
+ * @param takenOverScopes the former scopes this binding alone takes over ({@code former-scopes}): while they are
+ *     declared it claims under them too, so that instances of the former version still running during a rolling
+ *     deployment and this one see each other's claims
  * @param batch whether the binding delivers batches ({@code batch-mode})
  * @param oneEventPerCall on a batch binding, whether the business function takes one event, not a list: the library
  *     then calls it once per event of the batch, all in the batch's transaction
@@ -23,6 +26,7 @@ record GuardedBinding(
         List<String> businessFunctions,
         PayloadTypes payloadTypes,
         String scope,
+        List<String> takenOverScopes,
         boolean batch,
         boolean oneEventPerCall,
         @Nullable String outputDestination) {

@@ -5,6 +5,7 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.List;
+import java.util.stream.Collectors;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -138,12 +139,14 @@ final class GuardedBindings implements SmartInitializingSingleton {
         Outage outage = this.outages.getObject();
         for (String bindingName : bindable.getInputs()) {
             boolean batch = checkBatchMode(definition, businessFunctions, bindingName, takesList);
+            String scope = ClaimScopes.scopeOf(this.properties, bindingName, businessFunctions);
             GuardedBinding binding = new GuardedBinding(
                     bindingName,
                     definition,
                     businessFunctions,
                     payloadTypes,
-                    ClaimScopes.scopeOf(this.properties, bindingName, businessFunctions),
+                    scope,
+                    ClaimScopes.takenOver(this.properties, bindingName, scope),
                     batch,
                     batch && !takesList,
                     outputDestination);
@@ -163,13 +166,18 @@ final class GuardedBindings implements SmartInitializingSingleton {
             this.binderConsumers.apply(binder, bindingName, payloadTypes.eventNames());
             this.bindings.add(binding);
             logger.info(
-                    "Guarding binding {} ({}): one transaction per {}, claims under scope '{}', events {}",
+                    "Guarding binding {} ({}): one transaction per {}, claims under scope '{}'{}, events {}",
                     bindingName,
                     definition,
                     !batch
                             ? "message"
                             : binding.oneEventPerCall() ? "batch, the function called once per event" : "batch",
                     binding.scope(),
+                    binding.takenOverScopes().isEmpty()
+                            ? ""
+                            : binding.takenOverScopes().stream()
+                                    .map(former -> "'" + former + "'")
+                                    .collect(Collectors.joining(", ", " and, while former-scopes lists them, ", "")),
                     payloadTypes.eventNames().isEmpty() ? "of any name" : payloadTypes.eventNames());
         }
         return transactionManager;

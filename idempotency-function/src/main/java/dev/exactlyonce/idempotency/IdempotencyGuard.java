@@ -153,9 +153,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         Type type = checked(event, invocation.binding());
         if (eventId == null) {
             logger.debug("Passing event {} through unguarded: it has no id", event.eventName());
-        } else if (this.store.claim(
-                new ProcessedEventStore.Key(eventId, event.eventName()),
-                invocation.binding().scope())) {
+        } else if (this.store.claim(new ProcessedEventStore.Key(eventId, event.eventName()), invocation.binding())) {
             invocation.countClaimed(1);
             logger.debug("Claimed event {} ({})", eventId, event.eventName());
         } else {
@@ -187,7 +185,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         putInMdc(read);
         Set<ProcessedEventStore.Key> claimed = read.firstCopies().isEmpty()
                 ? Set.of()
-                : this.store.claimAll(read.firstCopies().keySet(), binding.scope());
+                : this.store.claimAll(read.firstCopies().keySet(), binding);
         FirstDeliveries first = firstDeliveries(delivered, read, claimed, invocation);
         List<GuardedInvocation.Delivery> firstDeliveries = first.deliveries();
         int duplicates = bodies.size() - invocation.rejected().size() - firstDeliveries.size();
@@ -298,7 +296,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                         payload, () -> eventMessage(payload, event, headersOf(delivered, position))));
             } catch (RejectedMessageException ex) {
                 if (key != null) {
-                    this.store.unclaim(key, invocation.binding().scope());
+                    this.store.unclaim(key, invocation.binding());
                 }
                 invocation.reject(index, ex);
             }

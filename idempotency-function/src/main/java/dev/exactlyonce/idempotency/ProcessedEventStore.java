@@ -1,6 +1,7 @@
 package dev.exactlyonce.idempotency;
 
 import java.util.Collection;
+import java.util.HashSet;
 import java.util.Set;
 import java.util.UUID;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -20,6 +21,11 @@ import org.springframework.jdbc.core.JdbcTemplate;
  * back. No error is raised on a duplicate, so the transaction stays usable (a unique violation would abort it on
  * PostgreSQL). A batch is claimed the same way, with one statement for all its events, in the order of their keys,
  * so that batches sharing events never deadlock. Each database's statements are its {@link Dialect}'s.
+ *
+ * <p>A binding that takes a former scope over claims under it too, after its own scope: an event is a first delivery
+ * only when neither held it. Instances of the former version, which claim under the former scope alone, and of the
+ * new one then see each other's claims (and wait for each other's, as concurrent copies do); every instance takes the
+ * scopes in the same order, so that they never deadlock.
  */
 abstract sealed class ProcessedEventStore permits PostgresDialect.Claims, MariaDbDialect.Claims {
 
@@ -42,8 +48,40 @@ abstract sealed class ProcessedEventStore permits PostgresDialect.Claims, MariaD
      * Takes back a claim made in the current transaction, for an event of a batch that turns out not to be processable
      * while the rest of the batch goes on.
      */
-    final void unclaim(Key event, String scope) {
-        this.jdbcTemplate.update(this.unclaimSql, event.eventId(), scope, event.eventName());
+    final void unclaim(Key event, GuardedBinding binding) {
+        this.jdbcTemplate.update(this.unclaimSql, event.eventId(), binding.scope(), event.eventName());
+        for (String former : binding.takenOverScopes()) {
+            this.jdbcTemplate.update(this.unclaimSql, event.eventId(), former, event.eventName());
+        }
+    }
+
+    /**
+     * Records the event for the binding, in its scope and in those it takes over; {@code true} when this is its first
+     * delivery in all of them.
+     */
+    final boolean claim(Key event, GuardedBinding binding) {
+        if (!claim(event, binding.scope())) {
+            return false;
+        }
+        boolean first = true;
+        for (String former : binding.takenOverScopes()) {
+            // Each of them, even after a duplicate: an instance of the former version then finds the claim too.
+            first &= claim(event, former);
+        }
+        return first;
+    }
+
+    /** Records a batch of events for the binding, as {@link #claim(Key, GuardedBinding)} does; returns the first. */
+    final Set<Key> claimAll(Collection<Key> events, GuardedBinding binding) {
+        Set<Key> claimed = claimAll(events, binding.scope());
+        for (String former : binding.takenOverScopes()) {
+            if (claimed.isEmpty()) {
+                break;
+            }
+            claimed = new HashSet<>(claimed);
+            claimed.retainAll(claimAll(claimed, former));
+        }
+        return claimed;
     }
 
     /**

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.function.Consumer;
 import org.junit.jupiter.api.BeforeEach;
@@ -142,6 +143,75 @@ class KeyScopeAcrossDeploymentsTests {
         assertThat(effects()).isEqualTo(1);
     }
 
+    /**
+     * A rolling deployment across a key-scope change: instances of the former version (service scope) and of the new
+     * one (function scope, taking the service scope over) consume together, and copies reach both.
+     */
+    @Test
+    void duringARollingDeploymentAcrossAScopeChangeOldAndNewInstancesSeeEachOthersClaims() {
+        rollingDeployment();
+    }
+
+    /** The same, the new version consuming in batches: a batch is claimed under both scopes too. */
+    @Test
+    void duringARollingDeploymentAcrossAScopeChangeOldAndNewInstancesSeeEachOthersClaimsInBatches() {
+        rollingDeployment("spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.consumer.batch-mode=true");
+    }
+
+    private void rollingDeployment(String... updatedProperties) {
+        List<String> updatedVersion = new ArrayList<>(List.of(
+                RECORD, FUNCTION_SCOPE, "idempotency.bindings.idempotencyGuardrecordThing-in-0.former-scopes[0]="));
+        updatedVersion.addAll(List.of(updatedProperties));
+        try (ConfigurableApplicationContext former = start(RECORD);
+                ConfigurableApplicationContext updated = start(updatedVersion.toArray(String[]::new))) {
+            assertThat(updated.getBean(GuardedBindings.class).bindings())
+                    .singleElement()
+                    .satisfies(binding -> assertThat(binding.batch()).isEqualTo(updatedProperties.length > 0));
+            EventEnvelope<ThingHappened> first = Things.thingHappened();
+            deliver(former, first);
+            deliver(updated, first);
+            EventEnvelope<ThingHappened> second = Things.thingHappened();
+            deliver(updated, second);
+            deliver(former, second);
+
+            assertThat(effects(first))
+                    .as("claimed by an instance of the former version once the new one had started; then a copy to"
+                            + " the new one")
+                    .isEqualTo(1);
+            assertThat(effects(second))
+                    .as("claimed by an instance of the new version; then a copy to one of the former")
+                    .isEqualTo(1);
+        }
+    }
+
+    /**
+     * Two bindings that both take the service scope over (both functions consume the event): neither claims under it,
+     * or the first to claim an event would make it a duplicate for the other.
+     */
+    @Test
+    void bindingsThatShareAFormerScopeDoNotClaimUnderIt() {
+        try (ConfigurableApplicationContext updated = start(
+                "spring.cloud.function.definition=idempotencyGuard|recordThing;idempotencyGuard|storeThing",
+                FUNCTION_SCOPE,
+                "idempotency.bindings.idempotencyGuardrecordThing-in-0.former-scopes[0]=",
+                "idempotency.bindings.idempotencyGuardstoreThing-in-0.former-scopes[0]=")) {
+            deliver(updated, this.event);
+
+            assertThat(effects(this.event)).as("recordThing's and storeThing's").isEqualTo(2);
+            assertThat(scopes()).containsExactly("recordThing", "storeThing");
+        }
+    }
+
+    @Test
+    void aFormerScopeThatAnotherBindingUsesIsRefused() {
+        assertThat(startupFailure(
+                        "spring.cloud.function.definition=idempotencyGuard|recordThing;idempotencyGuard|storeThing",
+                        FUNCTION_SCOPE,
+                        "idempotency.bindings.idempotencyGuardstoreThing-in-0.former-scopes[0]=recordThing"))
+                .hasMessageContaining("idempotency.bindings.idempotencyGuardstoreThing-in-0.former-scopes lists"
+                        + " 'recordThing', which a guarded binding of this service uses now");
+    }
+
     @Test
     void settingsForABindingThatIsNotGuardedAreRefused() {
         assertThat(startupFailure(RECORD, "idempotency.bindings.idempotencyGuardstoreThing-in-0.scope=things"))
@@ -151,12 +221,18 @@ class KeyScopeAcrossDeploymentsTests {
 
     private void deployAndDeliver(String... properties) {
         try (ConfigurableApplicationContext service = start(properties)) {
-            String binding =
-                    service.getBean(GuardedBindings.class).bindings().get(0).bindingName();
-            String destination = service.getBean(BindingServiceProperties.class).getBindingDestination(binding);
+            deliver(service, this.event);
+        }
+    }
+
+    /** Delivers the event to each guarded binding of the service. */
+    private static void deliver(ConfigurableApplicationContext service, EventEnvelope<ThingHappened> event) {
+        for (GuardedBinding binding : service.getBean(GuardedBindings.class).bindings()) {
+            String destination =
+                    service.getBean(BindingServiceProperties.class).getBindingDestination(binding.bindingName());
             service.getBean(InputDestination.class)
                     .send(
-                            MessageBuilder.withPayload(new EnvelopeCodec().encode(this.event))
+                            MessageBuilder.withPayload(new EnvelopeCodec().encode(event))
                                     .build(),
                             destination);
         }
@@ -171,10 +247,14 @@ class KeyScopeAcrossDeploymentsTests {
     }
 
     private int effects() {
+        return effects(this.event);
+    }
+
+    private int effects(EventEnvelope<ThingHappened> event) {
         Integer count = jdbc().queryForObject(
                         "SELECT count(*) FROM thing_effect WHERE thing_id = ?",
                         Integer.class,
-                        this.event.payload().thingId());
+                        event.payload().thingId());
         return count != null ? count : 0;
     }
 
