@@ -109,6 +109,35 @@ final class MariaDbOutbox implements OutboxStatements {
 
     private MariaDbOutbox() {}
 
+    /** Every lock slot has its row: a missing one would lock nothing (a key's order lost) or never be published. */
+    @Override
+    public void checkSchema(JdbcTemplate jdbc, boolean relayed) {
+        checkLockRows(jdbc, "outbox_key_lock", "slot", Outbox.KEY_LOCKS, "writes");
+        if (relayed) {
+            checkLockRows(jdbc, "outbox_relay_lock", "partition_no", OutboxRelay.PARTITIONS, "relay runs");
+        }
+    }
+
+    private static void checkLockRows(JdbcTemplate jdbc, String table, String column, int slots, String lockedBy) {
+        String fill = "INSERT INTO %1$s (%2$s) SELECT seq FROM seq_0_to_%3$d ON DUPLICATE KEY UPDATE %2$s = %2$s"
+                .formatted(table, column, slots - 1);
+        if (!TableName.exists(jdbc, table)) {
+            throw new StartupRefusal(
+                    "The schema has an outbox_event table but no %s table, whose rows the outbox's %s lock on MariaDB"
+                            .formatted(table, lockedBy),
+                    "Create it as the library's schema-mariadb.sql does, with its rows (" + fill + ")");
+        }
+        Integer rows = jdbc.queryForObject(
+                "SELECT count(*) FROM %s WHERE %s BETWEEN 0 AND ?".formatted(table, column), Integer.class, slots - 1);
+        if (rows == null || rows != slots) {
+            throw new StartupRefusal(
+                    ("%s holds %d of its %d rows (%s 0 to %d, one per lock slot the outbox's %s lock): a slot"
+                                    + " without its row locks nothing")
+                            .formatted(table, rows, slots, column, slots - 1, lockedBy),
+                    "Add them as the library's schema-mariadb.sql does: " + fill);
+        }
+    }
+
     /**
      * Locks the keys' slots, then inserts the rows in their order, {@value #ROWS_PER_INSERT} per statement (a
      * transaction's rows, however many, stay within the server's packet and placeholder limits).

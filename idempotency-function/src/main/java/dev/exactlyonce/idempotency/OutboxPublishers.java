@@ -7,7 +7,8 @@ import org.springframework.beans.factory.InitializingBean;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * Checks at start-up that the instances of a schema agree on who publishes its outbox: the library's relay, or
+ * Checks at start-up that the outbox's schema has what its statements need besides its tables (on MariaDB, a row per
+ * lock slot: {@link OutboxStatements#checkSchema}), and that the instances of a schema agree on who publishes its outbox: the library's relay, or
  * another process (Debezium). The first instance to start registers its choice in {@code outbox_publisher}; one that
  * disagrees refuses to start. Instances that disagreed would publish every row twice (the relay and Debezium), or
  * lose rows: an instance without the relay purges rows by age, published or not, and a relay on another instance may
@@ -43,11 +44,10 @@ final class OutboxPublishers implements InitializingBean {
                     "Create it as the library's schema-postgresql.sql (or schema-mariadb.sql) does (the library's"
                             + " Flyway migrations do when the service migrates with Flyway)");
         }
-        this.jdbc.update(
-                Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource()))
-                        .outbox()
-                        .registerPublisher(),
-                this.relayed ? RELAY : EXTERNAL);
+        OutboxStatements sql =
+                Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource())).outbox();
+        sql.checkSchema(this.jdbc, this.relayed);
+        this.jdbc.update(sql.registerPublisher(), this.relayed ? RELAY : EXTERNAL);
         this.jdbc.query(REGISTERED, row -> {
             boolean registeredRelay = RELAY.equals(row.getString(1));
             if (registeredRelay != this.relayed) {

@@ -78,4 +78,12 @@ interface OutboxStatements {
 
     /** Registers who publishes the outbox, unless registered; its parameter is {@code relay} or {@code external}. */
     String registerPublisher();
+
+    /**
+     * Refuses to start on a schema that lacks what these statements need besides the tables (MariaDB's lock rows);
+     * {@code relayed}: whether this instance relays the outbox.
+     *
+     * @throws StartupRefusal when it lacks it
+     */
+    default void checkSchema(JdbcTemplate jdbc, boolean relayed) {}
 }
