@@ -7,6 +7,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.beans.factory.DisposableBean;
 import org.springframework.context.SmartLifecycle;
 import org.springframework.integration.IntegrationMessageHeaderAccessor;
 import org.springframework.messaging.Message;
@@ -36,7 +37,7 @@ import org.springframework.messaging.Message;
  *       still down) starts probing at the interval the previous one reached.
  * </ol>
  */
-final class Outage implements SmartLifecycle {
+final class Outage implements SmartLifecycle, DisposableBean {
 
     /** A halt in progress: since when, and why. */
     record Halt(Instant since, String cause) {}
@@ -77,8 +78,11 @@ final class Outage implements SmartLifecycle {
 
     private volatile boolean running;
 
-    /** Set when the application stops: holds end, no new halt begins. */
+    /** Set when the application stops: the probe ends, no new halt begins. */
     private volatile boolean stopped;
+
+    /** Set when the context closes, after every binding stopped: every hold ends. */
+    private volatile boolean closed;
 
     private Duration lastInterval;
 
@@ -186,8 +190,11 @@ final class Outage implements SmartLifecycle {
     }
 
     /**
-     * Stops before the bindings do (the highest phase): the threads holding messages give them back at once, and the
-     * probe ends, so that the containers stop without waiting out a hold.
+     * Stops before the bindings do (the highest phase): the probe ends. The threads holding messages go on holding, and
+     * a message delivered meanwhile is held too: given back while its consumer still consumes, the broker would
+     * deliver it to that consumer again at once, again and again until the binding stops (each time a delivery a
+     * quorum queue may count against its limit). A message held when its listener container stops is given back once:
+     * by the broker, when the container closes its channel after its shutdown timeout, or when its hold ends.
      */
     @Override
     public void stop() {
@@ -197,6 +204,12 @@ final class Outage implements SmartLifecycle {
         if (probe != null) {
             probe.interrupt();
         }
+    }
+
+    /** The context closes, every binding stopped: the threads still holding messages let them go. */
+    @Override
+    public void destroy() {
+        this.closed = true;
         synchronized (this.lock) {
             this.lock.notifyAll();
         }
@@ -292,7 +305,7 @@ final class Outage implements SmartLifecycle {
         long deadline = System.nanoTime() + max.toNanos();
         synchronized (this.lock) {
             while (this.halt != null) {
-                if (this.stopped) {
+                if (this.closed) {
                     return false;
                 }
                 if (this.trial && !this.trialTaken) {
