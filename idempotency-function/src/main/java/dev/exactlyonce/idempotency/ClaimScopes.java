@@ -134,11 +134,12 @@ final class ClaimScopes {
                 if (scopes.containsValue(former)) {
                     throw new StartupRefusal(
                             ("idempotency.bindings.%s.former-scopes lists %s, which a guarded binding of this service"
-                                            + " uses now: %s would claim its events too, and take them for"
-                                            + " duplicates of that binding's")
-                                    .formatted(binding.bindingName(), quoted(former), binding.bindingName()),
+                                            + " uses now: the claims of a scope in use are not copied, and claiming"
+                                            + " under it would make that binding's events duplicates of this one's")
+                                    .formatted(binding.bindingName(), quoted(former)),
                             "List only scopes no binding uses any more (the scope a binding had before a rename or a"
-                                    + " key-scope change)");
+                                    + " key-scope change); for two bindings to share claims, give them one scope"
+                                    + " (idempotency.bindings.<binding>.scope)");
                 }
             }
         }

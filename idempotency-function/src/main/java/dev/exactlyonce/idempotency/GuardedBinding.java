@@ -1,6 +1,7 @@
 package dev.exactlyonce.idempotency;
 
 import java.util.List;
+import java.util.stream.Stream;
 import org.jspecify.annotations.Nullable;
 
 /**
@@ -30,6 +31,19 @@ record GuardedBinding(
         boolean batch,
         boolean oneEventPerCall,
         @Nullable String outputDestination) {
+
+    /**
+     * The scopes it claims under: its own and those it takes over, sorted, so that every instance of every version
+     * claims under them in one order.
+     */
+    List<String> claimScopes() {
+        if (this.takenOverScopes.isEmpty()) {
+            return List.of(this.scope);
+        }
+        return Stream.concat(Stream.of(this.scope), this.takenOverScopes.stream())
+                .sorted()
+                .toList();
+    }
 
     /** The business functions as the meters and the observation name them: {@code reserveStock}, or {@code a|b}. */
     String functions() {

@@ -33,8 +33,9 @@ import org.springframework.messaging.Message;
  *       one INFO line with how long it was halted, and the time on the halt timer. If it meets the outage again, the
  *       halt goes on, and so does the probe (the paused bindings paused again), without a second halt: a server that
  *       answers the probe but not the message costs one message at a time, not every held one. When no message comes
- *       to try it within {@code probe-max-interval}, consumption resumes all the same. A halt that follows the previous one closely (a dependency other than the database,
- *       still down) starts probing at the interval the previous one reached.
+ *       to try it within {@code probe-max-interval}, consumption resumes all the same. A halt that follows the
+ *       previous one closely (a dependency other than the database, still down) starts probing at the interval the
+ *       previous one reached.
  * </ol>
  */
 final class Outage implements SmartLifecycle, DisposableBean {

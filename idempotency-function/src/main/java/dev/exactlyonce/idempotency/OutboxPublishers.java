@@ -8,11 +8,11 @@ import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * Checks at start-up that the outbox's schema has what its statements need besides its tables (on MariaDB, a row per
- * lock slot: {@link OutboxStatements#checkSchema}), and that the instances of a schema agree on who publishes its outbox: the library's relay, or
- * another process (Debezium). The first instance to start registers its choice in {@code outbox_publisher}; one that
- * disagrees refuses to start. Instances that disagreed would publish every row twice (the relay and Debezium), or
- * lose rows: an instance without the relay purges rows by age, published or not, and a relay on another instance may
- * not have published them yet.
+ * lock slot: {@link OutboxStatements#checkSchema}), and that the instances of a schema agree on who publishes its
+ * outbox: the library's relay, or another process (Debezium). The first instance to start registers its choice in
+ * {@code outbox_publisher}; one that disagrees refuses to start. Instances that disagreed would publish every row twice
+ * (the relay and Debezium), or lose rows: an instance without the relay purges rows by age, published or not, and a
+ * relay on another instance may not have published them yet.
  */
 final class OutboxPublishers implements InitializingBean {
 

@@ -22,10 +22,11 @@ import org.springframework.jdbc.core.JdbcTemplate;
  * PostgreSQL). A batch is claimed the same way, with one statement for all its events, in the order of their keys,
  * so that batches sharing events never deadlock. Each database's statements are its {@link Dialect}'s.
  *
- * <p>A binding that takes a former scope over claims under it too, after its own scope: an event is a first delivery
- * only when neither held it. Instances of the former version, which claim under the former scope alone, and of the
- * new one then see each other's claims (and wait for each other's, as concurrent copies do); every instance takes the
- * scopes in the same order, so that they never deadlock.
+ * <p>A binding that takes a former scope over claims under it too: an event is a first delivery only when none of the
+ * scopes held it. Instances of the former version, which claim under the former scope alone, and of the new one then
+ * see each other's claims (and wait for each other's, as concurrent copies do). Every instance claims under the
+ * scopes in one order, their sorted order, whichever is its own, so that instances of two versions claiming the same
+ * event never deadlock (a version rolled back during a roll takes the other's scopes over the other way round).
  */
 abstract sealed class ProcessedEventStore permits PostgresDialect.Claims, MariaDbDialect.Claims {
 
@@ -49,9 +50,8 @@ abstract sealed class ProcessedEventStore permits PostgresDialect.Claims, MariaD
      * while the rest of the batch goes on.
      */
     final void unclaim(Key event, GuardedBinding binding) {
-        this.jdbcTemplate.update(this.unclaimSql, event.eventId(), binding.scope(), event.eventName());
-        for (String former : binding.takenOverScopes()) {
-            this.jdbcTemplate.update(this.unclaimSql, event.eventId(), former, event.eventName());
+        for (String scope : binding.claimScopes()) {
+            this.jdbcTemplate.update(this.unclaimSql, event.eventId(), scope, event.eventName());
         }
     }
 
@@ -60,26 +60,31 @@ abstract sealed class ProcessedEventStore permits PostgresDialect.Claims, MariaD
      * delivery in all of them.
      */
     final boolean claim(Key event, GuardedBinding binding) {
-        if (!claim(event, binding.scope())) {
-            return false;
+        if (binding.takenOverScopes().isEmpty()) {
+            return claim(event, binding.scope());
         }
         boolean first = true;
-        for (String former : binding.takenOverScopes()) {
-            // Each of them, even after a duplicate: an instance of the former version then finds the claim too.
-            first &= claim(event, former);
+        for (String scope : binding.claimScopes()) {
+            // Under each of them, even after a duplicate: an instance of either version then finds the claim.
+            first &= claim(event, scope);
         }
         return first;
     }
 
     /** Records a batch of events for the binding, as {@link #claim(Key, GuardedBinding)} does; returns the first. */
     final Set<Key> claimAll(Collection<Key> events, GuardedBinding binding) {
-        Set<Key> claimed = claimAll(events, binding.scope());
-        for (String former : binding.takenOverScopes()) {
-            if (claimed.isEmpty()) {
-                break;
+        if (binding.takenOverScopes().isEmpty()) {
+            return claimAll(events, binding.scope());
+        }
+        Set<Key> claimed = null;
+        for (String scope : binding.claimScopes()) {
+            // Every event under each scope, as a single message's claim does.
+            Set<Key> first = claimAll(events, scope);
+            if (claimed == null) {
+                claimed = new HashSet<>(first);
+            } else {
+                claimed.retainAll(first);
             }
-            claimed = new HashSet<>(claimed);
-            claimed.retainAll(claimAll(claimed, former));
         }
         return claimed;
     }

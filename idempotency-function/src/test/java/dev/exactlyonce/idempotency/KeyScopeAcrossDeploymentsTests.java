@@ -185,6 +185,23 @@ class KeyScopeAcrossDeploymentsTests {
     }
 
     /**
+     * Once an instance of the new version started, one of the former version cannot start again (the registry holds a
+     * scope it does not account for): reference.md says so, and how to roll back.
+     */
+    @Test
+    void anInstanceOfTheFormerVersionCannotStartAgainOnceTheNewOneStarted() {
+        deployAndDeliver(RECORD);
+        deployAndDeliver(
+                RECORD, FUNCTION_SCOPE, "idempotency.bindings.idempotencyGuardrecordThing-in-0.former-scopes[0]=");
+
+        assertThat(startupFailure(RECORD)).hasMessageContaining("holds claims under scope(s) 'recordThing'");
+        deployAndDeliver(RECORD, "idempotency.bindings.idempotencyGuardrecordThing-in-0.former-scopes[0]=recordThing");
+        assertThat(effects())
+                .as("rolled back, taking the new scope's claims over")
+                .isEqualTo(1);
+    }
+
+    /**
      * Two bindings that both take the service scope over (both functions consume the event): neither claims under it,
      * or the first to claim an event would make it a duplicate for the other.
      */

@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatCode;
 import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
 
@@ -34,8 +35,7 @@ class OutboxLockTablesOnMariaDbTests {
         assertThatExceptionOfType(StartupRefusal.class)
                 .isThrownBy(() -> new OutboxPublishers(dataSource, true).afterPropertiesSet())
                 .withMessageContaining("outbox_key_lock holds 128 of its 256 rows")
-                .satisfies(refusal -> org.assertj.core.api.Assertions.assertThat(refusal.action())
-                        .contains("INSERT INTO outbox_key_lock"));
+                .satisfies(refusal -> assertThat(refusal.action()).contains("INSERT INTO outbox_key_lock"));
     }
 
     @Test
@@ -46,6 +46,15 @@ class OutboxLockTablesOnMariaDbTests {
         assertThatExceptionOfType(StartupRefusal.class)
                 .isThrownBy(() -> new OutboxPublishers(dataSource, true).afterPropertiesSet())
                 .withMessageContaining("outbox_relay_lock holds 0 of its 256 rows");
+    }
+
+    @Test
+    void anInstanceThatDoesNotRelayNeedsNoRelayLockRows() {
+        DataSource dataSource = schema();
+        new JdbcTemplate(dataSource).update("DELETE FROM outbox_relay_lock");
+
+        assertThatCode(() -> new OutboxPublishers(dataSource, false).afterPropertiesSet())
+                .doesNotThrowAnyException();
     }
 
     private static DataSource schema() {

@@ -40,13 +40,13 @@ import org.springframework.kafka.test.EmbeddedKafkaKraftBroker;
 import tools.jackson.databind.JsonNode;
 
 /**
- * The outbox relays of two instances of a service, each a process of its own, share one outbox on a real PostgreSQL
- * and publish to Kafka (a broker started in the JVM, the topic in four partitions) while events of 50 keys are written;
- * one instance is killed with {@code kill -9} in the middle of the stream. Every event reaches the topic, and a consumer
+ * The outbox relays of two instances of a service, each a process of its own, share one outbox on a real PostgreSQL and
+ * publish to Kafka (a broker started in the JVM, the topic in four partitions) while events of 50 keys are written; one
+ * instance is killed with {@code kill -9} in the middle of the stream. Every event reaches the topic, and a consumer
  * reads each key's events first in the order they were written: the relay keys each record with the row's key, so a
- * key's events stay in one partition, and the relays share the outbox's partitions without reordering a key (the
- * copies of the killed relay's unmarked rows are allowed; a guard discards them). What {@code
- * OutboxRelaysAcrossProcessesIT} shows on RabbitMQ.
+ * key's events stay in one partition, and the relays share the outbox's partitions without reordering a key (the copies
+ * of the killed relay's unmarked rows are allowed; a guard discards them). What {@code OutboxRelaysAcrossProcessesIT}
+ * shows on RabbitMQ.
  */
 class OutboxRelaysAcrossProcessesOnKafkaIT {
 

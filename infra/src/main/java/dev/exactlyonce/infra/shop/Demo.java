@@ -14,9 +14,10 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The main job: finds PostgreSQL (or MariaDB) and RabbitMQ on localhost (or starts {@code infra/compose.yaml} when a
- * Docker engine is there), makes the shop's databases and roles, runs the three services, the payment provider and the order service,
- * fires all three sources of duplicates, and prints what each service made of them.
+ * The main job: finds PostgreSQL (or MariaDB) and RabbitMQ on localhost (or starts what is missing of them from
+ * {@code infra/compose.yaml} when a Docker engine is there), makes the shop's databases and roles, runs the three
+ * services, the payment provider and the order service, fires all three sources of duplicates, and prints what each
+ * service made of them.
  */
 public final class Demo {
 
@@ -45,7 +46,9 @@ public final class Demo {
         int rabbitPort = Integer.parseInt(this.env.getOrDefault("RABBITMQ_PORT", "5672"));
         String rabbitUser = this.env.getOrDefault("RABBITMQ_USERNAME", "guest");
         String rabbitPassword = this.env.getOrDefault("RABBITMQ_PASSWORD", "guest");
-        if (!answers(database.host(), database.port()) || !answers(rabbitHost, rabbitPort)) {
+        boolean databaseMissing = !answers(database.host(), database.port());
+        boolean brokerMissing = !answers(rabbitHost, rabbitPort);
+        if (databaseMissing || brokerMissing) {
             boolean mariaDb = product.equals("mariadb");
             if (!dockerAvailable()) {
                 this.out.printf(
@@ -64,18 +67,29 @@ public final class Demo {
                                 : "PGHOST, PGPORT, PGUSER, PGPASSWORD");
                 return 2;
             }
-            this.out.printf(
-                    "No %s or RabbitMQ on localhost: starting them with infra/compose.yaml%n", database.displayName());
-            compose(product);
-            // infra/compose.yaml's administrators.
-            database = mariaDb
-                    ? database.as(
-                            this.env.getOrDefault("MARIADB_USER", "root"),
-                            this.env.getOrDefault("MARIADB_PASSWORD", "mariadb"))
-                    : database.as(database.adminUser(), this.env.getOrDefault("PGPASSWORD", "postgres"));
-            // infra/rabbitmq/definitions.json: the broker's administrator, which no service uses.
-            rabbitUser = this.env.getOrDefault("RABBITMQ_USERNAME", "admin");
-            rabbitPassword = this.env.getOrDefault("RABBITMQ_PASSWORD", "admin");
+            // Only what is missing: a server that answers on its port is used as it is.
+            List<String> missing = new ArrayList<>();
+            if (databaseMissing) {
+                missing.add(mariaDb ? "mariadb" : "postgres");
+            }
+            if (brokerMissing) {
+                missing.add("rabbitmq");
+            }
+            this.out.printf("Starting %s with infra/compose.yaml%n", String.join(" and ", missing));
+            compose(missing);
+            if (databaseMissing) {
+                // infra/compose.yaml's administrators.
+                database = mariaDb
+                        ? database.as(
+                                this.env.getOrDefault("MARIADB_USER", "root"),
+                                this.env.getOrDefault("MARIADB_PASSWORD", "mariadb"))
+                        : database.as(database.adminUser(), this.env.getOrDefault("PGPASSWORD", "postgres"));
+            }
+            if (brokerMissing) {
+                // infra/rabbitmq/definitions.json: the broker's administrator, which no service uses.
+                rabbitUser = this.env.getOrDefault("RABBITMQ_USERNAME", "admin");
+                rabbitPassword = this.env.getOrDefault("RABBITMQ_PASSWORD", "admin");
+            }
         }
         this.out.printf(
                 "%s %s:%d (as %s), RabbitMQ %s:%d%n",
@@ -135,13 +149,14 @@ public final class Demo {
         }
     }
 
-    /** Starts the compose file's services, MariaDB's too (its profile) when the shop runs on MariaDB. */
-    private void compose(String product) throws IOException, InterruptedException {
+    /** Starts those services of the compose file (MariaDB's through its profile). */
+    private void compose(List<String> services) throws IOException, InterruptedException {
         List<String> command = new ArrayList<>(List.of("docker", "compose", "-f", "infra/compose.yaml"));
-        if (product.equals("mariadb")) {
+        if (services.contains("mariadb")) {
             command.addAll(List.of("--profile", "mariadb"));
         }
         command.addAll(List.of("up", "-d", "--wait"));
+        command.addAll(services);
         Process compose = new ProcessBuilder(command).inheritIO().start();
         if (compose.waitFor() != 0) {
             throw new IllegalStateException(String.join(" ", command) + " failed; see its output above");

@@ -39,15 +39,23 @@ final class MariaDbShopDatabases extends ShopDatabases {
                 statement.execute(
                         "CREATE DATABASE %s CHARACTER SET utf8mb4 COLLATE utf8mb4_nopad_bin".formatted(owner));
                 statement.execute("CREATE USER '%1$s'@'%%' IDENTIFIED BY '%1$s'".formatted(owner));
-                statement.execute("GRANT ALL PRIVILEGES ON %1$s.* TO '%1$s'@'%%'".formatted(owner));
+                statement.execute("GRANT ALL PRIVILEGES ON %s.* TO '%s'@'%%'".formatted(literal(owner), owner));
                 if (!name.equals("orders")) {
                     String app = appRole(name);
                     statement.execute("CREATE USER '%1$s'@'%%' IDENTIFIED BY '%1$s'".formatted(app));
                     statement.execute(
-                            "GRANT SELECT, INSERT, UPDATE, DELETE ON %s.* TO '%s'@'%%'".formatted(owner, app));
+                            "GRANT SELECT, INSERT, UPDATE, DELETE ON %s.* TO '%s'@'%%'".formatted(literal(owner), app));
                 }
             }
         }
+    }
+
+    /**
+     * A database name as a grant's pattern matches it alone: {@code _} in a grant's database name matches any character
+     * unless escaped ({@code stock_it1} would grant {@code stockXit1} too).
+     */
+    private static String literal(String database) {
+        return "`" + database.replace("_", "\\_") + "`";
     }
 
     @Override

@@ -33,9 +33,9 @@ import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
 /**
- * The shop, run: the three services from their jars, the payment provider, the order service and its outbox relay,
- * on one database server (PostgreSQL or MariaDB) and one RabbitMQ; then a scenario in which all three ordinary sources of duplicates fire, and a
- * report of what each service made of it.
+ * The shop, run: the three services from their jars, the payment provider, the order service and its outbox relay, on
+ * one database server (PostgreSQL or MariaDB) and one RabbitMQ; then a scenario in which all three ordinary sources of
+ * duplicates fire, and a report of what each service made of it.
  *
  * <p>The services reach RabbitMQ through a TCP proxy of the scenario's, so that it can drop every broker connection
  * at once (the broker then redelivers what was unacknowledged); they acknowledge every 20 messages, so that a drop
@@ -236,6 +236,10 @@ public final class ShopScenario implements AutoCloseable {
                 "the order service's relay to publish again what it could not mark");
         int refused = this.orderService.published() - publishedBefore - waiting;
         this.databases.acceptOutboxMarks("orders");
+        if (refused <= 0) {
+            throw new IllegalStateException("The order service's database was to refuse the relay's first mark once,"
+                    + " and the relay published nothing a second time: the first source of duplicates did not fire");
+        }
         say(
                 "duplicate source 1, the relay: its commit after the broker confirmed %d event(s) failed; its next run"
                         + " published them again, with their ids",
@@ -423,9 +427,9 @@ public final class ShopScenario implements AutoCloseable {
     }
 
     /**
-     * Takes the database server away from the services for {@code outage} (the proxy between them is cut; the server, and the
-     * order service, go on), on a thread of its own, then gives it back and says how soon the services' queues moved
-     * again.
+     * Takes the database server away from the services for {@code outage} (the proxy between them is cut; the server,
+     * and the order service, go on), on a thread of its own, then gives it back and says how soon the services' queues
+     * moved again.
      */
     public void cutDatabaseFor(Duration outage) {
         this.databaseBack = System.nanoTime() + outage.toNanos();
