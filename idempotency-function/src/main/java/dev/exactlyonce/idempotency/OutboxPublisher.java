@@ -21,6 +21,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
@@ -54,7 +55,8 @@ import tools.jackson.databind.util.RawValue;
  *       {@code correlated}, the library's default, or the relay refuses to start);
  *   <li>Kafka: record key = the row's key, so that the events of a key stay in one partition, in order; each send
  *       waits for the broker's acknowledgement (the producer's {@code sync}; mind {@code acks}, {@code all} by
- *       default since Kafka 3.0);
+ *       default since Kafka 3.0), on a thread of its own, so that the rows of up to {@value #MAX_IN_FLIGHT} keys are
+ *       in flight together;
  *   <li>another binder: the send returns once the binder has the message.
  * </ul>
  *
@@ -143,6 +145,14 @@ final class OutboxPublisher {
      */
     private @Nullable ExecutorService sender;
 
+    /**
+     * Where the rows of a destination whose send waits for the broker's acknowledgement (Kafka's {@code sync}) are
+     * sent from: {@value #MAX_IN_FLIGHT} threads, one per row in flight, so that the rows of different keys are in
+     * flight together rather than one round trip after another (a key's next row is sent once its previous one was
+     * acknowledged, whatever the threads).
+     */
+    private @Nullable ExecutorService waitingSenders;
+
     OutboxPublisher(
             StreamBridge streamBridge,
             BinderFactory binderFactory,
@@ -190,7 +200,8 @@ final class OutboxPublisher {
         while (true) {
             while (unanswered == null && inFlight < MAX_IN_FLIGHT && !ready.isEmpty()) {
                 Row row = ready.poll().peek();
-                sends.add(sender().submit(() -> send(row).whenComplete((outcome, ex) -> outcomes.add(outcome))));
+                sends.add(senderOf(row.destination())
+                        .submit(() -> send(row).whenComplete((outcome, ex) -> outcomes.add(outcome))));
                 inFlight++;
             }
             if (inFlight == 0) {
@@ -222,6 +233,18 @@ final class OutboxPublisher {
         return new Published(confirmed, refused, unanswered);
     }
 
+    /** The threads the destination's rows are sent from. */
+    private ExecutorService senderOf(String destination) {
+        Confirms confirms;
+        try {
+            confirms = this.destinations.computeIfAbsent(destination, this::prepare);
+        } catch (RuntimeException ex) {
+            // The send fails the same way, and tells it as the row's failure.
+            confirms = Confirms.NONE;
+        }
+        return confirms == Confirms.SYNC ? waitingSenders() : sender();
+    }
+
     private synchronized ExecutorService sender() {
         if (this.sender == null) {
             this.sender = Executors.newSingleThreadExecutor(runnable -> {
@@ -233,11 +256,27 @@ final class OutboxPublisher {
         return this.sender;
     }
 
-    /** Lets the sender's thread go: the relay stopped. A later publication starts another. */
+    private synchronized ExecutorService waitingSenders() {
+        if (this.waitingSenders == null) {
+            AtomicInteger threads = new AtomicInteger();
+            this.waitingSenders = Executors.newFixedThreadPool(MAX_IN_FLIGHT, runnable -> {
+                Thread thread = new Thread(runnable, "idempotency-outbox-sender-" + threads.incrementAndGet());
+                thread.setDaemon(true);
+                return thread;
+            });
+        }
+        return this.waitingSenders;
+    }
+
+    /** Lets the senders' threads go: the relay stopped. A later publication starts others. */
     synchronized void close() {
         if (this.sender != null) {
             this.sender.shutdownNow();
             this.sender = null;
+        }
+        if (this.waitingSenders != null) {
+            this.waitingSenders.shutdownNow();
+            this.waitingSenders = null;
         }
     }
 
