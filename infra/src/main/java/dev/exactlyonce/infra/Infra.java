@@ -4,6 +4,7 @@ import com.rabbitmq.client.Connection;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.infra.bench.BenchDatabase;
 import dev.exactlyonce.infra.bench.OutboxBenchmark;
+import dev.exactlyonce.infra.bench.OutboxBroker;
 import dev.exactlyonce.infra.bench.PipelineBenchmark;
 import dev.exactlyonce.infra.bench.PostgresServer;
 import dev.exactlyonce.infra.bench.PurgeBenchmark;
@@ -82,7 +83,9 @@ public final class Infra {
                   PostgreSQL (PGHOST), without the peer's scenario.
 
               bench-outbox [--events <n>] [--rate <r>] [--seconds <s>] [--rounds <k>] [--scenarios <id>,...]
-                  The outbox relay, with publisher confirms: events/s while a backlog of <n> events (default
+                           [--broker rabbitmq|kafka]
+                  The outbox relay, with publisher confirms (on Kafka, acks=all; the brokers KAFKA_BROKERS
+                  names, or one started in this JVM): events/s while a backlog of <n> events (default
                   20,000, written in transactions of 500) is published, for one key (hot-key), 10 keys
                   (10-keys), 1,000 keys (1000-keys), 1,000 keys behind a key of 600 rows the broker refuses
                   (refused), and 1,000 keys published by the relays of two instances (two-relays); and the
@@ -207,19 +210,22 @@ public final class Infra {
     }
 
     private static int benchOutbox(String[] args, PrintStream out) throws Exception {
-        Map<String, String> options = options(args, "--events", "--rate", "--seconds", "--rounds", "--scenarios");
-        new OutboxBenchmark(
-                        PostgresServer.fromEnvironment(System.getenv()),
-                        System.getenv(),
-                        out,
-                        Integer.parseInt(options.getOrDefault("--rounds", "3")),
-                        options.containsKey("--scenarios")
-                                ? List.of(options.get("--scenarios").split(","))
-                                : List.of())
-                .run(
-                        Integer.parseInt(options.getOrDefault("--events", "20000")),
-                        Double.parseDouble(options.getOrDefault("--rate", "400")),
-                        Duration.ofSeconds(Long.parseLong(options.getOrDefault("--seconds", "10"))));
+        Map<String, String> options =
+                options(args, "--events", "--rate", "--seconds", "--rounds", "--scenarios", "--broker");
+        try (OutboxBroker broker = OutboxBroker.named(options.getOrDefault("--broker", "rabbitmq"), System.getenv())) {
+            new OutboxBenchmark(
+                            PostgresServer.fromEnvironment(System.getenv()),
+                            broker,
+                            out,
+                            Integer.parseInt(options.getOrDefault("--rounds", "3")),
+                            options.containsKey("--scenarios")
+                                    ? List.of(options.get("--scenarios").split(","))
+                                    : List.of())
+                    .run(
+                            Integer.parseInt(options.getOrDefault("--events", "20000")),
+                            Double.parseDouble(options.getOrDefault("--rate", "400")),
+                            Duration.ofSeconds(Long.parseLong(options.getOrDefault("--seconds", "10"))));
+        }
         return 0;
     }
 

@@ -1,11 +1,5 @@
 package dev.exactlyonce.infra.bench;
 
-import com.rabbitmq.client.AMQP;
-import com.rabbitmq.client.Channel;
-import com.rabbitmq.client.Connection;
-import com.rabbitmq.client.ConnectionFactory;
-import com.rabbitmq.client.DefaultConsumer;
-import com.rabbitmq.client.Envelope;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.exactlyonce.idempotency.Outbox;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
@@ -15,10 +9,7 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ThreadLocalRandom;
-import java.util.concurrent.TimeUnit;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 import java.util.stream.IntStream;
 import org.springframework.boot.Banner;
@@ -33,15 +24,17 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
- * The outbox's relay on RabbitMQ and PostgreSQL, in rounds; in each round, every scenario in turn:
+ * The outbox's relay on PostgreSQL and RabbitMQ (or Kafka: {@link OutboxBroker}), in rounds; in each round, every
+ * scenario in turn:
  *
  * <ul>
  *   <li>throughput ({@code hot-key}, {@code 10-keys}, {@code 1000-keys}): a backlog of {@code events} events in the
  *       outbox, of one key, 10 keys or 1,000 keys, written without waking the relay, then one more with
  *       {@code Outbox.emit}, which wakes it: events per second from that commit until the last event arrived at a
- *       consumer of the exchange, each published with a publisher confirm;
+ *       consumer of the destination, each published once the broker confirmed (acknowledged) it;
  *   <li>{@code refused}: the 1,000 keys' backlog behind a key of 600 rows, written first, that the broker refuses
- *       (its exchange's only queue is full and rejects what it is given): what the refused key costs the others;
+ *       (on RabbitMQ its exchange's only queue is full and rejects what it is given; on Kafka its topic takes no
+ *       record that large): what the refused key costs the others;
  *   <li>{@code two-relays}: the 1,000 keys' backlog published by the relays of two instances at once;
  *   <li>{@code latency}: one event per transaction at {@code rate} per second for {@code seconds}, each timed from its
  *       commit to its arrival at that consumer (commit, relay woken up, read, published, confirmed, routed,
@@ -66,7 +59,7 @@ public final class OutboxBenchmark {
 
     private final PostgresServer postgres;
 
-    private final Map<String, String> rabbit;
+    private final OutboxBroker broker;
 
     private final PrintStream out;
 
@@ -81,9 +74,9 @@ public final class OutboxBenchmark {
     private String database = "";
 
     public OutboxBenchmark(
-            PostgresServer postgres, Map<String, String> rabbit, PrintStream out, int rounds, List<String> scenarios) {
+            PostgresServer postgres, OutboxBroker broker, PrintStream out, int rounds, List<String> scenarios) {
         this.postgres = postgres;
-        this.rabbit = rabbit;
+        this.broker = broker;
         this.out = out;
         this.rounds = rounds;
         List<String> unknown = scenarios.stream()
@@ -104,11 +97,10 @@ public final class OutboxBenchmark {
         this.exchange = "bench-outbox-" + run;
         this.refusing = "bench-outbox-refusing-" + run;
         this.out.printf(
-                "PostgreSQL %s, RabbitMQ %s:%s; a backlog of %,d events per throughput run (written in transactions"
+                "PostgreSQL %s, %s; a backlog of %,d events per throughput run (written in transactions"
                         + " of %d), %s at %,.0f/s for latency; %d round(s) of %s%n",
                 this.postgres,
-                host(),
-                port(),
+                this.broker.describe(),
                 events,
                 TRANSACTION_SIZE,
                 latencySpan,
@@ -117,16 +109,11 @@ public final class OutboxBenchmark {
                 String.join(", ", this.scenarios));
         this.postgres.execute("CREATE DATABASE " + this.database);
         Map<String, List<Double>> results = new LinkedHashMap<>();
-        try (HikariDataSource dataSource = this.postgres.dataSource(this.database, 2);
-                Connection broker = connectionFactory().newConnection("bench-outbox");
-                Channel channel = broker.createChannel()) {
+        try (HikariDataSource dataSource = this.postgres.dataSource(this.database, 2)) {
             new ResourceDatabasePopulator(new ClassPathResource("dev/exactlyonce/idempotency/schema-postgresql.sql"))
                     .execute(dataSource);
-            declareTopology(channel);
-            Arrivals arrivals = new Arrivals(channel);
-            String queue = channel.queueDeclare().getQueue();
-            channel.queueBind(queue, this.exchange, "#");
-            channel.basicConsume(queue, true, arrivals);
+            Arrivals arrivals = new Arrivals();
+            this.broker.start(this.exchange, this.refusing, arrivals);
             JdbcTemplate jdbc = new JdbcTemplate(dataSource);
             try (ConfigurableApplicationContext context = start()) {
                 Instance instance = new Instance(context);
@@ -190,16 +177,6 @@ public final class OutboxBenchmark {
             case "10-keys" -> 10;
             default -> 1_000;
         };
-    }
-
-    private void declareTopology(Channel channel) throws Exception {
-        channel.exchangeDeclare(this.exchange, "topic", false, true, null);
-        // Every publication to this exchange is refused: its only queue is full and rejects what it is given.
-        channel.exchangeDeclare(this.refusing, "topic", false, true, null);
-        String full = channel.queueDeclare(
-                        "", false, true, true, Map.of("x-max-length", 0, "x-overflow", "reject-publish"))
-                .getQueue();
-        channel.queueBind(full, this.refusing, "#");
     }
 
     /**
@@ -283,17 +260,11 @@ public final class OutboxBenchmark {
     }
 
     private ConfigurableApplicationContext start() {
-        List<String> properties = List.of(
+        List<String> properties = new ArrayList<>(List.of(
                 "spring.datasource.url=" + this.postgres.url(this.database),
                 "spring.datasource.username=" + this.postgres.user(),
                 "spring.datasource.password=" + this.postgres.password(),
-                "spring.rabbitmq.host=" + host(),
-                "spring.rabbitmq.port=" + port(),
-                "spring.rabbitmq.username=" + this.rabbit.getOrDefault("SPRING_RABBITMQ_USERNAME", "guest"),
-                "spring.rabbitmq.password=" + this.rabbit.getOrDefault("SPRING_RABBITMQ_PASSWORD", "guest"),
                 "idempotency.outbox.destination=" + this.exchange,
-                "spring.cloud.stream.rabbit.bindings[" + this.exchange + "].producer.declare-exchange=false",
-                "spring.cloud.stream.rabbit.bindings[" + this.refusing + "].producer.declare-exchange=false",
                 "idempotency.purge.enabled=false",
                 // Woken up by commits; the throughput runs write their backlog without waking it.
                 "idempotency.outbox.relay.poll-interval=1h",
@@ -301,7 +272,8 @@ public final class OutboxBenchmark {
                 "spring.cloud.stream.function.autodetect=false",
                 "logging.level.root=WARN",
                 // The refused key's WARN lines, one per attempt, are expected here.
-                "logging.level.dev.exactlyonce.idempotency.OutboxRelay=ERROR");
+                "logging.level.dev.exactlyonce.idempotency.OutboxRelay=ERROR"));
+        properties.addAll(this.broker.properties(this.exchange, this.refusing));
         return new SpringApplicationBuilder(OutboxBenchmarkApplication.class)
                 .web(WebApplicationType.NONE)
                 .bannerMode(Banner.Mode.OFF)
@@ -362,73 +334,5 @@ public final class OutboxBenchmark {
                         atMost ? "<=" : ">=",
                         target,
                         (atMost ? median <= target : median >= target) ? "met" : "missed");
-    }
-
-    private String host() {
-        return this.rabbit.getOrDefault("SPRING_RABBITMQ_HOST", "localhost");
-    }
-
-    private String port() {
-        return this.rabbit.getOrDefault("SPRING_RABBITMQ_PORT", "5672");
-    }
-
-    private ConnectionFactory connectionFactory() {
-        ConnectionFactory factory = new ConnectionFactory();
-        factory.setHost(host());
-        factory.setPort(Integer.parseInt(port()));
-        factory.setUsername(this.rabbit.getOrDefault("SPRING_RABBITMQ_USERNAME", "guest"));
-        factory.setPassword(this.rabbit.getOrDefault("SPRING_RABBITMQ_PASSWORD", "guest"));
-        return factory;
-    }
-
-    /** Counts the events the consumer receives and, while latencies are taken, times each from its commit. */
-    private static final class Arrivals extends DefaultConsumer {
-
-        private final AtomicInteger received = new AtomicInteger();
-
-        private final Map<String, Long> commits = new ConcurrentHashMap<>();
-
-        private volatile Latencies latencies;
-
-        Arrivals(Channel channel) {
-            super(channel);
-        }
-
-        void reset() {
-            this.received.set(0);
-            this.commits.clear();
-        }
-
-        void timeWith(Latencies latencies) {
-            this.latencies = latencies;
-        }
-
-        /** The event committed then: its arrival is timed from now. */
-        void committed(String id, long at) {
-            this.commits.put(id, at);
-        }
-
-        @Override
-        public void handleDelivery(String tag, Envelope envelope, AMQP.BasicProperties properties, byte[] body) {
-            long now = System.nanoTime();
-            Latencies latencies = this.latencies;
-            Long committed = properties.getMessageId() != null ? this.commits.remove(properties.getMessageId()) : null;
-            if (latencies != null && committed != null) {
-                latencies.add(now - committed);
-            }
-            this.received.incrementAndGet();
-        }
-
-        void await(int count, Duration limit) throws InterruptedException {
-            long deadline = System.nanoTime() + limit.toNanos();
-            while (this.received.get() < count) {
-                if (System.nanoTime() > deadline) {
-                    throw new IllegalStateException(
-                            "Only %d of %d events arrived within %s".formatted(this.received.get(), count, limit));
-                }
-                // The consumer counts on its own thread; the benchmark polls the count (2 ms: well below the figures).
-                TimeUnit.MILLISECONDS.sleep(2);
-            }
-        }
     }
 }

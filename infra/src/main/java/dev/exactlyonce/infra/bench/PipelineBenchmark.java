@@ -425,6 +425,8 @@ public final class PipelineBenchmark {
                 "spring.rabbitmq.username=" + this.rabbit.getOrDefault("SPRING_RABBITMQ_USERNAME", "guest"),
                 "spring.rabbitmq.password=" + this.rabbit.getOrDefault("SPRING_RABBITMQ_PASSWORD", "guest"),
                 "spring.cloud.function.definition=" + scenario.definition(),
+                // The infra jar carries the Kafka binder too (bench-outbox --broker kafka).
+                "spring.cloud.stream.default-binder=rabbit",
                 bindings + "destination=" + exchange,
                 bindings + "group=" + queue,
                 bindings + "consumer.concurrency=" + this.concurrency,

@@ -85,6 +85,8 @@ public final class OrderService implements AutoCloseable {
                 "spring.sql.init.schema-locations=" + schema,
                 // It binds no function: the relay's output is its only binding.
                 "spring.cloud.stream.function.autodetect=false",
+                // The infra jar carries the Kafka binder too (bench-outbox --broker kafka).
+                "spring.cloud.stream.default-binder=rabbit",
                 "spring.application.name=order-service"));
         arguments.addAll(properties);
         ConfigurableApplicationContext context = new SpringApplicationBuilder(Application.class)
