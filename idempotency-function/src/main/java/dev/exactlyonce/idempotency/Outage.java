@@ -4,6 +4,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -48,6 +49,8 @@ final class Outage implements SmartLifecycle, DisposableBean {
 
     private static final Logger logger = LoggerFactory.getLogger(Outage.class);
 
+    private static final AtomicInteger instances = new AtomicInteger();
+
     private final DatabaseProbe probe;
 
     private final OutageClassifier classifier;
@@ -57,6 +60,9 @@ final class Outage implements SmartLifecycle, DisposableBean {
     private final IdempotencyMetrics metrics;
 
     private final PausedBindings pausing;
+
+    /** Its probe threads' name, one of its own: a thread dump (or a test's log capture) tells whose probe it is. */
+    private final String probeThreadName = "idempotency-outage-probe-" + instances.incrementAndGet();
 
     private final List<String> bindingNames = new CopyOnWriteArrayList<>();
 
@@ -105,6 +111,10 @@ final class Outage implements SmartLifecycle, DisposableBean {
 
     void guard(String bindingName) {
         this.bindingNames.add(bindingName);
+    }
+
+    String probeThreadName() {
+        return this.probeThreadName;
     }
 
     /** The guarded bindings whose consumption an outage halts. */
@@ -274,7 +284,7 @@ final class Outage implements SmartLifecycle, DisposableBean {
         if (previous != null) {
             previous.interrupt();
         }
-        Thread probe = new Thread(() -> probe(firstInterval), "idempotency-outage-probe");
+        Thread probe = new Thread(() -> probe(firstInterval), this.probeThreadName);
         probe.setDaemon(true);
         this.probeThread = probe;
         probe.start();
