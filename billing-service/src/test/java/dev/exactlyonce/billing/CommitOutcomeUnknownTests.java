@@ -6,6 +6,7 @@ import static org.awaitility.Awaitility.await;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
+import dev.exactlyonce.idempotency.test.DeliveryRecorder;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.EventDeliveries;
 import dev.exactlyonce.idempotency.test.ProcessedEvents;
@@ -79,6 +80,9 @@ class CommitOutcomeUnknownTests {
     @Autowired
     ProcessedEvents processedEvents;
 
+    @Autowired
+    DeliveryRecorder recorder;
+
     /** Straight to the database, not through the proxy the service uses. */
     private final JdbcTemplate jdbcTemplate =
             new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
@@ -132,6 +136,11 @@ class CommitOutcomeUnknownTests {
             this.jdbcTemplate.execute("DROP TRIGGER slow_commit ON invoice");
         }
 
+        assertThat(this.recorder.attempts(order.eventId()))
+                .as("the attempt whose commit's answer was lost, failed; then the redelivery, a duplicate")
+                .hasSizeGreaterThanOrEqualTo(2)
+                .first()
+                .satisfies(attempt -> assertThat(attempt.failure()).isNotNull());
         assertThat(invoices(orderId)).as("one invoice").isEqualTo(1);
         assertThat(provider.chargeCount()).as("charges made").isEqualTo(chargesBefore + 1);
         assertThat(provider.requestCount())

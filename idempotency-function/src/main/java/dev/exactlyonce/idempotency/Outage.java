@@ -51,6 +51,13 @@ final class Outage implements SmartLifecycle, DisposableBean {
 
     private static final AtomicInteger instances = new AtomicInteger();
 
+    /**
+     * How long a delivery is held at most once the service stops, counted from when it stopped or from the delivery,
+     * whichever is later: long enough that a message given back is not handed straight back to a consumer still
+     * consuming, again and again; short enough that the stopping containers do not wait out their shutdown timeouts.
+     */
+    static final Duration HOLD_WHILE_STOPPING = Duration.ofSeconds(1);
+
     private final DatabaseProbe probe;
 
     private final OutageClassifier classifier;
@@ -85,8 +92,11 @@ final class Outage implements SmartLifecycle, DisposableBean {
 
     private volatile boolean running;
 
-    /** Set when the application stops: the probe ends, no new halt begins. */
+    /** Set when the application stops: the probe ends, no new halt begins, holds are cut short. */
     private volatile boolean stopped;
+
+    /** When it stopped, in {@link System#nanoTime()}. */
+    private volatile long stoppedAt;
 
     /** Set when the context closes, after every binding stopped: every hold ends. */
     private volatile boolean closed;
@@ -201,19 +211,23 @@ final class Outage implements SmartLifecycle, DisposableBean {
     }
 
     /**
-     * Stops before the bindings do (the highest phase): the probe ends. The threads holding messages go on holding, and
-     * a message delivered meanwhile is held too: given back while its consumer still consumes, the broker would
-     * deliver it to that consumer again at once, again and again until the binding stops (each time a delivery a
-     * quorum queue may count against its limit). A message held when its listener container stops is given back once:
-     * by the broker, when the container closes its channel after its shutdown timeout, or when its hold ends.
+     * Stops before the bindings do (the highest phase): the probe ends. The threads holding messages, and those that
+     * take a message meanwhile, hold it {@link #HOLD_WHILE_STOPPING} more, then give it back: given back at once while
+     * its consumer still consumes, the broker would deliver it to that consumer again at once, again and again until the
+     * binding stops (each a delivery a quorum queue may count against its limit); held until the container gave up, the
+     * service would wait out each container's shutdown timeout.
      */
     @Override
     public void stop() {
+        this.stoppedAt = System.nanoTime();
         this.stopped = true;
         this.running = false;
         Thread probe = this.probeThread;
         if (probe != null) {
             probe.interrupt();
+        }
+        synchronized (this.lock) {
+            this.lock.notifyAll();
         }
     }
 
@@ -294,8 +308,8 @@ final class Outage implements SmartLifecycle, DisposableBean {
      * Waits while consumption is halted, at most {@code max}, before a message is processed. Once the probe finds the
      * database answering, the first thread to ask goes on, with the trial's message; the others wait for its outcome.
      *
-     * @return whether consumption may go on: {@code false} when still halted after {@code max}, or when the
-     *     application stops meanwhile
+     * @return whether consumption may go on: {@code false} when still halted after {@code max}, or after
+     *     {@link #HOLD_WHILE_STOPPING} once the application stops, or when its context closes
      */
     boolean awaitEnd(Duration max) {
         return await(max, true);
@@ -313,7 +327,8 @@ final class Outage implements SmartLifecycle, DisposableBean {
         if (this.halt == null) {
             return true;
         }
-        long deadline = System.nanoTime() + max.toNanos();
+        long entered = System.nanoTime();
+        long deadline = entered + max.toNanos();
         synchronized (this.lock) {
             while (this.halt != null) {
                 if (this.closed) {
@@ -323,7 +338,10 @@ final class Outage implements SmartLifecycle, DisposableBean {
                     this.trialTaken = takesTheTrial;
                     return true;
                 }
-                long left = deadline - System.nanoTime();
+                long until = this.stopped
+                        ? Math.min(deadline, Math.max(this.stoppedAt, entered) + HOLD_WHILE_STOPPING.toNanos())
+                        : deadline;
+                long left = until - System.nanoTime();
                 if (left <= 0) {
                     return false;
                 }

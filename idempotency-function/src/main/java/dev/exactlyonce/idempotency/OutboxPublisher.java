@@ -12,6 +12,7 @@ import java.util.Deque;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.BlockingQueue;
 import java.util.concurrent.CompletableFuture;
@@ -20,6 +21,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Matcher;
@@ -153,6 +155,16 @@ final class OutboxPublisher {
      */
     private @Nullable ExecutorService waitingSenders;
 
+    /**
+     * The keys (by {@link Row#orderKey()}) with a send on those threads that has not returned yet: a send can wait
+     * longer than a run (Kafka's {@code delivery.timeout.ms}, two minutes by default), and a later run leaves the key
+     * alone until it returns rather than send the same row again beside it.
+     */
+    private final Set<String> sending = ConcurrentHashMap.newKeySet();
+
+    /** Counts the relay's stops: a run that a stop abandoned takes no outcome that comes after it. */
+    private final AtomicInteger closings = new AtomicInteger();
+
     OutboxPublisher(
             StreamBridge streamBridge,
             BinderFactory binderFactory,
@@ -192,26 +204,44 @@ final class OutboxPublisher {
                 keys.computeIfAbsent(row.orderKey(), key -> new ArrayDeque<>()).add(row));
         Deque<Deque<Row>> ready = new ArrayDeque<>(keys.values());
         BlockingQueue<Outcome> outcomes = new LinkedBlockingQueue<>();
-        List<Future<?>> sends = new ArrayList<>();
+        Map<Future<?>, @Nullable String> sends = new LinkedHashMap<>();
         List<UUID> confirmed = new ArrayList<>(rows.size());
         List<Refusal> refused = new ArrayList<>();
         String unanswered = null;
+        String stillSending = null;
+        int closing = this.closings.get();
         int inFlight = 0;
         while (true) {
             while (unanswered == null && inFlight < MAX_IN_FLIGHT && !ready.isEmpty()) {
                 Row row = ready.poll().peek();
-                sends.add(senderOf(row.destination())
-                        .submit(() -> send(row).whenComplete((outcome, ex) -> outcomes.add(outcome))));
+                boolean waits = waitsForTheBroker(row.destination());
+                if (waits && !this.sending.add(row.orderKey())) {
+                    // A send of an earlier run is still waiting for the broker: the key waits for it.
+                    stillSending = "an earlier send of event(s) of key %s to %s has not returned yet"
+                            .formatted(row.key(), row.destination());
+                    continue;
+                }
+                Future<?> sent = (waits ? waitingSenders() : sender())
+                        .submit(() -> send(row).whenComplete((outcome, ex) -> {
+                            if (waits) {
+                                // Before the outcome is told: the run may send the key's next row at once.
+                                this.sending.remove(row.orderKey());
+                            }
+                            outcomes.add(outcome);
+                        }));
+                sends.put(sent, waits ? row.orderKey() : null);
                 inFlight++;
             }
             if (inFlight == 0) {
                 break;
             }
             Outcome outcome = poll(outcomes, deadline);
-            if (outcome == null) {
-                unanswered = ("no confirm of %d event(s) within %s (idempotency.outbox.relay.confirm-timeout): the"
-                                + " broker is slow or cannot be reached")
-                        .formatted(inFlight, this.confirmTimeout);
+            if (outcome == null || this.closings.get() != closing) {
+                unanswered = outcome == null
+                        ? ("no confirm of %d event(s) within %s (idempotency.outbox.relay.confirm-timeout): the"
+                                        + " broker is slow or cannot be reached")
+                                .formatted(inFlight, this.confirmTimeout)
+                        : "the relay stopped while event(s) were in flight";
                 break;
             }
             inFlight--;
@@ -229,20 +259,25 @@ final class OutboxPublisher {
             }
         }
         // A send still waiting for the sender (behind one stuck in the network) is not made after the run gave it up.
-        sends.forEach(send -> send.cancel(false));
-        return new Published(confirmed, refused, unanswered);
+        sends.forEach((send, key) -> {
+            if (send.cancel(false) && key != null) {
+                this.sending.remove(key);
+            }
+        });
+        return new Published(confirmed, refused, unanswered != null ? unanswered : stillSending);
     }
 
-    /** The threads the destination's rows are sent from. */
-    private ExecutorService senderOf(String destination) {
-        Confirms confirms;
+    /**
+     * Whether a send to the destination returns only once the broker answered (Kafka's {@code sync}): its rows go
+     * from {@link #waitingSenders}.
+     */
+    private boolean waitsForTheBroker(String destination) {
         try {
-            confirms = this.destinations.computeIfAbsent(destination, this::prepare);
+            return this.destinations.computeIfAbsent(destination, this::prepare) == Confirms.SYNC;
         } catch (RuntimeException ex) {
             // The send fails the same way, and tells it as the row's failure.
-            confirms = Confirms.NONE;
+            return false;
         }
-        return confirms == Confirms.SYNC ? waitingSenders() : sender();
     }
 
     private synchronized ExecutorService sender() {
@@ -259,17 +294,25 @@ final class OutboxPublisher {
     private synchronized ExecutorService waitingSenders() {
         if (this.waitingSenders == null) {
             AtomicInteger threads = new AtomicInteger();
-            this.waitingSenders = Executors.newFixedThreadPool(MAX_IN_FLIGHT, runnable -> {
-                Thread thread = new Thread(runnable, "idempotency-outbox-sender-" + threads.incrementAndGet());
-                thread.setDaemon(true);
-                return thread;
-            });
+            ThreadPoolExecutor pool = new ThreadPoolExecutor(
+                    MAX_IN_FLIGHT, MAX_IN_FLIGHT, 1, TimeUnit.MINUTES, new LinkedBlockingQueue<>(), runnable -> {
+                        Thread thread = new Thread(runnable, "idempotency-outbox-sender-" + threads.incrementAndGet());
+                        thread.setDaemon(true);
+                        return thread;
+                    });
+            // Threads idle for a minute go: a relay that stopped, or that publishes rarely, keeps none.
+            pool.allowCoreThreadTimeOut(true);
+            this.waitingSenders = pool;
         }
         return this.waitingSenders;
     }
 
-    /** Lets the senders' threads go: the relay stopped. A later publication starts others. */
+    /**
+     * Lets the senders' threads go: the relay stopped. A run still waiting for outcomes takes none that comes after
+     * (an interrupted send is no refusal of the row). A later publication starts other threads.
+     */
     synchronized void close() {
+        this.closings.incrementAndGet();
         if (this.sender != null) {
             this.sender.shutdownNow();
             this.sender = null;
@@ -322,13 +365,24 @@ final class OutboxPublisher {
             // An Error here (a class missing, a heap exhausted by this row's payload) fails this row only: tried again
             // later, and parked if it keeps failing, rather than ending the relay.
             String failure = "could not publish event %s to %s: %s".formatted(row.id(), row.destination(), ex);
-            boolean refused = switch (confirm) {
-                case RABBIT -> !RabbitConfirm.unreachable(ex);
-                case SYNC -> !KafkaSend.unanswered(ex);
-                case NONE -> true;
-            };
+            boolean refused = !interrupted(ex)
+                    && switch (confirm) {
+                        case RABBIT -> !RabbitConfirm.unreachable(ex);
+                        case SYNC -> !KafkaSend.unanswered(ex);
+                        case NONE -> true;
+                    };
             return CompletableFuture.completedFuture(new Outcome(row, failure, refused));
         }
+    }
+
+    /** Whether the send was interrupted (the relay stopping) rather than answered: it says nothing of the row. */
+    private static boolean interrupted(Throwable ex) {
+        return Thread.currentThread().isInterrupted()
+                || Failures.first(
+                                ex,
+                                cause -> cause instanceof InterruptedException
+                                        || cause.getClass().getSimpleName().equals("InterruptException"))
+                        != null;
     }
 
     /** Sets the destination's producer defaults, before its first publication binds it; says how it confirms. */

@@ -156,8 +156,8 @@ class DatabaseOutageTests {
                         .timer()
                         .count())
                 .isGreaterThanOrEqualTo(1);
-        // This context's threads only: the deliveries' and its probe's. The root logger also takes the lines of the
-        // other contexts cached in the JVM, whose threads run on.
+        // This test's threads only: its deliveries' (no other test delivers meanwhile) and its context's probe's. The
+        // root logger also takes the lines of the other contexts cached in the JVM, whose threads run on.
         List<ILoggingEvent> logged = this.logs.events().stream()
                 .filter(log -> log.getThreadName().equals("delivery")
                         || log.getThreadName().equals(this.outage.probeThreadName()))

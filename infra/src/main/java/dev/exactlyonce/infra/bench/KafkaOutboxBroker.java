@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.IntStream;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -39,6 +40,8 @@ final class KafkaOutboxBroker implements OutboxBroker {
 
     private @Nullable Thread consumer;
 
+    private List<String> topics = List.of();
+
     private KafkaOutboxBroker(String brokers, @Nullable EmbeddedKafkaKraftBroker embedded) {
         this.brokers = brokers;
         this.embedded = embedded;
@@ -61,6 +64,7 @@ final class KafkaOutboxBroker implements OutboxBroker {
 
     @Override
     public void start(String destination, String refusing, Arrivals arrivals) throws Exception {
+        this.topics = List.of(destination, refusing);
         try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, this.brokers))) {
             admin.createTopics(List.of(
                             new NewTopic(destination, PARTITIONS, (short) 1),
@@ -73,12 +77,18 @@ final class KafkaOutboxBroker implements OutboxBroker {
         properties.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, this.brokers);
         KafkaConsumer<byte[], byte[]> kafka =
                 new KafkaConsumer<>(properties, new ByteArrayDeserializer(), new ByteArrayDeserializer());
-        List<TopicPartition> partitions = kafka.partitionsFor(destination).stream()
-                .map(info -> new TopicPartition(destination, info.partition()))
-                .toList();
-        kafka.assign(partitions);
-        kafka.seekToEnd(partitions);
-        partitions.forEach(kafka::position);
+        try {
+            // The partitions it was made with: its metadata may not have reached every broker yet.
+            List<TopicPartition> partitions = IntStream.range(0, PARTITIONS)
+                    .mapToObj(partition -> new TopicPartition(destination, partition))
+                    .toList();
+            kafka.assign(partitions);
+            kafka.seekToEnd(partitions);
+            partitions.forEach(kafka::position);
+        } catch (RuntimeException ex) {
+            kafka.close();
+            throw ex;
+        }
         this.consuming = true;
         this.consumer = new Thread(
                 () -> {
@@ -113,6 +123,11 @@ final class KafkaOutboxBroker implements OutboxBroker {
         }
         if (this.embedded != null) {
             this.embedded.destroy();
+        } else if (!this.topics.isEmpty()) {
+            // The run's topics, on brokers of the user's.
+            try (Admin admin = Admin.create(Map.of(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, this.brokers))) {
+                admin.deleteTopics(this.topics).all().get(30, TimeUnit.SECONDS);
+            }
         }
     }
 }
