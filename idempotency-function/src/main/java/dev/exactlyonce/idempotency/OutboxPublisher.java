@@ -313,6 +313,8 @@ final class OutboxPublisher {
      */
     synchronized void close() {
         this.closings.incrementAndGet();
+        // The sends still queued are dropped with their threads, and never say they returned.
+        this.sending.clear();
         if (this.sender != null) {
             this.sender.shutdownNow();
             this.sender = null;
