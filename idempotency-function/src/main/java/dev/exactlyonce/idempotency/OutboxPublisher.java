@@ -377,14 +377,12 @@ final class OutboxPublisher {
         }
     }
 
-    /** Whether the send was interrupted (the relay stopping) rather than answered: it says nothing of the row. */
+    /**
+     * Whether the send was interrupted (the relay stopping) rather than answered: it says nothing of the row (on Kafka,
+     * the client's own interrupt exception is one of {@link KafkaSend#unanswered}).
+     */
     private static boolean interrupted(Throwable ex) {
-        return Thread.currentThread().isInterrupted()
-                || Failures.first(
-                                ex,
-                                cause -> cause instanceof InterruptedException
-                                        || cause.getClass().getSimpleName().equals("InterruptException"))
-                        != null;
+        return Thread.currentThread().isInterrupted() || Failures.find(ex, InterruptedException.class) != null;
     }
 
     /** Sets the destination's producer defaults, before its first publication binds it; says how it confirms. */
@@ -510,9 +508,13 @@ final class OutboxPublisher {
             return true;
         }
 
-        /** A retriable failure (a timeout, a leader not available) says nothing of the record; any other does. */
+        /**
+         * A retriable failure (a timeout, a leader not available), or a send interrupted, says nothing of the record;
+         * any other does.
+         */
         static boolean unanswered(Throwable ex) {
-            return Failures.find(ex, org.apache.kafka.common.errors.RetriableException.class) != null;
+            return Failures.find(ex, org.apache.kafka.common.errors.RetriableException.class) != null
+                    || Failures.find(ex, org.apache.kafka.common.errors.InterruptException.class) != null;
         }
     }
 }

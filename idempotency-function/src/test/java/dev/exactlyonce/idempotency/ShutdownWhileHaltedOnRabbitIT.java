@@ -49,6 +49,7 @@ class ShutdownWhileHaltedOnRabbitIT {
                 @Override
                 public void stop() {
                     try {
+                        // The fault itself: a bean of the service that takes 2 s to stop, not a wait for an outcome.
                         Thread.sleep(2_000);
                     } catch (InterruptedException ex) {
                         Thread.currentThread().interrupt();

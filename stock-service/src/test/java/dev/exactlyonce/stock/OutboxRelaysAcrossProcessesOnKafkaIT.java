@@ -115,6 +115,7 @@ class OutboxRelaysAcrossProcessesOnKafkaIT {
                 if (written == EVENTS / 3) {
                     processes.get(0).destroyForcibly().waitFor(10, TimeUnit.SECONDS);
                 }
+                // Paces the writes into a stream, so that the kill lands while the relays publish; no outcome awaited.
                 TimeUnit.MILLISECONDS.sleep(10);
             }
 

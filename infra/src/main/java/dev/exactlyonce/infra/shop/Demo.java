@@ -49,7 +49,6 @@ public final class Demo {
         boolean databaseMissing = !answers(database.host(), database.port());
         boolean brokerMissing = !answers(rabbitHost, rabbitPort);
         if (databaseMissing || brokerMissing) {
-            boolean mariaDb = product.equals("mariadb");
             if (!dockerAvailable()) {
                 this.out.printf(
                         ("Nothing to run on: %s. Start %s (port %d, %s) and RabbitMQ (port %d, guest/guest) on"
@@ -58,19 +57,15 @@ public final class Demo {
                         describeMissing(database, rabbitHost, rabbitPort),
                         database.displayName(),
                         database.port(),
-                        mariaDb
-                                ? "a user that may create users and databases, such as root"
-                                : "a superuser such as postgres",
+                        database.administrator(),
                         rabbitPort,
-                        mariaDb
-                                ? "MARIADB_HOST, MARIADB_PORT, MARIADB_USER, MARIADB_PASSWORD"
-                                : "PGHOST, PGPORT, PGUSER, PGPASSWORD");
+                        database.environment());
                 return 2;
             }
             // Only what is missing: a server that answers on its port is used as it is.
             List<String> missing = new ArrayList<>();
             if (databaseMissing) {
-                missing.add(mariaDb ? "mariadb" : "postgres");
+                missing.add(database.composeService());
             }
             if (brokerMissing) {
                 missing.add("rabbitmq");
@@ -78,12 +73,7 @@ public final class Demo {
             this.out.printf("Starting %s with infra/compose.yaml%n", String.join(" and ", missing));
             compose(missing);
             if (databaseMissing) {
-                // infra/compose.yaml's administrators.
-                database = mariaDb
-                        ? database.as(
-                                this.env.getOrDefault("MARIADB_USER", "root"),
-                                this.env.getOrDefault("MARIADB_PASSWORD", "mariadb"))
-                        : database.as(database.adminUser(), this.env.getOrDefault("PGPASSWORD", "postgres"));
+                database = database.asComposeAdministrator(this.env);
             }
             if (brokerMissing) {
                 // infra/rabbitmq/definitions.json: the broker's administrator, which no service uses.

@@ -1,7 +1,6 @@
 package dev.exactlyonce.infra.shop;
 
 import java.sql.Connection;
-import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.sql.Statement;
 
@@ -107,7 +106,7 @@ final class PostgresShopDatabases extends ShopDatabases {
     /** As the database's owner: the trigger's function then uses the sequence as the role that updates the table. */
     @Override
     void refuseFirstOutboxMark(String database) throws SQLException {
-        try (Connection owner = DriverManager.getConnection(url(name(database)), name(database), name(database));
+        try (Connection owner = connectAs(database, database);
                 Statement statement = owner.createStatement()) {
             for (String sql : REFUSE_FIRST_MARK) {
                 statement.execute(sql);
@@ -117,7 +116,7 @@ final class PostgresShopDatabases extends ShopDatabases {
 
     @Override
     void acceptOutboxMarks(String database) throws SQLException {
-        try (Connection owner = DriverManager.getConnection(url(name(database)), name(database), name(database));
+        try (Connection owner = connectAs(database, database);
                 Statement statement = owner.createStatement()) {
             statement.execute("DROP TRIGGER refuse_first_mark ON outbox_event");
         }

@@ -1,5 +1,7 @@
 package dev.exactlyonce.infra.shop;
 
+import dev.exactlyonce.infra.bench.MariaDbServer;
+import dev.exactlyonce.infra.bench.PostgresServer;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.SQLException;
@@ -46,19 +48,38 @@ public abstract sealed class ShopDatabases permits PostgresShopDatabases, MariaD
          * {@code MARIADB_USER}, {@code MARIADB_PASSWORD} for MariaDB (default {@code 127.0.0.1:3306}, {@code root}).
          */
         public static Server fromEnvironment(String product, Map<String, String> env) {
-            return product.equals("mariadb")
-                    ? new Server(
-                            product,
-                            env.getOrDefault("MARIADB_HOST", "127.0.0.1"),
-                            Integer.parseInt(env.getOrDefault("MARIADB_PORT", "3306")),
-                            env.getOrDefault("MARIADB_USER", "root"),
-                            env.getOrDefault("MARIADB_PASSWORD", ""))
-                    : new Server(
-                            product,
-                            env.getOrDefault("PGHOST", "127.0.0.1"),
-                            Integer.parseInt(env.getOrDefault("PGPORT", "5432")),
-                            env.getOrDefault("PGUSER", "postgres"),
-                            env.getOrDefault("PGPASSWORD", ""));
+            if (product.equals("mariadb")) {
+                MariaDbServer server = MariaDbServer.fromEnvironment(env);
+                return new Server(product, server.host(), server.port(), server.user(), server.password());
+            }
+            PostgresServer server = PostgresServer.fromEnvironment(env);
+            return new Server(product, server.host(), server.port(), server.user(), server.password());
+        }
+
+        /** Who the shop's databases are made as, for a message. */
+        public String administrator() {
+            return this.product.equals("mariadb")
+                    ? "a user that may create users and databases, such as root"
+                    : "a superuser such as postgres";
+        }
+
+        /** The variables that name it, for a message. */
+        public String environment() {
+            return this.product.equals("mariadb")
+                    ? "MARIADB_HOST, MARIADB_PORT, MARIADB_USER, MARIADB_PASSWORD"
+                    : "PGHOST, PGPORT, PGUSER, PGPASSWORD";
+        }
+
+        /** Its service in {@code infra/compose.yaml}. */
+        public String composeService() {
+            return this.product.equals("mariadb") ? "mariadb" : "postgres";
+        }
+
+        /** The same server as {@code infra/compose.yaml}'s administrator, unless the environment names another. */
+        public Server asComposeAdministrator(Map<String, String> env) {
+            return this.product.equals("mariadb")
+                    ? as(env.getOrDefault("MARIADB_USER", "root"), env.getOrDefault("MARIADB_PASSWORD", "mariadb"))
+                    : as(this.adminUser, env.getOrDefault("PGPASSWORD", "postgres"));
         }
 
         /** The same server as another administrator. */
