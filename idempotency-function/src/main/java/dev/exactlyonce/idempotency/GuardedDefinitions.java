@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import dev.exactlyonce.idempotency.internal.FunctionDefinitions;
 import java.util.List;
 import java.util.Set;
 import org.springframework.core.env.Environment;

@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import dev.exactlyonce.idempotency.jdbc.TableName;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;

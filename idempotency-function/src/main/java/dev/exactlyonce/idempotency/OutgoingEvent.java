@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import dev.exactlyonce.idempotency.outbox.Outbox;
 import org.springframework.util.Assert;
 
 /**

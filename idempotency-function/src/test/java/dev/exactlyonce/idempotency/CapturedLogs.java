@@ -14,7 +14,7 @@ import org.slf4j.LoggerFactory;
  * {@code @RegisterExtension final CapturedLogs logs = CapturedLogs.all();}. The appender is attached before each test
  * and detached after it.
  */
-final class CapturedLogs implements BeforeEachCallback, AfterEachCallback {
+public final class CapturedLogs implements BeforeEachCallback, AfterEachCallback {
 
     private final Logger logger;
 
@@ -25,12 +25,12 @@ final class CapturedLogs implements BeforeEachCallback, AfterEachCallback {
     }
 
     /** Every logger's events: the root logger's. */
-    static CapturedLogs all() {
+    public static CapturedLogs all() {
         return new CapturedLogs(org.slf4j.Logger.ROOT_LOGGER_NAME);
     }
 
     /** The events of the logger of that class. */
-    static CapturedLogs of(Class<?> type) {
+    public static CapturedLogs of(Class<?> type) {
         return new CapturedLogs(type.getName());
     }
 
@@ -47,7 +47,7 @@ final class CapturedLogs implements BeforeEachCallback, AfterEachCallback {
     }
 
     /** What was logged since the test began or since {@link #clear()}, in order. */
-    List<ILoggingEvent> events() {
+    public List<ILoggingEvent> events() {
         // The appender appends under its own lock, on whichever thread logs.
         synchronized (this.appender) {
             return List.copyOf(this.appender.list);
@@ -58,14 +58,14 @@ final class CapturedLogs implements BeforeEachCallback, AfterEachCallback {
      * What the test's own thread logged: the test binder delivers on it, while the root logger also takes the lines of
      * the other contexts cached in the JVM, whose threads run on (relays, probes, schedulers).
      */
-    List<ILoggingEvent> eventsOfThisThread() {
+    public List<ILoggingEvent> eventsOfThisThread() {
         String thread = Thread.currentThread().getName();
         return events().stream()
                 .filter(event -> event.getThreadName().equals(thread))
                 .toList();
     }
 
-    void clear() {
+    public void clear() {
         synchronized (this.appender) {
             this.appender.list.clear();
         }

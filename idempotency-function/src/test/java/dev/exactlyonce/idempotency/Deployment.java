@@ -15,7 +15,7 @@ import org.springframework.core.NestedExceptionUtils;
  * with its settings as command-line properties; for the tests that start one several times, or that expect its
  * start-up to fail.
  */
-final class Deployment {
+public final class Deployment {
 
     private final Class<?> service;
 
@@ -25,22 +25,22 @@ final class Deployment {
         this.service = service;
     }
 
-    static Deployment of(Class<?> service) {
+    public static Deployment of(Class<?> service) {
         return new Deployment(service);
     }
 
     /** The service's DataSource: that database. */
-    Deployment on(TestDatabase database) {
+    public Deployment on(TestDatabase database) {
         return on(database, database.jdbcUrl());
     }
 
     /** The service's DataSource: that database, reached through the proxy. */
-    Deployment on(TestDatabase database, TcpProxy proxy) {
+    public Deployment on(TestDatabase database, TcpProxy proxy) {
         return on(database, database.jdbcUrl().replaceFirst("//[^/]+/", "//127.0.0.1:" + proxy.port() + "/"));
     }
 
     /** The service's RabbitMQ: that broker. */
-    Deployment on(TestRabbit rabbit) {
+    public Deployment on(TestRabbit rabbit) {
         return with(
                 "spring.rabbitmq.host=" + rabbit.host(),
                 "spring.rabbitmq.port=" + rabbit.port(),
@@ -48,19 +48,19 @@ final class Deployment {
                 "spring.rabbitmq.password=" + rabbit.password());
     }
 
-    Deployment with(String... properties) {
+    public Deployment with(String... properties) {
         this.properties.addAll(List.of(properties));
         return this;
     }
 
-    ConfigurableApplicationContext start() {
+    public ConfigurableApplicationContext start() {
         return new SpringApplicationBuilder(this.service)
                 .web(WebApplicationType.NONE)
                 .run(this.properties.stream().map(property -> "--" + property).toArray(String[]::new));
     }
 
     /** Why the service refused to start (the most specific cause); fails the test when it started. */
-    Throwable startupFailure() {
+    public Throwable startupFailure() {
         try (ConfigurableApplicationContext context = start()) {
             throw new AssertionError("the service started with " + this.properties);
         } catch (RuntimeException ex) {

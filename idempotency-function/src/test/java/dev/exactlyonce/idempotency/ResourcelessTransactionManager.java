@@ -8,7 +8,7 @@ import org.springframework.transaction.support.DefaultTransactionStatus;
  * A transaction manager of no resource at all, as one of another resource than the service's DataSource (a JTA or a
  * Kafka one) is to the DataSource: it runs synchronizations, and binds no connection.
  */
-final class ResourcelessTransactionManager extends AbstractPlatformTransactionManager {
+public final class ResourcelessTransactionManager extends AbstractPlatformTransactionManager {
 
     @Override
     protected Object doGetTransaction() {

@@ -5,7 +5,7 @@ import java.math.BigDecimal;
 import java.util.UUID;
 
 @EventName(ThingHappened.NAME)
-record ThingHappened(UUID thingId, BigDecimal amount) {
+public record ThingHappened(UUID thingId, BigDecimal amount) {
 
-    static final String NAME = "test.thing.happened.v1";
+    public static final String NAME = "test.thing.happened.v1";
 }

@@ -6,11 +6,11 @@ import java.time.Instant;
 import java.util.UUID;
 
 /** Events of the test service. */
-final class Things {
+public final class Things {
 
     private Things() {}
 
-    static EventEnvelope<ThingHappened> thingHappened() {
+    public static EventEnvelope<ThingHappened> thingHappened() {
         return new EventEnvelope<>(
                 UUID.randomUUID(),
                 ThingHappened.NAME,

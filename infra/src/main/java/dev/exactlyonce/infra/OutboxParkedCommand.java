@@ -1,7 +1,7 @@
 package dev.exactlyonce.infra;
 
 import dev.exactlyonce.idempotency.EnvelopeCodec;
-import dev.exactlyonce.idempotency.ParkedOutboxEvents;
+import dev.exactlyonce.idempotency.outbox.ParkedOutboxEvents;
 import java.io.PrintStream;
 import java.util.ArrayList;
 import java.util.List;

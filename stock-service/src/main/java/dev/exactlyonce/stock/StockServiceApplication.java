@@ -1,7 +1,7 @@
 package dev.exactlyonce.stock;
 
-import dev.exactlyonce.idempotency.Outbox;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
+import dev.exactlyonce.idempotency.outbox.Outbox;
 import java.util.Map;
 import java.util.function.Consumer;
 import org.springframework.boot.SpringApplication;

@@ -1,8 +1,8 @@
 package dev.exactlyonce.infra.bench;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.exactlyonce.idempotency.Outbox;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
+import dev.exactlyonce.idempotency.outbox.Outbox;
 import java.io.PrintStream;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -272,7 +272,7 @@ public final class OutboxBenchmark {
                 "spring.cloud.stream.function.autodetect=false",
                 "logging.level.root=WARN",
                 // The refused key's WARN lines, one per attempt, are expected here.
-                "logging.level.dev.exactlyonce.idempotency.OutboxRelay=ERROR"));
+                "logging.level.dev.exactlyonce.idempotency.outbox.OutboxRelay=ERROR"));
         properties.addAll(this.broker.properties(this.exchange, this.refusing));
         return new SpringApplicationBuilder(OutboxBenchmarkApplication.class)
                 .web(WebApplicationType.NONE)

@@ -1,9 +1,9 @@
 package dev.exactlyonce.infra.bench;
 
 import dev.exactlyonce.idempotency.EnvelopeCodec;
-import dev.exactlyonce.idempotency.Outbox;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.EventName;
+import dev.exactlyonce.idempotency.outbox.Outbox;
 import java.math.BigDecimal;
 import java.util.List;
 import java.util.UUID;

@@ -1,9 +1,9 @@
 package dev.exactlyonce.infra.bench;
 
 import com.zaxxer.hikari.HikariDataSource;
-import dev.exactlyonce.idempotency.ProcessedEventPartitions;
-import dev.exactlyonce.idempotency.ProcessedEventPurge;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
+import dev.exactlyonce.idempotency.retention.ProcessedEventPartitions;
+import dev.exactlyonce.idempotency.retention.ProcessedEventPurge;
 import java.io.PrintStream;
 import java.sql.Connection;
 import java.sql.PreparedStatement;

@@ -2,9 +2,9 @@ package dev.exactlyonce.idempotency.test;
 
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.GuardedDefinitions;
-import dev.exactlyonce.idempotency.IdempotencyGuard;
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import dev.exactlyonce.idempotency.guard.IdempotencyGuard;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;

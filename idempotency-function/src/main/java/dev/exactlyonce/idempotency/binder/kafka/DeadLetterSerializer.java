@@ -1,0 +1,41 @@
+package dev.exactlyonce.idempotency.binder.kafka;
+
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import org.apache.kafka.common.errors.SerializationException;
+import org.apache.kafka.common.serialization.Serializer;
+import org.apache.kafka.common.utils.Bytes;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Writes a rejected record's key or value to the dead-letter topic as it came: the guard reads records natively, so
+ * the binder hands the dead-letter producer what the consumer's deserializers made of them. Bytes (the binder's
+ * default deserializer) go as they are; a {@code String} (a {@code StringDeserializer}) as UTF-8, the bytes it was read
+ * from. Anything else cannot be written back without the service's own serializer, and fails saying which property to
+ * set (start-up refuses the deserializers it knows of, see the library's Kafka dead-letter defaults).
+ */
+public final class DeadLetterSerializer implements Serializer<Object> {
+
+    @Override
+    public byte @Nullable [] serialize(String topic, @Nullable Object data) {
+        if (data == null || data instanceof byte[]) {
+            return (byte[]) data;
+        }
+        if (data instanceof String text) {
+            return text.getBytes(StandardCharsets.UTF_8);
+        }
+        if (data instanceof Bytes bytes) {
+            return bytes.get();
+        }
+        if (data instanceof ByteBuffer buffer) {
+            byte[] bytes = new byte[buffer.remaining()];
+            buffer.duplicate().get(bytes);
+            return bytes;
+        }
+        throw new SerializationException(
+                ("A dead letter for %s holds a %s, which cannot be written back as it came: set"
+                                + " the binding's dlq-producer-properties.configuration.key.serializer (or value.serializer) to"
+                                + " the serializer that matches its consumer's deserializer")
+                        .formatted(topic, data.getClass().getName()));
+    }
+}

@@ -1,0 +1,103 @@
+package dev.exactlyonce.idempotency.binder.kafka;
+
+import dev.exactlyonce.idempotency.IdempotencyProperties;
+import dev.exactlyonce.idempotency.guard.IdempotencyGuardAutoConfiguration;
+import dev.exactlyonce.idempotency.outage.Outage;
+import dev.exactlyonce.idempotency.outage.OutageException;
+import dev.exactlyonce.idempotency.outage.OutageGiveBack;
+import javax.sql.DataSource;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
+import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.core.env.Environment;
+import org.springframework.kafka.listener.CommonDelegatingErrorHandler;
+import org.springframework.kafka.listener.DefaultErrorHandler;
+import org.springframework.util.backoff.FixedBackOff;
+
+/**
+ * What Kafka's binder needs of the library: the consumer defaults and checks of guarded bindings, and their error
+ * handlers. Only where the binder is; used by the bindings whose binder it is.
+ */
+@AutoConfiguration(after = IdempotencyGuardAutoConfiguration.class)
+@ConditionalOnClass(name = KafkaConsumerDefaults.PROPERTIES)
+public class IdempotencyKafkaAutoConfiguration {
+
+    @Bean
+    KafkaConsumerDefaults idempotencyKafkaConsumerDefaults(Environment environment, IdempotencyProperties properties) {
+        return new KafkaConsumerDefaults(Binder.get(environment), environment, properties.outage());
+    }
+
+    @Bean
+    KafkaPublishConfirmation idempotencyKafkaPublishConfirmation() {
+        return new KafkaPublishConfirmation();
+    }
+
+    @Bean
+    KafkaEventRoutes idempotencyKafkaEventRoutes() {
+        return new KafkaEventRoutes();
+    }
+
+    /**
+     * On Kafka: the error handlers of guarded bindings, which seek back to a record given back during an outage every
+     * second, without limit, and handle any other failure as the binder's own handler would: ten deliveries with a
+     * dead-letter topic (Spring Kafka's default), one without (the binder's).
+     */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(name = "org.springframework.kafka.listener.DefaultErrorHandler")
+    @ConditionalOnSingleCandidate(DataSource.class)
+    static class ErrorHandlers {
+
+        @Bean(KafkaConsumerDefaults.ERROR_HANDLER)
+        @ConditionalOnMissingBean(name = KafkaConsumerDefaults.ERROR_HANDLER)
+        DefaultErrorHandler idempotencyKafkaErrorHandler(Outage outage) {
+            return kafkaErrorHandler(outage, new FixedBackOff(0, 9));
+        }
+
+        @Bean(KafkaConsumerDefaults.BATCH_ERROR_HANDLER)
+        @ConditionalOnMissingBean(name = KafkaConsumerDefaults.BATCH_ERROR_HANDLER)
+        DefaultErrorHandler idempotencyKafkaBatchErrorHandler() {
+            return new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS));
+        }
+
+        @Bean(KafkaConsumerDefaults.ERROR_HANDLER_WITHOUT_DLQ)
+        @ConditionalOnMissingBean(name = KafkaConsumerDefaults.ERROR_HANDLER_WITHOUT_DLQ)
+        DefaultErrorHandler idempotencyKafkaErrorHandlerWithoutDlq(Outage outage) {
+            return kafkaErrorHandler(outage, new FixedBackOff(0, 0));
+        }
+
+        /**
+         * A batch binding without a dead-letter topic: a batch given back during an outage is delivered again every
+         * second, without limit; any other failure is handled as the binder's own handler would (skipped). The
+         * back-off function of {@link #kafkaErrorHandler} does not reach a batch's retries, so the exception that
+         * gives a batch back picks the handler.
+         */
+        @Bean(KafkaConsumerDefaults.BATCH_ERROR_HANDLER_WITHOUT_DLQ)
+        @ConditionalOnMissingBean(name = KafkaConsumerDefaults.BATCH_ERROR_HANDLER_WITHOUT_DLQ)
+        CommonDelegatingErrorHandler idempotencyKafkaBatchErrorHandlerWithoutDlq() {
+            CommonDelegatingErrorHandler handler =
+                    new CommonDelegatingErrorHandler(new DefaultErrorHandler(new FixedBackOff(0, 0)));
+            DefaultErrorHandler untilOver =
+                    new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS));
+            handler.addDelegate(OutageException.class, untilOver);
+            handler.setCauseChainTraversing(true);
+            return handler;
+        }
+
+        /**
+         * A record the library gave back (an outage, or a conflict within {@code idempotency.conflicts.max-give-backs})
+         * is sought back to without limit: the give-backs are not the record's failures, and counting them would skip
+         * the record after ten, neither applied nor dead-lettered.
+         */
+        private static DefaultErrorHandler kafkaErrorHandler(Outage outage, FixedBackOff otherwise) {
+            DefaultErrorHandler handler = new DefaultErrorHandler(otherwise);
+            FixedBackOff untilOver = new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS);
+            handler.setBackOffFunction((record, failure) ->
+                    outage.isOutage(failure) || OutageGiveBack.isGivenBack(failure) ? untilOver : null);
+            return handler;
+        }
+    }
+}

@@ -1,0 +1,254 @@
+package dev.exactlyonce.idempotency.binder.kafka;
+
+import dev.exactlyonce.idempotency.IdempotencyProperties;
+import dev.exactlyonce.idempotency.guard.BinderConsumerDefaults;
+import dev.exactlyonce.idempotency.guard.BinderConsumers;
+import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import org.jspecify.annotations.Nullable;
+import org.springframework.boot.context.properties.bind.Bindable;
+import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.cloud.stream.binder.kafka.properties.KafkaConsumerProperties;
+import org.springframework.core.env.Environment;
+
+/**
+ * What the library sets and checks on a guarded Kafka binding (see {@link BinderConsumers}):
+ *
+ * <ul>
+ *   <li>a dead-letter topic, {@code enable-dlq} (the topic {@code error.<destination>.<group>});
+ *   <li>the dead-letter producer's serializers: {@code DeadLetterSerializer} (bytes as they are, strings as UTF-8), so
+ *       that a rejected record, key included, is written to the dead-letter topic as it came (without serializers, a
+ *       record with a key fails to be dead-lettered and is skipped), unless the service set them; a consumer that
+ *       deserializes keys or values to anything else, without serializers set for its dead letters, is refused;
+ *   <li>the container's error handler: a record given back during an outage is sought back to every second, without
+ *       limit, where the container's error handler would skip it (after ten failures with a dead-letter topic, at once
+ *       without), losing it. Any other failure that reaches the container is handled as the binder's own handler does:
+ *       {@value #ERROR_HANDLER} with a dead-letter topic, {@value #ERROR_HANDLER_WITHOUT_DLQ} without. A batch binding
+ *       with a dead-letter topic gets {@value #BATCH_ERROR_HANDLER}, which delivers the batch again every second,
+ *       without limit: its failed records go to the dead-letter topic through the binding's error channel, so what
+ *       reaches the container is a batch given back during an outage (or a dead letter that could not be published),
+ *       never one to skip; without a dead-letter topic, {@value #BATCH_ERROR_HANDLER_WITHOUT_DLQ} does the same for a
+ *       batch given back and skips any other failure;
+ *   <li>a hold during an outage that fits in the consumer's {@code max.poll.interval.ms}, or start-up fails.
+ * </ul>
+ */
+final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsumerProperties> {
+
+    /** By name: loaded only where the Kafka binder is. */
+    public static final String PROPERTIES =
+            "org.springframework.cloud.stream.binder.kafka.properties.KafkaConsumerProperties";
+
+    /** The bean name of the error handler of guarded bindings. */
+    public static final String ERROR_HANDLER = "idempotencyKafkaErrorHandler";
+
+    /** The bean name of the error handler of guarded batch bindings with a dead-letter topic. */
+    public static final String BATCH_ERROR_HANDLER = "idempotencyKafkaBatchErrorHandler";
+
+    /** The bean name of the error handler of guarded batch bindings without a dead-letter topic. */
+    public static final String BATCH_ERROR_HANDLER_WITHOUT_DLQ = "idempotencyKafkaBatchErrorHandlerWithoutDlq";
+
+    /** The bean name of the error handler of guarded bindings without a dead-letter topic. */
+    public static final String ERROR_HANDLER_WITHOUT_DLQ = "idempotencyKafkaErrorHandlerWithoutDlq";
+
+    private static final String BINDER = "spring.cloud.stream.kafka.binder";
+
+    private static final String MAX_POLL_INTERVAL = "max.poll.interval.ms";
+
+    /** The Kafka consumer's own default of {@value #MAX_POLL_INTERVAL}. */
+    private static final long DEFAULT_MAX_POLL_INTERVAL_MS = 300_000;
+
+    private static final String DEAD_LETTER_SERIALIZER = DeadLetterSerializer.class.getName();
+
+    /** The consumer's deserializers whose keys and values {@code DeadLetterSerializer} writes back as they came. */
+    private static final List<String> WRITTEN_BACK = List.of(
+            "org.apache.kafka.common.serialization.ByteArrayDeserializer",
+            "org.apache.kafka.common.serialization.StringDeserializer",
+            "org.apache.kafka.common.serialization.BytesDeserializer",
+            "org.apache.kafka.common.serialization.ByteBufferDeserializer");
+
+    private final Binder configuration;
+
+    private final Environment environment;
+
+    private final IdempotencyProperties.Outage outage;
+
+    public KafkaConsumerDefaults(Binder configuration, Environment environment, IdempotencyProperties.Outage outage) {
+        this.configuration = configuration;
+        this.environment = environment;
+        this.outage = outage;
+    }
+
+    @Override
+    public Class<KafkaConsumerProperties> propertiesType() {
+        return KafkaConsumerProperties.class;
+    }
+
+    @Override
+    public void apply(KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+        binding.requireDeadLetters(
+                "enable-dlq",
+                consumer.isEnableDlq(),
+                true,
+                "has no group: the binder consumes it as an anonymous consumer group, which starts at the latest"
+                        + " offset (events published while the service is down are never read) and gets no"
+                        + " dead-letter topic",
+                () -> consumer.setEnableDlq(true));
+        setErrorHandler(consumer, binding);
+        setDeadLetterSerializers(consumer, binding);
+        refuseHoldLongerThanPollInterval(consumer, binding);
+    }
+
+    /** The error handler (see the class's description), unless the binding names its own. */
+    private static void setErrorHandler(KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+        if (consumer.getCommonErrorHandlerBeanName() != null) {
+            return;
+        }
+        boolean deadLetters = consumer.isEnableDlq();
+        consumer.setCommonErrorHandlerBeanName(
+                deadLetters
+                        ? (binding.batch() ? BATCH_ERROR_HANDLER : ERROR_HANDLER)
+                        : (binding.batch() ? BATCH_ERROR_HANDLER_WITHOUT_DLQ : ERROR_HANDLER_WITHOUT_DLQ));
+    }
+
+    /**
+     * The dead-letter producer writes a rejected record as it came. The guard reads records natively
+     * ({@code use-native-decoding}), so the binder hands that producer the record's key and value as the consumer's
+     * deserializers made them, and needs serializers for them: without, a record with a key fails to be
+     * dead-lettered, and once the error handler gives up it is skipped, lost. {@code DeadLetterSerializer} writes
+     * bytes (the binder's default) and strings back as they came, unless the service set serializers, for the
+     * binding's dead letters or for the binder's producers; a consumer that deserializes to anything else is refused at
+     * start-up, since only the service knows how to write its keys and values back. So is a transactional binder
+     * without serializers for its transactional producer, which writes the dead letters then.
+     */
+    private void setDeadLetterSerializers(KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+        if (!consumer.isEnableDlq()) {
+            return;
+        }
+        Map<String, String> producer = consumer.getDlqProducerProperties().getConfiguration();
+        Map<String, String> reader = consumer.getConfiguration();
+        boolean transactional = this.configuration
+                .bind(BINDER + ".transaction.transaction-id-prefix", String.class)
+                .isBound();
+        for (String part : List.of("key", "value")) {
+            String serializer = part + ".serializer";
+            if (transactional) {
+                if (setting(serializer, BINDER + ".transaction.producer.configuration") == null) {
+                    throw new StartupRefusal(
+                            ("Binding %s dead-letters through the Kafka binder's transactional producer, which has no"
+                                            + " %s: a rejected record would fail to be dead-lettered, and be lost")
+                                    .formatted(binding.name(), serializer),
+                            ("Set %s.transaction.producer.configuration.%s (%s writes back the bytes or strings the"
+                                            + " consumer read)")
+                                    .formatted(BINDER, serializer, DEAD_LETTER_SERIALIZER));
+                }
+                continue;
+            }
+            if (producer.containsKey(serializer)
+                    || setting(serializer, BINDER + ".configuration", BINDER + ".producer-properties") != null) {
+                continue;
+            }
+            String deserializer = reader.containsKey(part + ".deserializer")
+                    ? reader.get(part + ".deserializer")
+                    : setting(
+                            part + ".deserializer",
+                            BINDER + ".configuration",
+                            BINDER + ".consumer-properties",
+                            "spring.kafka.properties",
+                            "spring.kafka.consumer.properties");
+            if (deserializer == null) {
+                deserializer = this.environment.getProperty("spring.kafka.consumer." + part + "-deserializer");
+            }
+            if (deserializer != null && !WRITTEN_BACK.contains(deserializer)) {
+                throw new StartupRefusal(
+                        ("Binding %s reads record %ss with %s, and its dead-letter producer has no %s to write them"
+                                        + " back: a rejected record would fail to be dead-lettered, and be lost")
+                                .formatted(binding.name(), part, deserializer, serializer),
+                        ("Set %s.consumer.dlq-producer-properties.configuration.%s to the serializer that matches %s")
+                                .formatted(binding.prefix(), serializer, deserializer));
+            }
+            producer.put(serializer, DEAD_LETTER_SERIALIZER);
+        }
+    }
+
+    /**
+     * A consumer that does not poll within {@code max.poll.interval.ms} leaves its group, and its partitions go to the
+     * others (or wait, with one consumer), a rebalance each time a delivery is held that long during an outage. A
+     * delivery is held at most {@code max-hold} in all (a batch binding's: a single-message binding is paused instead,
+     * see {@code PausedBindings}, but may be bound by a binder that cannot pause it), and the statement that meets the
+     * outage waits at most {@code socket-timeout}: both must fit in the interval, with the records of the same poll
+     * processed before it.
+     */
+    private void refuseHoldLongerThanPollInterval(
+            KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+        Duration pollInterval;
+        try {
+            pollInterval = maxPollInterval(consumer);
+        } catch (RuntimeException ex) {
+            // Not a number: the Kafka client says what is wrong with it when the binding starts.
+            return;
+        }
+        Duration held = this.outage.maxHold().plus(this.outage.socketTimeout());
+        if (held.compareTo(pollInterval) >= 0) {
+            throw new StartupRefusal(
+                    ("Binding %s may hold a record %s during an outage (idempotency.outage.max-hold %s, plus"
+                                    + " idempotency.outage.socket-timeout %s for the statement that meets it), longer"
+                                    + " than its consumer's %s (%s): the consumer would leave its group, and its"
+                                    + " partitions move, each time a record is held that long")
+                            .formatted(
+                                    binding.name(),
+                                    held,
+                                    this.outage.maxHold(),
+                                    this.outage.socketTimeout(),
+                                    MAX_POLL_INTERVAL,
+                                    pollInterval),
+                    ("Lower idempotency.outage.max-hold (the default, 4m, fits the default %s of 5 minutes), or raise"
+                                    + " %s.consumer.configuration.%s above %s with room for the other records of a"
+                                    + " poll")
+                            .formatted(MAX_POLL_INTERVAL, binding.prefix(), MAX_POLL_INTERVAL, held));
+        }
+    }
+
+    /**
+     * The consumer's {@value #MAX_POLL_INTERVAL}, where the Kafka binder takes it from, the first that sets it: the
+     * binding's {@code configuration}, the binder's {@code consumer-properties}, then {@code configuration}, Spring
+     * Boot's {@code spring.kafka.consumer.properties}, {@code spring.kafka.consumer.max-poll-interval}, then
+     * {@code spring.kafka.properties}; else the client's default.
+     */
+    private Duration maxPollInterval(KafkaConsumerProperties consumer) {
+        String set = consumer.getConfiguration().get(MAX_POLL_INTERVAL);
+        if (set == null) {
+            set = setting(
+                    MAX_POLL_INTERVAL,
+                    BINDER + ".consumer-properties",
+                    BINDER + ".configuration",
+                    "spring.kafka.consumer.properties");
+        }
+        if (set != null) {
+            return Duration.ofMillis(Long.parseLong(set.trim()));
+        }
+        Duration typed = this.configuration
+                .bind("spring.kafka.consumer.max-poll-interval", Duration.class)
+                .orElse(null);
+        if (typed != null) {
+            return typed;
+        }
+        set = setting(MAX_POLL_INTERVAL, "spring.kafka.properties");
+        return Duration.ofMillis(set != null ? Long.parseLong(set.trim()) : DEFAULT_MAX_POLL_INTERVAL_MS);
+    }
+
+    /** A Kafka client setting from the first of these maps of settings that has it (dotted or bracketed keys). */
+    private @Nullable String setting(String name, String... maps) {
+        for (String map : maps) {
+            String value = this.configuration
+                    .bind(map, Bindable.mapOf(String.class, String.class))
+                    .map(settings -> settings.get(name))
+                    .orElse(null);
+            if (value != null) {
+                return value;
+            }
+        }
+        return null;
+    }
+}

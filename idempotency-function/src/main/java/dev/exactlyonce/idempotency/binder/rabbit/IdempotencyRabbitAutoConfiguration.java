@@ -1,0 +1,55 @@
+package dev.exactlyonce.idempotency.binder.rabbit;
+
+import dev.exactlyonce.idempotency.IdempotencyProperties;
+import dev.exactlyonce.idempotency.guard.GuardedBindings;
+import dev.exactlyonce.idempotency.guard.IdempotencyGuardAutoConfiguration;
+import org.springframework.beans.factory.ListableBeanFactory;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.cloud.stream.config.BindingServiceProperties;
+import org.springframework.context.annotation.Bean;
+
+/**
+ * What RabbitMQ's binder needs of the library: the consumer defaults and checks of guarded bindings, and listener
+ * containers that log no give-back and end a guarded batch binding's batch at {@code idempotency.batch.max-wait}.
+ * Only where the binder is; used by the bindings whose binder it is.
+ */
+@AutoConfiguration(after = IdempotencyGuardAutoConfiguration.class)
+@ConditionalOnClass(
+        name = {
+            RabbitConsumerDefaults.PROPERTIES,
+            "org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer",
+            "org.springframework.cloud.stream.config.ListenerContainerCustomizer"
+        })
+public class IdempotencyRabbitAutoConfiguration {
+
+    @Bean
+    RabbitConsumerDefaults idempotencyRabbitConsumerDefaults(
+            ListableBeanFactory beanFactory, IdempotencyProperties properties) {
+        return new RabbitConsumerDefaults(beanFactory, properties);
+    }
+
+    @Bean
+    RabbitEventRoutes idempotencyRabbitEventRoutes() {
+        return new RabbitEventRoutes();
+    }
+
+    @Bean
+    RabbitPublishConfirmation idempotencyRabbitPublishConfirmation() {
+        return new RabbitPublishConfirmation();
+    }
+
+    @Bean
+    RabbitGiveBack idempotencyRabbitGiveBack() {
+        return new RabbitGiveBack();
+    }
+
+    @Bean
+    RabbitContainers idempotencyRabbitContainers(
+            IdempotencyProperties properties,
+            ObjectProvider<GuardedBindings> guardedBindings,
+            BindingServiceProperties bindings) {
+        return new RabbitContainers(properties.batch().maxWait(), guardedBindings, bindings);
+    }
+}

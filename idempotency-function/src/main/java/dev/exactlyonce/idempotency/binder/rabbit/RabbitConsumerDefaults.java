@@ -1,0 +1,269 @@
+package dev.exactlyonce.idempotency.binder.rabbit;
+
+import com.rabbitmq.client.Channel;
+import dev.exactlyonce.idempotency.IdempotencyProperties;
+import dev.exactlyonce.idempotency.guard.BinderConsumerDefaults;
+import dev.exactlyonce.idempotency.guard.BinderConsumers;
+import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import java.io.IOException;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.TreeSet;
+import java.util.concurrent.TimeoutException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.amqp.AmqpException;
+import org.springframework.amqp.rabbit.connection.Connection;
+import org.springframework.amqp.rabbit.connection.ConnectionFactory;
+import org.springframework.amqp.rabbit.core.RabbitAdmin;
+import org.springframework.beans.factory.ListableBeanFactory;
+import org.springframework.cloud.stream.binder.rabbit.properties.RabbitConsumerProperties;
+
+/**
+ * What the library sets and checks on a guarded RabbitMQ binding (see {@link BinderConsumers}):
+ *
+ * <ul>
+ *   <li>a dead-letter queue, {@code auto-bind-dlq} (the queue {@code <queue>.dlq}; the binder's
+ *       {@code republish-to-dlq}, on by default, records the reason in the dead letter's headers); refused where the
+ *       queue was declared earlier without one (the broker refuses (406) to declare an existing queue again with a
+ *       dead-letter exchange);
+ *   <li>a binding that declares no exchange ({@code declare-exchange: false}, {@code declare-dlx: false}: the service's
+ *       broker user may not configure them) finds them at start-up, or start-up fails saying which is missing;
+ *   <li>batches gathered by the listener container, with a bound on how long a batch waits
+ *       ({@link #setBatchDefaults});
+ *   <li>the queue bound with the names of the events the functions map ({@link #setRoutingKeys}).
+ * </ul>
+ */
+final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsumerProperties> {
+
+    /** By name: loaded only where the RabbitMQ binder is. */
+    public static final String PROPERTIES =
+            "org.springframework.cloud.stream.binder.rabbit.properties.RabbitConsumerProperties";
+
+    /** The batch size of a guarded batch binding that sets none. */
+    static final int BATCH_SIZE = 100;
+
+    /** The listener container's own receive timeout, when the binding sets none. */
+    private static final long CONTAINER_RECEIVE_TIMEOUT_MS = 1_000;
+
+    /** How long a guarded batch binding that sets no {@code receive-timeout} waits for a batch's next message. */
+    static final long RECEIVE_TIMEOUT_MS = 1;
+
+    private static final Logger logger = LoggerFactory.getLogger(RabbitConsumerDefaults.class);
+
+    private final ListableBeanFactory beanFactory;
+
+    private final Duration maxWait;
+
+    private final boolean routeCheck;
+
+    public RabbitConsumerDefaults(ListableBeanFactory beanFactory, IdempotencyProperties properties) {
+        this.beanFactory = beanFactory;
+        this.maxWait = properties.batch().maxWait();
+        this.routeCheck = properties.eventId().routeCheck();
+    }
+
+    @Override
+    public Class<RabbitConsumerProperties> propertiesType() {
+        return RabbitConsumerProperties.class;
+    }
+
+    @Override
+    public void apply(RabbitConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+        binding.requireDeadLetters(
+                "auto-bind-dlq",
+                consumer.isAutoBindDlq(),
+                consumer.isDurableSubscription(),
+                "has no group: the binder consumes it through an anonymous queue, deleted, with the events still in"
+                        + " it, when the service stops, and gives it no dead-letter queue",
+                () -> {
+                    refuseQueueWithoutDeadLetters(consumer, binding);
+                    consumer.setAutoBindDlq(true);
+                });
+        if (binding.batch()) {
+            setBatchDefaults(consumer, binding);
+        }
+        checkExchanges(consumer, binding);
+        setRoutingKeys(consumer, binding);
+    }
+
+    /**
+     * The queue is bound with the names of the events the functions map, unless the service set
+     * {@code binding-routing-key} itself. The binder's own default, {@code #}, would route every event of the exchange
+     * to the queue, and the guard would dead-letter each one no function maps as {@code UNKNOWN_EVENT}. Only where
+     * routing keys are event names: the route check on, a topic or direct exchange, a binding neither partitioned nor a
+     * super stream. A queue declared earlier keeps the bindings it had: RabbitMQ adds bindings, it never removes them.
+     */
+    private void setRoutingKeys(RabbitConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+        if (binding.eventNames().isEmpty()
+                || !this.routeCheck
+                || consumer.getBindingRoutingKey() != null
+                || binding.isSet("binding-routing-key")
+                || binding.partitioned()
+                || consumer.isSuperStream()
+                || !("topic".equals(consumer.getExchangeType()) || "direct".equals(consumer.getExchangeType()))) {
+            // Routing keys that are not event names (route-check off, a partitioned binding's keys, a super stream's
+            // partitions), or an exchange that routes by no key.
+            return;
+        }
+        String delimiter = consumer.getBindingRoutingKeyDelimiter();
+        if (delimiter == null) {
+            delimiter = ",";
+            consumer.setBindingRoutingKeyDelimiter(delimiter);
+        }
+        String keys = String.join(delimiter, new TreeSet<>(binding.eventNames()));
+        consumer.setBindingRoutingKey(keys);
+        logger.info(
+                "Binding {} binds its queue with the events its functions map ({}); set {}.consumer"
+                        + ".binding-routing-key to bind it otherwise",
+                binding.name(),
+                keys,
+                binding.prefix());
+    }
+
+    /**
+     * Batches: the listener container gathers them ({@code enable-batching}; without it the binder delivers batches of
+     * one), up to {@value #BATCH_SIZE} messages unless {@code batch-size} is set, with twice that many in flight unless
+     * {@code prefetch} is set (the next batch arrives while one commits). A batch takes the messages that are there: it
+     * is handed on as soon as no next message comes within {@value #RECEIVE_TIMEOUT_MS} ms unless
+     * {@code receive-timeout} is set (the container's own default, one second, would hold a lone event that long), and
+     * at the latest {@code idempotency.batch.max-wait} after it began ({@link RabbitContainers}). So a batch is as
+     * large as the load makes it: one event at a low rate, full under a backlog. The container checks a batch's age
+     * between two messages only, so a {@code receive-timeout} longer than {@code max-wait} is lowered to it: a batch
+     * waits at most {@code max-wait} plus {@code receive-timeout}. Its messages go to the dead-letter queue one by one
+     * only if the binder republishes them ({@code republish-to-dlq}, its default): otherwise it rejects a batch whole.
+     */
+    private void setBatchDefaults(RabbitConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+        if (!binding.isSet("enable-batching")) {
+            consumer.setEnableBatching(true);
+        }
+        if (!binding.isSet("batch-size")) {
+            consumer.setBatchSize(BATCH_SIZE);
+        }
+        if (!this.maxWait.isZero() && !binding.isSet("receive-timeout")) {
+            consumer.setReceiveTimeout(RECEIVE_TIMEOUT_MS);
+        }
+        // Set after batch-size, which it follows.
+        if (!binding.isSet("prefetch")) {
+            consumer.setPrefetch(2 * consumer.getBatchSize());
+        }
+        // The container checks a batch's age between two messages only, and waits up to receive-timeout for the next
+        // one: a longer receive-timeout would hold a batch that long, whatever max-wait says.
+        long receiveTimeout =
+                consumer.getReceiveTimeout() != null ? consumer.getReceiveTimeout() : CONTAINER_RECEIVE_TIMEOUT_MS;
+        if (!this.maxWait.isZero() && receiveTimeout > this.maxWait.toMillis()) {
+            consumer.setReceiveTimeout(Math.max(1, this.maxWait.toMillis()));
+            logger.info(
+                    "Binding {} waits at most idempotency.batch.max-wait ({}) for a batch's next message, not its"
+                            + " receive-timeout ({} ms): the listener container checks a batch's age only between two"
+                            + " messages",
+                    binding.name(),
+                    this.maxWait,
+                    receiveTimeout);
+        }
+        if (!consumer.isRepublishToDlq()) {
+            logger.warn(
+                    "Binding {} delivers batches without republish-to-dlq: RabbitMQ then rejects a failed batch whole,"
+                            + " to its dead-letter queue with the events the batch processed. Leave republish-to-dlq"
+                            + " on, so that only the messages that fail go there",
+                    binding.name());
+        }
+    }
+
+    /**
+     * Refuses a binding whose queue exists already without its dead-letter queue (declared by a service that ran
+     * without one): the broker refuses to declare an existing queue again with a dead-letter exchange, so the library
+     * cannot give it one, and the broker would drop the messages the guard rejects. Unknown (the broker unreachable, a
+     * partitioned binding) counts as no.
+     */
+    private void refuseQueueWithoutDeadLetters(
+            RabbitConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+        if (binding.partitioned()) {
+            return;
+        }
+        for (String destination : binding.destinations()) {
+            String queue = consumer.getPrefix()
+                    + (consumer.isQueueNameGroupOnly() ? binding.group() : destination + "." + binding.group());
+            String dlq = consumer.getDeadLetterQueueName() != null ? consumer.getDeadLetterQueueName() : queue + ".dlq";
+            if (existsWithout(queue, dlq)) {
+                throw new StartupRefusal(
+                        ("Binding %s has no dead-letter queue: its queue %s exists without %s. If the queue was"
+                                        + " declared without a dead-letter exchange (by a version that ran without"
+                                        + " one), RabbitMQ refuses to declare it again with one, and the broker would"
+                                        + " drop the messages the guard rejects")
+                                .formatted(binding.name(), queue, dlq),
+                        ("Drain the queue and delete it, so that the binder declares it again with its dead-letter"
+                                        + " queue; if only %s was deleted, set %s.consumer.auto-bind-dlq=true to have"
+                                        + " the binder declare it again; or, to consume without one, set it to false")
+                                .formatted(dlq, binding.prefix()));
+            }
+        }
+    }
+
+    /**
+     * Fails start-up when a binding that declares no exchange does not find it: its destination exchange(s)
+     * ({@code declare-exchange: false}), or its dead-letter exchange ({@code declare-dlx: false}).
+     */
+    private void checkExchanges(RabbitConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+        List<String> expected = new ArrayList<>();
+        if (!consumer.isDeclareExchange()) {
+            binding.destinations().forEach(destination -> expected.add(consumer.getPrefix() + destination));
+        }
+        if (consumer.isAutoBindDlq() && !consumer.isDeclareDlx()) {
+            expected.add(
+                    consumer.getDeadLetterExchange() != null
+                            ? consumer.getDeadLetterExchange()
+                            : consumer.getPrefix() + "DLX");
+        }
+        List<String> missing = missingExchanges(expected);
+        if (!missing.isEmpty()) {
+            throw new StartupRefusal(
+                    ("Binding %s declares no exchange (declare-exchange: false, declare-dlx: false), and the broker has"
+                                    + " none named %s: its queue would receive nothing, or its dead letters would be"
+                                    + " lost")
+                            .formatted(binding.name(), missing),
+                    "Declare them in the broker's definitions (infra/rabbitmq/definitions.json shows the shop's), or"
+                            + " let the binding declare them with a broker user that may configure them");
+        }
+    }
+
+    /** The exchanges of those names the broker does not have; none when it cannot be asked. */
+    private List<String> missingExchanges(List<String> exchanges) {
+        ConnectionFactory connectionFactory =
+                this.beanFactory.getBeanProvider(ConnectionFactory.class).getIfUnique();
+        if (connectionFactory == null || exchanges.isEmpty()) {
+            return List.of();
+        }
+        List<String> missing = new ArrayList<>();
+        try (Connection connection = connectionFactory.createConnection()) {
+            for (String exchange : exchanges) {
+                try (Channel channel = connection.createChannel(false)) {
+                    channel.exchangeDeclarePassive(exchange);
+                } catch (IOException ex) {
+                    missing.add(exchange);
+                } catch (TimeoutException ex) {
+                    logger.debug("Could not tell whether exchange {} exists: {}", exchange, ex.getMessage());
+                }
+            }
+        } catch (AmqpException ex) {
+            logger.debug("Could not tell whether exchanges {} exist: {}", exchanges, ex.getMessage());
+        }
+        return missing;
+    }
+
+    private boolean existsWithout(String queue, String deadLetterQueue) {
+        ConnectionFactory connectionFactory =
+                this.beanFactory.getBeanProvider(ConnectionFactory.class).getIfUnique();
+        if (connectionFactory == null) {
+            return false;
+        }
+        try {
+            RabbitAdmin admin = new RabbitAdmin(connectionFactory);
+            return admin.getQueueInfo(queue) != null && admin.getQueueInfo(deadLetterQueue) == null;
+        } catch (AmqpException ex) {
+            logger.debug("Could not tell whether queue {} exists: {}", queue, ex.getMessage());
+            return false;
+        }
+    }
+}

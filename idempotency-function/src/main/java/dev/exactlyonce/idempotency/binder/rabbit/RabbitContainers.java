@@ -1,0 +1,115 @@
+package dev.exactlyonce.idempotency.binder.rabbit;
+
+import dev.exactlyonce.idempotency.guard.GuardedBindings;
+import dev.exactlyonce.idempotency.internal.GuardedBinding;
+import java.time.Duration;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.amqp.core.Message;
+import org.springframework.amqp.rabbit.listener.AbstractMessageListenerContainer;
+import org.springframework.amqp.rabbit.listener.MessageListenerContainer;
+import org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer;
+import org.springframework.amqp.support.AmqpHeaders;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.cloud.stream.config.BindingServiceProperties;
+import org.springframework.cloud.stream.config.ListenerContainerCustomizer;
+import org.springframework.util.ErrorHandler;
+
+/**
+ * What the library sets on the RabbitMQ binder's listener containers:
+ *
+ * <ul>
+ *   <li>a delivery the library gives back to the broker (an outage, a conflict) is not logged by the container: its
+ *       error handler would log each give-back at WARN with a stack trace, every {@code max-hold} while an outage
+ *       lasts, where the halt is said once when it begins and once when it ends. Other failures reach the container's
+ *       error handler as before;
+ *   <li>a delivery's route is the broker's: headers a publisher set under the names the binder gives the routing key,
+ *       the exchange and the queue a message arrived by are removed before the binder maps them;
+ *   <li>the age of a batch, on guarded batch bindings: a batch is handed on when it is full or once
+ *       {@code idempotency.batch.max-wait} has passed since the container started gathering it, whichever comes first.
+ *       Without it, a batch is handed on only when full or when no message comes for a whole {@code receive-timeout},
+ *       so at a steady low rate every event waits about the time a batch takes to fill.
+ * </ul>
+ *
+ * <p>The RabbitMQ binder applies every {@code ListenerContainerCustomizer} bean, the service's own as well.
+ */
+final class RabbitContainers implements ListenerContainerCustomizer<MessageListenerContainer> {
+
+    private static final Logger logger = LoggerFactory.getLogger(RabbitContainers.class);
+
+    /** What the binder hands on of a delivery as the broker gave it: never a publisher's to set. */
+    private static final List<String> BROKERS_OWN =
+            List.of(AmqpHeaders.RECEIVED_ROUTING_KEY, AmqpHeaders.RECEIVED_EXCHANGE, AmqpHeaders.CONSUMER_QUEUE);
+
+    private final Duration maxWait;
+
+    private final ObjectProvider<GuardedBindings> guardedBindings;
+
+    private final BindingServiceProperties bindings;
+
+    public RabbitContainers(
+            Duration maxWait, ObjectProvider<GuardedBindings> guardedBindings, BindingServiceProperties bindings) {
+        this.maxWait = maxWait;
+        this.guardedBindings = guardedBindings;
+        this.bindings = bindings;
+    }
+
+    @Override
+    public void configure(MessageListenerContainer container, String destinationName, String group) {
+        if (container instanceof AbstractMessageListenerContainer listening) {
+            quietGiveBacks(listening);
+            listening.addAfterReceivePostProcessors(RabbitContainers::withoutForgedRoute);
+        }
+        if (this.maxWait.isZero()
+                || !(container instanceof SimpleMessageListenerContainer simple)
+                || !simple.isConsumerBatchEnabled()
+                || !isGuardedBatchGroup(group)) {
+            return;
+        }
+        simple.setBatchReceiveTimeout(this.maxWait.toMillis());
+    }
+
+    /**
+     * Removes the headers a publisher set under the names the binder gives what the broker says of a delivery: the
+     * binder maps a message's own headers over the broker's values, so a neighbour that may publish under its own
+     * routing key could otherwise name an event's route, exchange or queue for it. A single message's route is read
+     * from the message as received ({@code sourceData}) as well; a batch's messages are handed on with their mapped
+     * headers only.
+     */
+    private static Message withoutForgedRoute(Message message) {
+        Map<String, @Nullable Object> headers = message.getMessageProperties().getHeaders();
+        BROKERS_OWN.forEach(headers::remove);
+        return message;
+    }
+
+    /**
+     * Only the library gives back with the exception it looks for, so a container of a binding the guard does not
+     * guard is left as it was in effect.
+     */
+    private static void quietGiveBacks(AbstractMessageListenerContainer container) {
+        ErrorHandler handler = container.getErrorHandler();
+        container.setErrorHandler(failure -> {
+            if (RabbitGiveBack.isGivenBack(failure)) {
+                logger.debug("A delivery was given back to the broker, to be delivered again: {}", failure.toString());
+                return;
+            }
+            handler.handleError(failure);
+        });
+    }
+
+    private boolean isGuardedBatchGroup(String group) {
+        GuardedBindings guarded = this.guardedBindings.getIfAvailable();
+        return guarded != null
+                && guarded.bindings().stream()
+                        .filter(GuardedBinding::batch)
+                        .anyMatch(binding -> Objects.equals(
+                                this.bindings
+                                        .getBindingProperties(binding.bindingName())
+                                        .getGroup(),
+                                group));
+    }
+}

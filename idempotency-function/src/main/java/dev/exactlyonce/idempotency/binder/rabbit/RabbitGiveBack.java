@@ -1,0 +1,38 @@
+package dev.exactlyonce.idempotency.binder.rabbit;
+
+import dev.exactlyonce.idempotency.internal.Failures;
+import dev.exactlyonce.idempotency.outage.BinderGiveBack;
+import org.springframework.amqp.ImmediateRequeueAmqpException;
+import org.springframework.cloud.stream.binder.rabbit.RabbitMessageChannelBinder;
+
+/**
+ * Gives a delivery back to RabbitMQ: with an {@code ImmediateRequeueAmqpException}, which the listener container
+ * requeues with {@code basic.nack} (RabbitMQ 4.3 and later do not count it against a quorum queue's delivery limit).
+ * Its own subtype tells the library's give-backs from one the service throws.
+ */
+final class RabbitGiveBack implements BinderGiveBack {
+
+    @Override
+    public boolean binds(Object binder) {
+        return binder instanceof RabbitMessageChannelBinder;
+    }
+
+    @Override
+    public RuntimeException givenBack(String reason, Throwable failure) {
+        return new GivenBack(reason, failure);
+    }
+
+    /** Whether the library gave the delivery back to the listener container: with its own exception. */
+    static boolean isGivenBack(Throwable failure) {
+        return Failures.first(failure, cause -> cause instanceof GivenBack) != null;
+    }
+
+    private static final class GivenBack extends ImmediateRequeueAmqpException {
+
+        private static final long serialVersionUID = 1L;
+
+        GivenBack(String reason, Throwable failure) {
+            super(reason, failure);
+        }
+    }
+}

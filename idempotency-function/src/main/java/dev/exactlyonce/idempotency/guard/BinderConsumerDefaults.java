@@ -1,0 +1,17 @@
+package dev.exactlyonce.idempotency.guard;
+
+/**
+ * What the library sets and checks on a guarded binding's consumer properties for one binder, through the binder's
+ * own typed properties: picked by the type of the binding's extended consumer properties, that is by the binder the
+ * binding uses, not by what is on the class path. See {@link BinderConsumers}.
+ *
+ * @param <P> the binder's extended consumer properties
+ */
+public interface BinderConsumerDefaults<P> {
+
+    /** The binder's extended consumer properties, which this sets. */
+    Class<P> propertiesType();
+
+    /** Sets the defaults the service did not set, and refuses what the binding cannot run with. */
+    void apply(P properties, BinderConsumers.ConsumerBinding binding);
+}

@@ -1,0 +1,204 @@
+package dev.exactlyonce.idempotency.guard;
+
+import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import java.util.List;
+import java.util.Set;
+import java.util.stream.Stream;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
+import org.springframework.cloud.stream.config.BindingServiceProperties;
+import org.springframework.core.env.Environment;
+import org.springframework.util.StringUtils;
+
+/**
+ * Sets the binder's own consumer properties of a guarded binding, before it is bound, unless the service set them
+ * either way, for the binding or as the binder's default, and checks what the binding relies on; first of all a
+ * dead-letter queue. The guard rejects malformed messages without retry; without a dead-letter queue the broker would
+ * drop them (RabbitMQ discards a rejected message that has nowhere to go, and nothing says it was lost). Where the
+ * library cannot give a binding one, start-up fails saying what to set, unless the service switched the dead-letter
+ * queue off itself.
+ *
+ * <p>What is set and checked depends on the binder the binding uses, through its typed consumer properties:
+ * the {@link BinderConsumerDefaults} of {@code binder.rabbit} and {@code binder.kafka}. A binding of another binder
+ * is left as it is.
+ */
+public final class BinderConsumers {
+
+    private static final Logger logger = LoggerFactory.getLogger(BinderConsumers.class);
+
+    private final Environment environment;
+
+    private final Binder configuration;
+
+    private final BindingServiceProperties bindings;
+
+    /** One per binder the library knows, registered by its auto-configuration; a binding gets its binder's. */
+    private final List<BinderConsumerDefaults<?>> binders;
+
+    BinderConsumers(
+            Environment environment, BindingServiceProperties bindings, List<BinderConsumerDefaults<?>> binders) {
+        this.environment = environment;
+        this.configuration = Binder.get(environment);
+        this.bindings = bindings;
+        this.binders = List.copyOf(binders);
+    }
+
+    /**
+     * @param eventNames the names of the events the binding's functions map; empty when they take events of any
+     *     name
+     */
+    void apply(Object binder, String bindingName, Set<String> eventNames) {
+        if (!(binder instanceof ExtendedPropertiesBinder<?, ?, ?> extended)) {
+            return;
+        }
+        Object properties = extended.getExtendedConsumerProperties(bindingName);
+        for (BinderConsumerDefaults<?> defaults : this.binders) {
+            if (defaults.propertiesType().isInstance(properties)) {
+                apply(defaults, properties, new ConsumerBinding(extended, bindingName, eventNames));
+                return;
+            }
+        }
+    }
+
+    private static <P> void apply(BinderConsumerDefaults<P> defaults, Object properties, ConsumerBinding binding) {
+        defaults.apply(defaults.propertiesType().cast(properties), binding);
+    }
+
+    /** A guarded binding, as its binder's defaults see it: its settings, and what the service set itself. */
+    public final class ConsumerBinding {
+
+        private final ExtendedPropertiesBinder<?, ?, ?> binder;
+
+        private final String name;
+
+        private final Set<String> eventNames;
+
+        ConsumerBinding(ExtendedPropertiesBinder<?, ?, ?> binder, String name, Set<String> eventNames) {
+            this.binder = binder;
+            this.name = name;
+            this.eventNames = eventNames;
+        }
+
+        public String name() {
+            return this.name;
+        }
+
+        /** The names of the events the binding's functions map; empty when they take events of any name. */
+        public Set<String> eventNames() {
+            return this.eventNames;
+        }
+
+        @Nullable
+        public String group() {
+            return BinderConsumers.this.bindings.getBindingProperties(this.name).getGroup();
+        }
+
+        public boolean batch() {
+            return BinderConsumers.this
+                    .bindings
+                    .getConsumerProperties(this.name)
+                    .isBatchMode();
+        }
+
+        public boolean partitioned() {
+            return BinderConsumers.this
+                    .bindings
+                    .getConsumerProperties(this.name)
+                    .isPartitioned();
+        }
+
+        /** The binding's destinations (a RabbitMQ exchange, a Kafka topic), as many as it names. */
+        public List<String> destinations() {
+            return Stream.of(BinderConsumers.this
+                            .bindings
+                            .getBindingDestination(this.name)
+                            .split(","))
+                    .map(String::trim)
+                    .toList();
+        }
+
+        /**
+         * Whether the service set the binder's consumer property, for the binding or as the binder's default (for
+         * example {@code spring.cloud.stream.rabbit.bindings.<binding>.consumer.<name>} or
+         * {@code spring.cloud.stream.rabbit.default.consumer.<name>}).
+         */
+        public boolean isSet(String property) {
+            String bindings = bindingsPrefix();
+            return isSet(bindings + "." + this.name, bindings + "[" + this.name + "]", property)
+                    || isSet(this.binder.getDefaultsPrefix(), this.binder.getDefaultsPrefix(), property);
+        }
+
+        /**
+         * Whether the property is set: as written in YAML or properties (the binding name with its case), or in a
+         * relaxed form (an environment variable) where the binding name can only keep its case between brackets.
+         */
+        private boolean isSet(String prefix, String relaxedPrefix, String property) {
+            return BinderConsumers.this.environment.containsProperty(prefix + ".consumer." + property)
+                    || BinderConsumers.this
+                            .configuration
+                            .bind(relaxedPrefix + ".consumer." + property, String.class)
+                            .isBound();
+        }
+
+        /** Where the binding's consumer properties are set: {@code spring.cloud.stream.rabbit.bindings.<binding>}. */
+        public String prefix() {
+            return bindingsPrefix() + "." + this.name;
+        }
+
+        /** spring.cloud.stream.rabbit.bindings, beside the binder's defaults (spring.cloud.stream.rabbit.default). */
+        private String bindingsPrefix() {
+            String defaults = this.binder.getDefaultsPrefix();
+            return defaults.substring(0, defaults.lastIndexOf('.')) + ".bindings";
+        }
+
+        /**
+         * Gives the binding its binder's dead-letter queue unless the service switched it ({@code property}) either
+         * way; refuses a binding the binder gives none, unless the service switched it off itself: a binding without
+         * a group, or whose queue is not durable ({@code durable-subscription: false}). The broker would drop the
+         * messages the guard rejects.
+         *
+         * @param on the switch as it is
+         * @param durable whether the binding's queue outlives the service ({@code false}: the binder gives it no
+         *     dead-letter queue)
+         * @param withoutGroup what the binder makes of a binding without a group, for the refusal
+         * @param switchOn turns the switch on, once what it relies on was checked
+         */
+        public void requireDeadLetters(
+                String property, boolean on, boolean durable, String withoutGroup, Runnable switchOn) {
+            boolean grouped = StringUtils.hasText(group());
+            if (grouped && durable) {
+                if (!isSet(property)) {
+                    switchOn.run();
+                    logger.info(
+                            "Binding {} gets a dead-letter queue ({}.consumer.{}=true), where the messages the guard"
+                                    + " rejects go; set the property to false to do without",
+                            this.name,
+                            prefix(),
+                            property);
+                }
+                return;
+            }
+            if (isSet(property) && !on) {
+                return;
+            }
+            String why = grouped
+                    ? "has no dead-letter queue: its queue is not durable (durable-subscription: false): the binder"
+                            + " gives such a queue no dead-letter queue, and deletes it, with the events still in it,"
+                            + " when the service stops"
+                    : withoutGroup;
+            throw new StartupRefusal(
+                    "Binding %s %s. The messages the guard rejects would have nowhere to go: the broker would drop them"
+                            .formatted(this.name, why),
+                    (grouped
+                                    ? "Remove %s.consumer.durable-subscription=false".formatted(prefix())
+                                    : "Set spring.cloud.stream.bindings.%s.group=<the service's name> (its queue or"
+                                                    .formatted(this.name)
+                                            + " consumer group is then durable, shared by the service's instances,"
+                                            + " and the library gives it a dead-letter queue)")
+                            + "; or, to consume without one, set %s.consumer.%s=false".formatted(prefix(), property));
+        }
+    }
+}

@@ -1,0 +1,282 @@
+package dev.exactlyonce.idempotency.guard;
+
+import dev.exactlyonce.idempotency.IdempotencyException;
+import dev.exactlyonce.idempotency.IdempotencyProperties;
+import dev.exactlyonce.idempotency.IdempotencyProperties.KeyScope;
+import dev.exactlyonce.idempotency.internal.GuardedBinding;
+import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import dev.exactlyonce.idempotency.jdbc.Dialect;
+import dev.exactlyonce.idempotency.jdbc.ProcessedEventStore;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.Set;
+import java.util.stream.Collectors;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.jdbc.core.JdbcTemplate;
+
+/**
+ * Keeps the scopes of the table's claims consistent with the guarded bindings across deployments. A claim is found
+ * only under the scope it was recorded in; a binding whose scope changed (the key scope switched, a function renamed
+ * or composed with another) would not see the claims of its events and would apply their copies again.
+ *
+ * <p>At start-up, in one transaction, under a lock held until it ends (instances starting together take turns),
+ * against the registry {@code <table>_scope} of every scope the table holds claims under:
+ *
+ * <ol>
+ *   <li>the claims of a scope that a binding declares as a former scope are copied to that binding's scope (to each,
+ *       when several bindings declare it), in one statement, and the registry notes where they went. They are copied,
+ *       not moved: an instance of the former version still running during a rolling deployment keeps seeing them.
+ *       While the scope is declared, each start copies again what such an instance claimed since;
+ *   <li>a retired scope is unregistered: the events it recorded are processed again if a copy arrives;
+ *   <li>a scope no longer declared whose claims were copied is unregistered (its rows go with the retention);
+ *   <li>a scope no binding uses, takes over or retires, that still holds claims, makes start-up fail, saying what to
+ *       declare; one without claims left is unregistered;
+ *   <li>the bindings' scopes are registered.
+ * </ol>
+ *
+ * <p>While a binding lists a former scope that no other binding lists ({@link #takenOver}), it claims under it too
+ * ({@link ProcessedEventStore}), so that the instances of both versions of a rolling deployment see each other's
+ * claims.
+ */
+final class ClaimScopes {
+
+    private static final Logger logger = LoggerFactory.getLogger(ClaimScopes.class);
+
+    private static final String LOCK = "dev.exactlyonce.idempotency.scopes";
+
+    private static final String REGISTERED = """
+            SELECT scope, copied_to FROM %s ORDER BY scope""";
+
+    private static final String NOTE_COPIED = """
+            UPDATE %s SET copied_to = ? WHERE scope = ?""";
+
+    private static final String UNREGISTER = """
+            DELETE FROM %s WHERE scope = ?""";
+
+    private static final String HOLDS_CLAIMS = """
+            SELECT EXISTS (SELECT 1 FROM %s WHERE scope = ?)""";
+
+    private final DataSource dataSource;
+
+    private final String tableName;
+
+    private final String registry;
+
+    private final IdempotencyProperties properties;
+
+    private final Dialect dialect;
+
+    ClaimScopes(DataSource dataSource, IdempotencyProperties properties) {
+        this.dataSource = dataSource;
+        this.tableName = properties.tableName();
+        this.registry = registryOf(this.tableName);
+        this.properties = properties;
+        this.dialect = Dialect.of(dataSource);
+    }
+
+    /** A binding's scope: the one named in {@code idempotency.bindings}, or the one {@code key-scope} gives it. */
+    static String scopeOf(IdempotencyProperties properties, String bindingName, List<String> businessFunctions) {
+        IdempotencyProperties.Binding settings = properties.bindings().get(bindingName);
+        if (settings != null && settings.scope() != null) {
+            return settings.scope();
+        }
+        return properties.keyScope() == KeyScope.FUNCTION ? String.join("|", businessFunctions) : "";
+    }
+
+    /**
+     * The former scopes a binding claims under too, besides its own, while it declares them: those it alone takes
+     * over. A scope that several bindings take over (the service scope, split into function scopes) is claimed under by
+     * none: the first binding to claim an event there would make it a duplicate for the others.
+     */
+    static List<String> takenOver(IdempotencyProperties properties, String bindingName, String scope) {
+        IdempotencyProperties.Binding settings = properties.bindings().get(bindingName);
+        if (settings == null) {
+            return List.of();
+        }
+        return settings.formerScopes().stream()
+                .distinct()
+                .filter(former -> !former.equals(scope))
+                .filter(former -> properties.bindings().entrySet().stream()
+                        .noneMatch(other -> !other.getKey().equals(bindingName)
+                                && other.getValue().formerScopes().contains(former)))
+                .toList();
+    }
+
+    /** The registry of the table's scopes. */
+    static String registryOf(String tableName) {
+        return tableName + "_scope";
+    }
+
+    /**
+     * Reconciles the registry with the guarded bindings, as described above.
+     *
+     * @throws IdempotencyException when {@code idempotency.bindings} names a binding that is not guarded (a typo, or a
+     *     rename left behind), or when the table holds claims under a scope that nothing accounts for
+     */
+    void reconcile(List<GuardedBinding> bindings) {
+        Map<String, String> scopes = new LinkedHashMap<>();
+        Map<String, List<String>> formerScopes = new LinkedHashMap<>();
+        for (GuardedBinding binding : bindings) {
+            scopes.put(binding.bindingName(), binding.scope());
+            IdempotencyProperties.Binding settings = this.properties.bindings().get(binding.bindingName());
+            formerScopes.put(binding.bindingName(), settings != null ? settings.formerScopes() : List.of());
+        }
+        for (String bindingName : this.properties.bindings().keySet()) {
+            if (!scopes.containsKey(bindingName)) {
+                throw new StartupRefusal(
+                        "idempotency.bindings.%s names no guarded binding; the guarded bindings are %s"
+                                .formatted(bindingName, List.copyOf(scopes.keySet())),
+                        "Rename the entry after its binding (after a function was renamed, its binding was too)");
+            }
+        }
+        for (GuardedBinding binding : bindings) {
+            for (String former : binding.takenOverScopes()) {
+                if (scopes.containsValue(former)) {
+                    throw new StartupRefusal(
+                            ("idempotency.bindings.%s.former-scopes lists %s, which a guarded binding of this service"
+                                            + " uses now: the claims of a scope in use are not copied, and claiming"
+                                            + " under it would make that binding's events duplicates of this one's")
+                                    .formatted(binding.bindingName(), quoted(former)),
+                            "List only scopes no binding uses any more (the scope a binding had before a rename or a"
+                                    + " key-scope change); for two bindings to share claims, give them one scope"
+                                    + " (idempotency.bindings.<binding>.scope)");
+                }
+            }
+        }
+        // Instances starting together take turns.
+        this.dialect.inTransactionLocked(this.dataSource, LOCK, this.tableName, jdbc -> {
+            reconcile(jdbc, scopes, formerScopes);
+            return true;
+        });
+    }
+
+    private void reconcile(JdbcTemplate jdbc, Map<String, String> scopes, Map<String, List<String>> formerScopes) {
+        if (!this.dialect.tableExists(jdbc, null, this.registry)) {
+            throw new StartupRefusal(
+                    ("The table %s, where the library records the scopes of the claims in %s, does not exist. It is"
+                                    + " part of the library's schema")
+                            .formatted(this.registry, this.tableName),
+                    "Let the library migrate it (idempotency.migrate-with-flyway, with Flyway), or create it as"
+                            + " dev/exactlyonce/idempotency/schema-%s.sql does"
+                                    .formatted(this.dialect.product().toLowerCase(Locale.ROOT)));
+        }
+        if (!this.dialect.keyedByName(jdbc, this.tableName)) {
+            throw new StartupRefusal(
+                    ("The primary key of %s does not hold event_name (version 5 of the library's schema, which keys a"
+                                    + " claim by the event's id and name): every claim would fail, and every message"
+                                    + " be dead-lettered")
+                            .formatted(this.tableName),
+                    "Let the library migrate it (idempotency.migrate-with-flyway, with Flyway), or run"
+                            + " db/idempotency/postgresql-common/V5__claim_event_name.sql of the library's jar with"
+                            + " ${table} replaced by " + this.tableName);
+        }
+        Set<String> used = new LinkedHashSet<>(scopes.values());
+        Map<String, List<String>> heirs = heirs(scopes, formerScopes);
+        List<String> unaccounted = new ArrayList<>();
+        Map<String, String> registered = new LinkedHashMap<>();
+        jdbc.query(REGISTERED.formatted(this.registry), row -> {
+            registered.put(row.getString(1), row.getString(2));
+        });
+        for (Map.Entry<String, String> entry : registered.entrySet()) {
+            String scope = entry.getKey();
+            if (used.contains(scope)) {
+                continue;
+            }
+            if (heirs.containsKey(scope)) {
+                copy(jdbc, scope, heirs.get(scope));
+            } else if (this.properties.retiredScopes().contains(scope)) {
+                jdbc.update(UNREGISTER.formatted(this.registry), scope);
+                logger.warn(
+                        "Claims under scope {} of {} are retired (idempotency.retired-scopes): a copy of an event they"
+                                + " recorded is processed again",
+                        quoted(scope),
+                        this.tableName);
+            } else if (entry.getValue() != null) {
+                jdbc.update(UNREGISTER.formatted(this.registry), scope);
+                logger.info(
+                        "Scope {} of {} is no longer declared; its claims were copied to {} and go with the retention",
+                        quoted(scope),
+                        this.tableName,
+                        entry.getValue());
+            } else if (Boolean.TRUE.equals(
+                    jdbc.queryForObject(HOLDS_CLAIMS.formatted(this.tableName), Boolean.class, scope))) {
+                unaccounted.add(scope);
+            } else {
+                jdbc.update(UNREGISTER.formatted(this.registry), scope);
+            }
+        }
+        if (!unaccounted.isEmpty()) {
+            throw unaccounted(unaccounted, scopes);
+        }
+        // A scope in use again records claims of its own since: whatever was copied from it no longer covers it.
+        used.forEach(scope -> jdbc.update(this.dialect.registerScope(this.registry), scope));
+    }
+
+    private void copy(JdbcTemplate jdbc, String scope, List<String> heirs) {
+        int copied = this.dialect.copyClaims(jdbc, this.tableName, scope, heirs);
+        String targets = heirs.stream().map(ClaimScopes::quoted).collect(Collectors.joining(", "));
+        jdbc.update(NOTE_COPIED.formatted(this.registry), targets, scope);
+        if (copied > 0) {
+            logger.info(
+                    "Copied the claims of scope {} of {} to {} ({} row(s) written)",
+                    quoted(scope),
+                    this.tableName,
+                    targets,
+                    copied);
+        }
+    }
+
+    /** For each former scope, the scopes of the bindings that take it over. */
+    private static Map<String, List<String>> heirs(Map<String, String> scopes, Map<String, List<String>> formerScopes) {
+        Map<String, List<String>> heirs = new LinkedHashMap<>();
+        formerScopes.forEach((binding, formers) -> formers.forEach(former -> {
+            List<String> of = heirs.computeIfAbsent(former, key -> new ArrayList<>());
+            if (!of.contains(scopes.get(binding))) {
+                of.add(scopes.get(binding));
+            }
+        }));
+        return heirs;
+    }
+
+    private StartupRefusal unaccounted(List<String> unaccounted, Map<String, String> scopes) {
+        String example = scopes.keySet().iterator().next();
+        return new StartupRefusal(
+                ("%s holds claims under scope(s) %s, which no guarded binding uses any more (they use %s): the key"
+                                + " scope changed, or a function was renamed or composed anew. A copy of an event"
+                                + " claimed there (a replay, a relay's republication) would be applied a second time")
+                        .formatted(
+                                this.tableName,
+                                unaccounted.stream().map(ClaimScopes::quoted).collect(Collectors.joining(", ")),
+                                scopes.entrySet().stream()
+                                        .map(entry -> quoted(entry.getValue()) + " for " + entry.getKey())
+                                        .collect(Collectors.joining(", "))),
+                ("Declare which binding takes those claims over, for example %s (in YAML: former-scopes: [%s], where"
+                                + " \"\" is the service scope), or, if re-processing is intended, %s. Name a binding's"
+                                + " scope (idempotency.bindings.<binding>.scope) to keep it through renames")
+                        .formatted(
+                                indexed("idempotency.bindings." + example + ".former-scopes", unaccounted),
+                                unaccounted.stream()
+                                        .map(scope -> "\"" + scope + "\"")
+                                        .collect(Collectors.joining(", ")),
+                                indexed("idempotency.retired-scopes", unaccounted)));
+    }
+
+    /** The properties that set a list, one per element: {@code name[0]=a, name[1]=b} (an element may be empty). */
+    private static String indexed(String name, List<String> values) {
+        List<String> properties = new ArrayList<>();
+        for (int i = 0; i < values.size(); i++) {
+            properties.add(name + "[" + i + "]=" + values.get(i));
+        }
+        return String.join(", ", properties);
+    }
+
+    private static String quoted(String scope) {
+        return scope.isEmpty() ? "'' (the service scope)" : "'" + scope + "'";
+    }
+}

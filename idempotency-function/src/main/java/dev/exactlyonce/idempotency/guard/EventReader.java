@@ -1,0 +1,205 @@
+package dev.exactlyonce.idempotency.guard;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+
+import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.idempotency.IdempotencyProperties.EventId;
+import dev.exactlyonce.idempotency.IdempotencyProperties.EventIdSource;
+import dev.exactlyonce.idempotency.IdempotencyProperties.MissingEventId;
+import dev.exactlyonce.idempotency.Printable;
+import dev.exactlyonce.idempotency.RejectedMessageException;
+import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import dev.exactlyonce.idempotency.internal.IncomingEvent;
+import dev.exactlyonce.idempotency.internal.Instants;
+import java.time.Instant;
+import java.time.format.DateTimeParseException;
+import java.util.List;
+import java.util.UUID;
+import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
+import org.springframework.messaging.MessageHeaders;
+import tools.jackson.databind.JsonNode;
+
+/**
+ * Reads the event a message carries, from the envelope or, per {@code idempotency.event-id.source}, from headers
+ * around a bare payload. Header values that arrive as bytes (as on Kafka) are read as UTF-8.
+ */
+final class EventReader {
+
+    static final String AMQP_MESSAGE_ID = "amqp_messageId";
+
+    /** What an event name may hold: it goes into log lines, the MDC and meters' tags, so nothing else. */
+    private static final Pattern NAME = Pattern.compile("[A-Za-z0-9][A-Za-z0-9._-]{0,254}");
+
+    /**
+     * The prefixes of CloudEvents attributes in binary mode: Kafka's, HTTP's, AMQP's (and AMQP's as some mappers write
+     * it). Read here rather than with Spring Cloud Function's {@code CloudEventMessageUtils} (5.0): it picks one prefix
+     * per message by casting the {@code specversion} header to a String, which fails on Kafka, where header values
+     * arrive as bytes, and its {@code getTime} reads a String only.
+     */
+    private static final List<String> CLOUDEVENTS_PREFIXES = List.of("ce_", "ce-", "cloudEvents:", "cloudEvents_");
+
+    private final EnvelopeCodec codec;
+
+    private final EventId settings;
+
+    /** The binders' readings of a message's route, one per binder. */
+    private final List<EventRoutes> routes;
+
+    EventReader(EnvelopeCodec codec, EventId settings, List<EventRoutes> routes) {
+        this.codec = codec;
+        this.settings = settings;
+        this.routes = List.copyOf(routes);
+    }
+
+    /**
+     * Whether events are read from the message's own headers: from every source but the envelope, and to check the
+     * name against the route the message arrived by (in a batch, each message's own).
+     */
+    boolean readsHeaders() {
+        return this.settings.source() != EventIdSource.ENVELOPE || this.settings.routeCheck();
+    }
+
+    IncomingEvent read(MessageHeaders headers, byte[] body) {
+        IncomingEvent event = readEvent(headers, body);
+        if (!NAME.matcher(event.eventName()).matches()) {
+            throw new RejectedMessageException(
+                    Reason.INVALID_EVENT_NAME,
+                    event.eventId(),
+                    ("the event name '%s' holds characters other than letters, digits, '.', '-' and '_', or is longer"
+                                    + " than 255")
+                            .formatted(Printable.of(event.eventName())));
+        }
+        if (this.settings.routeCheck()) {
+            String route = route(headers);
+            if (route != null && !route.equals(event.eventName())) {
+                throw new RejectedMessageException(
+                        Reason.ROUTE_MISMATCH,
+                        event.eventId(),
+                        ("the event's name, %s, is not the routing key or topic it arrived by, '%s': an event is"
+                                        + " published under its own name (idempotency.event-id.route-check)")
+                                .formatted(event.eventName(), Printable.of(route)));
+            }
+        }
+        return event;
+    }
+
+    private IncomingEvent readEvent(MessageHeaders headers, byte[] body) {
+        if (this.settings.source() == EventIdSource.ENVELOPE) {
+            EventEnvelope<JsonNode> envelope = this.codec.decode(body);
+            return new IncomingEvent(
+                    envelope.eventId(), envelope.eventName(), envelope.occurredAt(), envelope.payload());
+        }
+        UUID eventId = eventId(headers);
+        boolean cloudEvent = this.settings.source() == EventIdSource.CLOUDEVENTS;
+        String eventName = cloudEvent ? cloudEventHeader(headers, "type") : text(headers, EventHeaders.EVENT_NAME);
+        if (eventName == null && !cloudEvent) {
+            eventName = nameByRoute(headers);
+        }
+        if (eventName == null || eventName.isBlank()) {
+            throw new RejectedMessageException(
+                    Reason.MISSING_FIELD,
+                    eventId,
+                    cloudEvent
+                            ? "the message has no ce_type header"
+                            : "the message has no event_name header and no routing key");
+        }
+        String time = cloudEvent ? cloudEventHeader(headers, "time") : text(headers, EventHeaders.OCCURRED_AT);
+        return new IncomingEvent(
+                eventId, eventName, occurredAt(time, eventId), this.codec.decodePayload(body, eventId));
+    }
+
+    private @Nullable UUID eventId(MessageHeaders headers) {
+        String text = switch (this.settings.source()) {
+            case HEADER -> text(headers, this.settings.header());
+            case MESSAGE_ID -> text(headers, AMQP_MESSAGE_ID);
+            case CLOUDEVENTS -> cloudEventHeader(headers, "id");
+            case ENVELOPE -> throw new IllegalStateException("the envelope carries its own id");
+        };
+        if (text == null || text.isBlank()) {
+            if (this.settings.whenMissing() == MissingEventId.PASS_THROUGH) {
+                return null;
+            }
+            throw new RejectedMessageException(
+                    Reason.MISSING_EVENT_ID, null, "the message has no event id (%s)".formatted(describeSource()));
+        }
+        UUID eventId = EnvelopeCodec.parseCanonicalUuid(text.trim());
+        if (eventId == null) {
+            throw new RejectedMessageException(
+                    Reason.INVALID_EVENT_ID,
+                    null,
+                    "the message's event id (%s) is not a UUID: '%s'".formatted(describeSource(), Printable.of(text)));
+        }
+        return eventId;
+    }
+
+    private String describeSource() {
+        return switch (this.settings.source()) {
+            case HEADER -> "header " + this.settings.header();
+            case MESSAGE_ID -> "AMQP message_id";
+            case CLOUDEVENTS -> "header ce_id";
+            case ENVELOPE -> "envelope event_id";
+        };
+    }
+
+    /** The event's name as its route tells it, where the binder names events by their route (RabbitMQ). */
+    private @Nullable String nameByRoute(MessageHeaders headers) {
+        for (EventRoutes routes : this.routes) {
+            String name = routes.eventName(headers);
+            if (name != null) {
+                return name;
+            }
+        }
+        return null;
+    }
+
+    /** What the event was routed by, as its binder says; nothing where no binder says (the test binder). */
+    private @Nullable String route(MessageHeaders headers) {
+        for (EventRoutes routes : this.routes) {
+            String route = routes.route(headers);
+            if (route != null) {
+                return route;
+            }
+        }
+        return null;
+    }
+
+    private static @Nullable String cloudEventHeader(MessageHeaders headers, String attribute) {
+        for (String prefix : CLOUDEVENTS_PREFIXES) {
+            String value = text(headers, prefix + attribute);
+            if (value != null) {
+                return value;
+            }
+        }
+        return null;
+    }
+
+    private static @Nullable String text(MessageHeaders headers, String name) {
+        return text(headers.get(name));
+    }
+
+    /** A header's value as text: bytes (as on Kafka) read as UTF-8. */
+    private static @Nullable String text(@Nullable Object value) {
+        if (value instanceof byte[] bytes) {
+            return new String(bytes, UTF_8);
+        }
+        return value != null ? value.toString() : null;
+    }
+
+    private static @Nullable Instant occurredAt(@Nullable String time, @Nullable UUID eventId) {
+        if (time == null) {
+            return null;
+        }
+        try {
+            return Instants.parse(time);
+        } catch (DateTimeParseException ex) {
+            throw new RejectedMessageException(
+                    Reason.INVALID_OCCURRED_AT,
+                    eventId,
+                    "the event time is not an ISO-8601 instant: " + Printable.of(time),
+                    ex);
+        }
+    }
+}

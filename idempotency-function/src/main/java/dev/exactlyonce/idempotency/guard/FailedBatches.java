@@ -1,0 +1,255 @@
+package dev.exactlyonce.idempotency.guard;
+
+import dev.exactlyonce.idempotency.IdempotencyException;
+import dev.exactlyonce.idempotency.RejectedMessageException;
+import dev.exactlyonce.idempotency.internal.BatchMessages;
+import dev.exactlyonce.idempotency.internal.Failures;
+import dev.exactlyonce.idempotency.internal.GuardedBinding;
+import dev.exactlyonce.idempotency.outage.Outage;
+import dev.exactlyonce.idempotency.outage.OutageGiveBack;
+import java.time.Duration;
+import java.util.Collections;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.cloud.stream.binder.ConsumerProperties;
+import org.springframework.integration.IntegrationMessageHeaderAccessor;
+import org.springframework.integration.StaticMessageHeaderAccessor;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.MessagingException;
+import org.springframework.messaging.support.ChannelInterceptor;
+import org.springframework.messaging.support.ErrorMessage;
+
+/**
+ * On the error channel of a guarded batch binding, where the binder sends a batch it gives up on: a batch is never
+ * dead-lettered whole, only the messages that fail on their own are, each with its own reason.
+ *
+ * <ul>
+ *   <li>a batch whose other messages were processed ({@link PartlyFailedBatch}: messages the guard rejected) has
+ *       its failed messages dead-lettered, one error message each;
+ *   <li>a batch that failed as a whole after its attempts (the business function threw) has its messages processed
+ *       again one at a time, each in a transaction of its own through the binding's input channel, with up to the
+ *       binding's {@code max-attempts} attempts each (its back-off and retryable exceptions apply; past a time budget,
+ *       one attempt each); those that still fail are dead-lettered, one error message each. A batch of one message
+ *       gets the attempts the binder did not make (the Kafka binder does not retry batches). A message that fails
+ *       because a dependency is unavailable stops this and gives the batch back ({@link OutageGiveBack}): the events
+ *       processed so far are copies when it comes again.
+ * </ul>
+ *
+ * <p>The error message of one failed message is the batch's, cut to that message: its raw message (the binders' header
+ * {@code sourceData}, a list of one) and its failure. The binder's own dead-letter handler then publishes it as it
+ * publishes any batch, with its reason ({@code x-exception-message} on RabbitMQ, on Kafka the exception headers).
+ * Once they are all sent, the batch's own error message goes on with no raw message left, so the binder dead-letters
+ * nothing more and the batch is acknowledged. A dead letter the broker does not take gives the batch back instead.
+ * (A binder that hands the error channel no raw message per message of the batch gets the batch's error message as
+ * it is, and dead-letters the batch whole.)
+ */
+public final class FailedBatches implements ChannelInterceptor {
+
+    /** Marks the error message of one failed message of a batch, which goes to the binder's handler as it is. */
+    private static final String OF_ONE_MESSAGE = "idempotency_failedMessageOfBatch";
+
+    private static final Logger logger = LoggerFactory.getLogger(FailedBatches.class);
+
+    private final GuardedBinding binding;
+
+    private final MessageChannel input;
+
+    private final ConsumerProperties consumer;
+
+    private final Duration budget;
+
+    private final Outage outage;
+
+    private final OutageGiveBack giveBack;
+
+    /**
+     * @param consumer the binding's consumer properties: its attempts, back-off and retryable exceptions apply to each
+     *     message processed alone
+     * @param budget how long the messages of a batch may be retried alone; past it, each remaining message gets one
+     *     attempt, so that the consumer thread returns within the broker's clocks (RabbitMQ's consumer timeout, Kafka's
+     *     {@code max.poll.interval.ms})
+     */
+    FailedBatches(
+            GuardedBinding binding,
+            MessageChannel input,
+            ConsumerProperties consumer,
+            Duration budget,
+            Outage outage,
+            OutageGiveBack giveBack) {
+        this.binding = binding;
+        this.input = input;
+        this.consumer = consumer;
+        this.budget = budget;
+        this.outage = outage;
+        this.giveBack = giveBack;
+    }
+
+    @Override
+    public Message<?> preSend(Message<?> message, MessageChannel errorChannel) {
+        if (!(message instanceof ErrorMessage error) || error.getHeaders().containsKey(OF_ONE_MESSAGE)) {
+            return message;
+        }
+        Message<?> batch = failedMessage(error);
+        Object sourceData = error.getHeaders().get(IntegrationMessageHeaderAccessor.SOURCE_DATA);
+        if (batch == null
+                || !(batch.getPayload() instanceof List<?> bodies)
+                || !(sourceData instanceof List<?> raw)
+                || raw.size() != bodies.size()) {
+            return message;
+        }
+        Throwable failure = error.getPayload();
+        PartlyFailedBatch partly = Failures.find(failure, PartlyFailedBatch.class);
+        int attemptsLeft = maxAttempts() - attempts(batch);
+        Map<Integer, Throwable> failed;
+        if (partly != null) {
+            failed = partly.failures();
+        } else if (bodies.size() > 1) {
+            failed = oneAtATime(batch, bodies.size(), failure, maxAttempts());
+        } else if (attemptsLeft > 0 && isRetryable(failure)) {
+            // A batch of one the binder did not retry (the Kafka binder does not retry batches): its attempts left.
+            failed = oneAtATime(batch, 1, failure, attemptsLeft);
+        } else {
+            return message;
+        }
+        for (Map.Entry<Integer, Throwable> entry : failed.entrySet()) {
+            try {
+                errorChannel.send(errorOfOne(error, batch, raw, entry.getKey(), entry.getValue()));
+            } catch (RuntimeException ex) {
+                // The dead letter was not published (the broker refused it, or did not confirm it): the batch goes back
+                // to the broker whole, not to the dead-letter queue whole. Its processed events are copies next time.
+                throw this.giveBack.givenBack(
+                        ("Could not dead-letter message #%d of a batch of %s; the batch is given back, to be delivered"
+                                        + " again")
+                                .formatted(entry.getKey(), this.binding.bindingName()),
+                        ex);
+            }
+        }
+        Map<String, Object> headers = rawMessagesReplaced(error, raw, List.of());
+        PartlyFailedBatch handled =
+                partly != null ? partly : new PartlyFailedBatch(this.binding.bindingName(), bodies.size(), failed);
+        return new ErrorMessage(new MessagingException(batch, handled), headers, error.getOriginalMessage());
+    }
+
+    private Map<Integer, Throwable> oneAtATime(Message<?> batch, int size, Throwable failure, int attempts) {
+        logger.warn(
+                "A batch of {} message(s) of {} failed as a whole ({}): processing its messages one at a time, so"
+                        + " that only those that fail alone are dead-lettered",
+                size,
+                this.binding.bindingName(),
+                Failures.real(failure).toString());
+        long deadline = System.nanoTime() + this.budget.toNanos();
+        Map<Integer, Throwable> failed = new TreeMap<>();
+        for (int index = 0; index < size; index++) {
+            Throwable last = attempt(BatchMessages.single(batch, index), System.nanoTime() < deadline ? attempts : 1);
+            if (last != null) {
+                failed.put(index, last);
+            }
+        }
+        logger.info(
+                "Processed the batch of {} one message at a time: {} processed (or copies), {} to the dead-letter"
+                        + " queue",
+                this.binding.bindingName(),
+                size - failed.size(),
+                failed.size());
+        return failed;
+    }
+
+    /**
+     * Delivers a batch of one message to the binding again, up to that many times, with the binding's back-off, as long
+     * as its failures are retryable; its last failure, if any.
+     */
+    private @Nullable Throwable attempt(Message<Object> single, int attempts) {
+        long interval = this.consumer.getBackOffInitialInterval();
+        for (int attempt = 1; ; attempt++) {
+            try {
+                this.input.send(single);
+                return null;
+            } catch (RuntimeException ex) {
+                if (this.outage.isOutage(ex)) {
+                    // Throws: the batch is given back, to come again once the dependency is there.
+                    this.giveBack.preSend(new ErrorMessage(ex), this.input);
+                }
+                PartlyFailedBatch rejected = Failures.find(ex, PartlyFailedBatch.class);
+                Throwable last = rejected != null
+                        ? rejected.failures().values().iterator().next()
+                        : Failures.real(ex);
+                if (attempt >= attempts || !isRetryable(ex)) {
+                    return last;
+                }
+            }
+            pause(Math.min(interval, this.consumer.getBackOffMaxInterval()));
+            interval = (long) (interval * this.consumer.getBackOffMultiplier());
+        }
+    }
+
+    /** As the binder's retry classifies it: by the binding's {@code retryable-exceptions}, causes included. */
+    private boolean isRetryable(Throwable failure) {
+        if (Failures.find(failure, RejectedMessageException.class) != null
+                || Failures.find(failure, PartlyFailedBatch.class) != null) {
+            return false;
+        }
+        Map<Class<? extends Throwable>, Boolean> classified = this.consumer.getRetryableExceptions();
+        Throwable cause =
+                Failures.first(failure, each -> classified.keySet().stream().anyMatch(type -> type.isInstance(each)));
+        if (cause == null) {
+            return this.consumer.isDefaultRetryable();
+        }
+        return classified.entrySet().stream()
+                .filter(entry -> entry.getKey().isInstance(cause))
+                .findFirst()
+                .orElseThrow()
+                .getValue();
+    }
+
+    private int maxAttempts() {
+        return Math.max(1, this.consumer.getMaxAttempts());
+    }
+
+    /**
+     * The back-off between two attempts at a message alone, on the consumer thread, as the binder's own retry waits
+     * there between two attempts at a batch: the batch stays unacknowledged meanwhile, within the time budget.
+     */
+    private static void pause(long millis) {
+        try {
+            Thread.sleep(millis);
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new IdempotencyException("Interrupted while processing a failed batch one message at a time", ex);
+        }
+    }
+
+    private static ErrorMessage errorOfOne(
+            ErrorMessage error, Message<?> batch, List<?> raw, int index, Throwable failure) {
+        Message<Object> single = BatchMessages.single(batch, index);
+        Map<String, Object> headers = rawMessagesReplaced(error, raw, Collections.singletonList(raw.get(index)));
+        headers.put(OF_ONE_MESSAGE, index);
+        return new ErrorMessage(new MessagingException(single, failure), headers, single);
+    }
+
+    /** The error message's headers, with each header that holds the batch's raw messages holding these instead. */
+    private static Map<String, Object> rawMessagesReplaced(ErrorMessage error, List<?> raw, List<?> replacement) {
+        Map<String, Object> headers = new HashMap<>(error.getHeaders());
+        headers.replaceAll((name, value) -> value == raw ? replacement : value);
+        return headers;
+    }
+
+    /** How many times the binder delivered the batch: its retry counts them in a header; without retry, once. */
+    private static int attempts(Message<?> batch) {
+        AtomicInteger attempts = StaticMessageHeaderAccessor.getDeliveryAttempt(batch);
+        return attempts != null ? Math.max(1, attempts.get()) : 1;
+    }
+
+    private static @Nullable Message<?> failedMessage(ErrorMessage error) {
+        if (error.getPayload() instanceof MessagingException messaging && messaging.getFailedMessage() != null) {
+            return messaging.getFailedMessage();
+        }
+        return error.getOriginalMessage();
+    }
+}

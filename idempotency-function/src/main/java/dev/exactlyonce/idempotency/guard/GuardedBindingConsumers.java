@@ -1,0 +1,43 @@
+package dev.exactlyonce.idempotency.guard;
+
+import dev.exactlyonce.idempotency.RejectedMessageException;
+import dev.exactlyonce.idempotency.outage.OutageException;
+import java.util.Set;
+import org.springframework.beans.factory.config.BeanPostProcessor;
+import org.springframework.cloud.stream.binder.ConsumerProperties;
+import org.springframework.cloud.stream.config.BindingServiceProperties;
+
+/**
+ * Sets two consumer properties of every guarded binding, before the binder and Spring Cloud Function read them:
+ *
+ * <ul>
+ *   <li>{@code use-native-decoding}: the guard reads the message body as the binder delivered it and maps the payload
+ *       itself. Left to Spring Cloud Function, a JSON body would be converted for the guard's {@code byte[]} input by
+ *       the JSON converter, which turns a JSON array into bytes and a JSON string into base64-decoded bytes;
+ *   <li>{@code retryable-exceptions}: a {@link RejectedMessageException} is never retried, nor is an
+ *       {@link OutageException} (a message given back while a dependency is unavailable), nor a batch whose other
+ *       messages were processed ({@link PartlyFailedBatch}).
+ * </ul>
+ */
+final class GuardedBindingConsumers implements BeanPostProcessor {
+
+    private final Set<String> bindingNames;
+
+    GuardedBindingConsumers(Set<String> bindingNames) {
+        this.bindingNames = Set.copyOf(bindingNames);
+    }
+
+    @Override
+    public Object postProcessAfterInitialization(Object bean, String beanName) {
+        if (bean instanceof BindingServiceProperties bindings) {
+            for (String bindingName : this.bindingNames) {
+                ConsumerProperties consumer = bindings.getConsumerProperties(bindingName);
+                consumer.setUseNativeDecoding(true);
+                consumer.getRetryableExceptions().put(RejectedMessageException.class, false);
+                consumer.getRetryableExceptions().put(OutageException.class, false);
+                consumer.getRetryableExceptions().put(PartlyFailedBatch.class, false);
+            }
+        }
+        return bean;
+    }
+}

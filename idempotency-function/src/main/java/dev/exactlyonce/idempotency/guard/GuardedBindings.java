@@ -1,0 +1,456 @@
+package dev.exactlyonce.idempotency.guard;
+
+import dev.exactlyonce.idempotency.IdempotencyProperties;
+import dev.exactlyonce.idempotency.OutgoingEvent;
+import dev.exactlyonce.idempotency.internal.FunctionDefinitions;
+import dev.exactlyonce.idempotency.internal.GuardedBinding;
+import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
+import dev.exactlyonce.idempotency.internal.PayloadTypes;
+import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import dev.exactlyonce.idempotency.outage.BinderGiveBack;
+import dev.exactlyonce.idempotency.outage.ConflictGiveBack;
+import dev.exactlyonce.idempotency.outage.Outage;
+import dev.exactlyonce.idempotency.outage.OutageGiveBack;
+import dev.exactlyonce.idempotency.outbox.Outbox;
+import java.lang.reflect.Type;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.List;
+import java.util.stream.Collectors;
+import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.beans.BeanWrapper;
+import org.springframework.beans.BeanWrapperImpl;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.SmartInitializingSingleton;
+import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
+import org.springframework.cloud.function.context.FunctionCatalog;
+import org.springframework.cloud.function.context.catalog.FunctionTypeUtils;
+import org.springframework.cloud.function.context.catalog.SimpleFunctionRegistry.FunctionInvocationWrapper;
+import org.springframework.cloud.stream.binder.Binder;
+import org.springframework.cloud.stream.binder.BinderFactory;
+import org.springframework.cloud.stream.binder.ConsumerProperties;
+import org.springframework.cloud.stream.config.BindingServiceProperties;
+import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
+import org.springframework.core.ResolvableType;
+import org.springframework.core.env.Environment;
+import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.support.InterceptableChannel;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.support.ResourceTransactionManager;
+import org.springframework.util.ClassUtils;
+
+/**
+ * Finds the function definitions that contain the guard, checks that the guarantee can hold for each, installs
+ * {@link TransactionPerMessage} on its input channel, puts the real failure first in what the binder dead-letters
+ * ({@link RealCauseFirst}), sets and checks the binder's consumer properties ({@link BinderConsumers}) and reconciles
+ * the table's scopes with the bindings' ({@link ClaimScopes}). Runs once all singletons exist, before the bindings
+ * start consuming.
+ * Start-up fails, with what to change, when:
+ *
+ * <ul>
+ *   <li>the guard is not the first function of the definition, or has nothing composed after it, or the definition
+ *       was not bound;
+ *   <li>a function composed after it is not a plain {@code Consumer} or {@code Function} bean, or takes a reactive
+ *       input (its work would outlive the transaction), or takes a list where the binding delivers single messages
+ *       (or the other way round);
+ *   <li>a function composed after it takes text or bytes (the guard hands it a payload mapped to a type);
+ *   <li>the last function returns something other than {@link OutgoingEvent}s: its result is written to the outbox in
+ *       the message's transaction and published after the commit, never sent before it;
+ *   <li>there is no DataSource, or no transaction manager that binds its connection to the thread;
+ *   <li>the binding's input is not a channel the transaction can be held around.
+ * </ul>
+ */
+public final class GuardedBindings implements SmartInitializingSingleton {
+
+    private static final Logger logger = LoggerFactory.getLogger(GuardedBindings.class);
+
+    private final ConfigurableListableBeanFactory beanFactory;
+
+    private final BusinessFunctionDecorator decorator;
+
+    private final ObjectProvider<DataSource> dataSources;
+
+    private final ObjectProvider<PlatformTransactionManager> transactionManagers;
+
+    private final IdempotencyMetrics metrics;
+
+    private final ObjectProvider<Outage> outages;
+
+    private final ObjectProvider<Outbox> outbox;
+
+    private final String definitionProperty;
+
+    private final IdempotencyProperties properties;
+
+    private final BinderConsumers binderConsumers;
+
+    /** The binders' own give-backs, one per binder that has one. */
+    private final List<BinderGiveBack> giveBacks;
+
+    private final List<GuardedBinding> bindings = new ArrayList<>();
+
+    GuardedBindings(
+            String definitionProperty,
+            IdempotencyProperties properties,
+            ConfigurableListableBeanFactory beanFactory,
+            BusinessFunctionDecorator decorator,
+            ObjectProvider<DataSource> dataSources,
+            ObjectProvider<PlatformTransactionManager> transactionManagers,
+            ObjectProvider<Outage> outages,
+            ObjectProvider<Outbox> outbox,
+            BinderAdapters binders,
+            IdempotencyMetrics metrics) {
+        this.outbox = outbox;
+        this.definitionProperty = definitionProperty;
+        this.properties = properties;
+        this.beanFactory = beanFactory;
+        this.decorator = decorator;
+        this.dataSources = dataSources;
+        this.transactionManagers = transactionManagers;
+        this.metrics = metrics;
+        this.outages = outages;
+        this.binderConsumers = new BinderConsumers(
+                beanFactory.getBean(Environment.class),
+                beanFactory.getBean(BindingServiceProperties.class),
+                binders.consumerDefaults());
+        this.giveBacks = binders.giveBacks();
+    }
+
+    /** The guarded bindings found at start-up. */
+    public List<GuardedBinding> bindings() {
+        return Collections.unmodifiableList(this.bindings);
+    }
+
+    @Override
+    public void afterSingletonsInstantiated() {
+        Collection<BindableFunctionProxyFactory> bindables = this.beanFactory
+                .getBeansOfType(BindableFunctionProxyFactory.class, false, false)
+                .values();
+        PlatformTransactionManager transactionManager = null;
+        for (String definition : this.definitionProperty.split(";")) {
+            List<String> parts = FunctionDefinitions.parts(definition);
+            if (parts.contains(IdempotencyGuard.NAME)) {
+                transactionManager = install(definition.trim(), parts, bindable(definition, parts, bindables));
+            }
+        }
+        if (transactionManager != null) {
+            new ClaimScopes(this.dataSources.getObject(), this.properties).reconcile(this.bindings);
+        }
+    }
+
+    private PlatformTransactionManager install(
+            String definition, List<String> parts, BindableFunctionProxyFactory bindable) {
+        List<String> businessFunctions = parts.subList(1, parts.size());
+        businessFunctions.forEach(name -> checkDecorated(definition, name));
+        Type inputType = payloadType(definition, businessFunctions.get(0));
+        boolean takesList = isList(inputType);
+        PayloadTypes payloadTypes = PayloadTypes.of(
+                takesList ? ResolvableType.forType(inputType).getGeneric(0).getType() : inputType);
+        PlatformTransactionManager transactionManager = transactionManager(definition);
+        String outputDestination = outputDestination(definition, businessFunctions, bindable);
+        Outage outage = this.outages.getObject();
+        for (String bindingName : bindable.getInputs()) {
+            boolean batch = checkBatchMode(definition, businessFunctions, bindingName, takesList);
+            String scope = ClaimScopes.scopeOf(this.properties, bindingName, businessFunctions);
+            GuardedBinding binding = new GuardedBinding(
+                    bindingName,
+                    definition,
+                    businessFunctions,
+                    payloadTypes,
+                    scope,
+                    ClaimScopes.takenOver(this.properties, bindingName, scope),
+                    batch,
+                    batch && !takesList,
+                    outputDestination);
+            InterceptableChannel inputChannel = inputChannel(binding);
+            inputChannel.addInterceptor(
+                    0,
+                    new TransactionPerMessage(
+                            binding,
+                            transactionManager,
+                            this.dataSources.getObject(),
+                            outage,
+                            this.metrics,
+                            this.outbox.getIfAvailable()));
+            outage.guard(bindingName);
+            Binder<?, ?, ?> binder = binder(bindingName);
+            interceptErrors(binding, binder, inputChannel, outage);
+            this.binderConsumers.apply(binder, bindingName, payloadTypes.eventNames());
+            this.bindings.add(binding);
+            logger.info(
+                    "Guarding binding {} ({}): one transaction per {}, claims under scope '{}'{}, events {}",
+                    bindingName,
+                    definition,
+                    !batch
+                            ? "message"
+                            : binding.oneEventPerCall() ? "batch, the function called once per event" : "batch",
+                    binding.scope(),
+                    binding.takenOverScopes().isEmpty()
+                            ? ""
+                            : binding.takenOverScopes().stream()
+                                    .map(former -> "'" + former + "'")
+                                    .collect(Collectors.joining(", ", " and, while former-scopes lists them, ", "")),
+                    payloadTypes.eventNames().isEmpty() ? "of any name" : payloadTypes.eventNames());
+        }
+        return transactionManager;
+    }
+
+    /**
+     * On the binding's error channel, where the binder sends a message it gives up on, in this order: an outage gives
+     * the message back ({@link OutageGiveBack}), so does a conflict ({@link ConflictGiveBack}), a failed batch is
+     * dead-lettered message by message ({@link FailedBatches}), and the dead letter records the real cause
+     * ({@link RealCauseFirst}).
+     */
+    private void interceptErrors(
+            GuardedBinding binding, Binder<?, ?, ?> binder, InterceptableChannel inputChannel, Outage outage) {
+        String bindingName = binding.bindingName();
+        InterceptableChannel errorChannel = errorChannel(binder, bindingName);
+        OutageGiveBack giveBack = new OutageGiveBack(outage, bindingName, binder, this.giveBacks);
+        errorChannel.addInterceptor(0, giveBack);
+        errorChannel.addInterceptor(
+                1, new ConflictGiveBack(bindingName, this.properties.conflicts().maxGiveBacks(), giveBack));
+        if (binding.batch()) {
+            ConsumerProperties consumer =
+                    this.beanFactory.getBean(BindingServiceProperties.class).getConsumerProperties(bindingName);
+            errorChannel.addInterceptor(
+                    2,
+                    new FailedBatches(
+                            binding,
+                            (MessageChannel) inputChannel,
+                            consumer,
+                            outage.maxHold().dividedBy(2),
+                            outage,
+                            giveBack));
+        }
+        errorChannel.addInterceptor(new RealCauseFirst());
+    }
+
+    private BindableFunctionProxyFactory bindable(
+            String definition, List<String> parts, Collection<BindableFunctionProxyFactory> bindables) {
+        if (!this.beanFactory.containsBean(IdempotencyGuard.NAME)) {
+            throw new StartupRefusal(
+                    ("'%s' needs the service's DataSource to record processed events, and there is none (or several"
+                                    + " and none is @Primary)")
+                            .formatted(definition.trim()),
+                    "Add spring-boot-starter-jdbc and the PostgreSQL driver, and set spring.datasource.url");
+        }
+        return bindables.stream()
+                .filter(bindable -> FunctionDefinitions.parts(bindable.getFunctionDefinition())
+                        .equals(parts))
+                .findFirst()
+                .orElseThrow(() -> new StartupRefusal(
+                        ("'%s' was not bound to a destination, so its messages would not run in the guard's"
+                                        + " transaction")
+                                .formatted(definition.trim()),
+                        "Check that every function it names is a bean and that the composition is valid (a Consumer"
+                                + " can only come last)"));
+    }
+
+    private static boolean isList(Type type) {
+        return List.class.isAssignableFrom(ResolvableType.forType(type).toClass());
+    }
+
+    /**
+     * Whether the binding delivers batches. A function of a list of payloads takes the batches of a batch binding; a
+     * {@code Consumer} of one payload, composed alone after the guard, takes single messages or, on a batch binding,
+     * the events of a batch one call at a time; any other function of one payload, single messages only.
+     */
+    private boolean checkBatchMode(
+            String definition, List<String> businessFunctions, String bindingName, boolean takesList) {
+        boolean batchMode = this.beanFactory
+                .getBean(BindingServiceProperties.class)
+                .getConsumerProperties(bindingName)
+                .isBatchMode();
+        if (takesList && !batchMode) {
+            throw new StartupRefusal(
+                    "'%s' composes a function of a list of payloads, but binding %s does not deliver batches"
+                            .formatted(definition, bindingName),
+                    "Set spring.cloud.stream.bindings.%s.consumer.batch-mode=true, or take one payload"
+                            .formatted(bindingName));
+        }
+        if (batchMode && !takesList && !(businessFunctions.size() == 1 && isConsumer(businessFunctions.get(0)))) {
+            throw new StartupRefusal(
+                    ("Binding %s delivers batches (batch-mode), but '%s' composes a function of one payload whose"
+                                    + " results would be one per event")
+                            .formatted(bindingName, definition),
+                    "Take a List of payloads, or compose a single Consumer, which the library calls once per event of"
+                            + " the batch");
+        }
+        return batchMode;
+    }
+
+    /**
+     * Where the events the last function returns are published: the destination of the definition's output binding,
+     * or {@code null} when the last function is a {@code Consumer}. Its result must be events: anything else would be
+     * sent to the output binding in the message's transaction, before the commit, and downstream would have an event
+     * of an effect that may yet roll back.
+     */
+    private @Nullable String outputDestination(
+            String definition, List<String> businessFunctions, BindableFunctionProxyFactory bindable) {
+        String last = businessFunctions.get(businessFunctions.size() - 1);
+        FunctionInvocationWrapper function =
+                this.beanFactory.getBean(FunctionCatalog.class).lookup(last);
+        if (function == null || function.isConsumer() || bindable.getOutputs().isEmpty()) {
+            return null;
+        }
+        Type outputType = function.getOutputType();
+        if (outputType != null && FunctionTypeUtils.isMessage(outputType)) {
+            outputType = FunctionTypeUtils.getGenericType(outputType);
+        }
+        ResolvableType output = ResolvableType.forType(outputType != null ? outputType : Object.class);
+        Class<?> raw = output.resolve(Object.class);
+        boolean events = raw == Object.class
+                || raw == Void.class
+                || OutgoingEvent.class.isAssignableFrom(raw)
+                || (Iterable.class.isAssignableFrom(raw)
+                        && OutgoingEvent.class.isAssignableFrom(
+                                output.as(Iterable.class).getGeneric(0).resolve(OutgoingEvent.class)));
+        if (!events) {
+            throw new StartupRefusal(
+                    ("'%s' ends with '%s', a function that returns %s. What a guarded function returns is published"
+                                    + " through the outbox, after the message's transaction committed")
+                            .formatted(definition, last, output),
+                    "Return an OutgoingEvent (or a List<OutgoingEvent>, or null for none), or make it a Consumer that"
+                            + " emits with Outbox.emit");
+        }
+        String outputBinding = bindable.getOutputs().iterator().next();
+        return this.beanFactory.getBean(BindingServiceProperties.class).getBindingDestination(outputBinding);
+    }
+
+    private boolean isConsumer(String functionName) {
+        FunctionInvocationWrapper function =
+                this.beanFactory.getBean(FunctionCatalog.class).lookup(functionName);
+        return function != null && function.isConsumer();
+    }
+
+    private void checkDecorated(String definition, String name) {
+        if (!this.decorator.isDecorated(name)) {
+            String found = this.beanFactory.containsBean(name)
+                    ? "a " + this.beanFactory.getType(name)
+                    : "no bean of that name (a FunctionRegistration or a function from another catalog)";
+            throw new StartupRefusal(
+                    "'%s' composes '%s' after %s, but it cannot be protected: it is %s"
+                            .formatted(definition, name, IdempotencyGuard.NAME, found),
+                    "Declare it as a java.util.function.Consumer or Function @Bean named '%s'".formatted(name));
+        }
+    }
+
+    private Type payloadType(String definition, String businessFunction) {
+        FunctionCatalog catalog = this.beanFactory.getBean(FunctionCatalog.class);
+        FunctionInvocationWrapper function = catalog.lookup(businessFunction);
+        if (function == null || function.isSupplier() || function.getInputType() == null) {
+            throw new StartupRefusal(
+                    "'%s' composes '%s', which takes no input".formatted(definition, businessFunction),
+                    "Compose a Consumer or Function");
+        }
+        Type inputType = function.getInputType();
+        if (FunctionTypeUtils.isPublisher(inputType)) {
+            throw new StartupRefusal(
+                    "'%s' composes '%s', a reactive function: its work would run after the transaction of the message ends"
+                            .formatted(definition, businessFunction),
+                    "Take the payload (or Message<payload>) instead of a Flux or Mono");
+        }
+        Type payloadType =
+                FunctionTypeUtils.isMessage(inputType) ? FunctionTypeUtils.getGenericType(inputType) : inputType;
+        Class<?> rawType = ResolvableType.forType(payloadType).resolve(Object.class);
+        if (isText(rawType)) {
+            throw new StartupRefusal(
+                    ("'%s' composes '%s', a function of %s: the guard hands it the event's payload, a JSON object"
+                                    + " mapped to a type, so every message would be rejected")
+                            .formatted(definition, businessFunction, rawType.getSimpleName()),
+                    "Take a record of the payload's fields (annotated @EventName), or a JsonNode or Map to read the"
+                            + " payload as it is");
+        }
+        return payloadType;
+    }
+
+    /** A type a JSON object never maps to: text, bytes or a single value. */
+    private static boolean isText(Class<?> type) {
+        return CharSequence.class.isAssignableFrom(type)
+                || type == byte[].class
+                || ClassUtils.isPrimitiveOrWrapper(type)
+                || Number.class.isAssignableFrom(type);
+    }
+
+    private PlatformTransactionManager transactionManager(String definition) {
+        DataSource dataSource = this.dataSources.getObject();
+        PlatformTransactionManager transactionManager = this.transactionManagers.getIfUnique();
+        if (transactionManager == null) {
+            throw new StartupRefusal(
+                    ("'%s' needs a transaction manager for the service's DataSource, and there is none (or several and"
+                                    + " none is @Primary)")
+                            .formatted(definition),
+                    "Keep Spring Boot's DataSourceTransactionManagerAutoConfiguration, or mark yours @Primary");
+        }
+        if (!bindsConnectionOf(transactionManager, dataSource)) {
+            throw new StartupRefusal(
+                    ("'%s': the transaction manager, a %s, does not bind the DataSource's connection to the thread, so"
+                                    + " the guard's claim would not commit with the business effect (every message"
+                                    + " would fail)")
+                            .formatted(definition, transactionManager.getClass().getName()),
+                    "Use a DataSourceTransactionManager (or a JdbcTransactionManager, or a JpaTransactionManager) on"
+                            + " the DataSource the guard writes to, @Primary if there are several");
+        }
+        return transactionManager;
+    }
+
+    /**
+     * Whether the transaction manager binds a connection of the DataSource to the thread: a
+     * {@code DataSourceTransactionManager} (or {@code JdbcTransactionManager}) of that DataSource, or a manager of
+     * another resource that exposes the DataSource's connection as well, such as {@code JpaTransactionManager} (it has
+     * a {@code dataSource} property). A JTA transaction manager does not.
+     */
+    private static boolean bindsConnectionOf(PlatformTransactionManager transactionManager, DataSource dataSource) {
+        if (transactionManager instanceof ResourceTransactionManager resources
+                && resources.getResourceFactory() == dataSource) {
+            return true;
+        }
+        BeanWrapper properties = new BeanWrapperImpl(transactionManager);
+        return properties.isReadableProperty("dataSource") && properties.getPropertyValue("dataSource") == dataSource;
+    }
+
+    /**
+     * The binding's error channel, where the binder publishes a message it gives up on. The binder looks it up by
+     * the name {@code <binder identity>.<binding>.errors} and creates it only when no bean of that name exists, so the
+     * library registers it first and keeps the binder's subscribers (its dead-letter handler among them).
+     */
+    private Binder<?, ?, ?> binder(String bindingName) {
+        BindingServiceProperties bindingService = this.beanFactory.getBean(BindingServiceProperties.class);
+        return this.beanFactory
+                .getBean(BinderFactory.class)
+                .getBinder(bindingService.getBinder(bindingName), MessageChannel.class);
+    }
+
+    private InterceptableChannel errorChannel(Binder<?, ?, ?> binder, String bindingName) {
+        String name = binder.getBinderIdentity() + "." + bindingName + ".errors";
+        if (this.beanFactory.containsBean(name)) {
+            return this.beanFactory.getBean(name, InterceptableChannel.class);
+        }
+        GuardedErrorChannel channel = new GuardedErrorChannel();
+        channel.setBeanName(name);
+        channel.setComponentName(name);
+        channel.setBeanFactory(this.beanFactory);
+        channel.afterPropertiesSet();
+        this.beanFactory.registerSingleton(name, channel);
+        return channel;
+    }
+
+    private InterceptableChannel inputChannel(GuardedBinding binding) {
+        Object channel = this.beanFactory.getBean(binding.bindingName());
+        if (!(channel instanceof InterceptableChannel interceptable)) {
+            throw new StartupRefusal(
+                    ("Binding %s of '%s' is a %s; the guard needs a subscribable message channel (a reactive or"
+                                    + " pollable binding cannot hold a transaction per message)")
+                            .formatted(
+                                    binding.bindingName(),
+                                    binding.definition(),
+                                    channel.getClass().getName()),
+                    "Bind it as a message-driven consumer, without reactive types and without a polled consumer");
+        }
+        return interceptable;
+    }
+}

@@ -1,0 +1,76 @@
+package dev.exactlyonce.idempotency.guard;
+
+import dev.exactlyonce.idempotency.RejectedMessageException;
+import dev.exactlyonce.idempotency.internal.Failures;
+import java.util.HashMap;
+import java.util.Map;
+import org.jspecify.annotations.Nullable;
+import org.springframework.cloud.stream.binder.LastSubscriberMessageHandler;
+import org.springframework.integration.channel.PublishSubscribeChannel;
+import org.springframework.integration.handler.BridgeHandler;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageHandler;
+import org.springframework.util.Assert;
+
+/**
+ * The error channel of a guarded binding, registered by the library under the name the binder looks up, so that the
+ * binder subscribes its dead-letter handler to it. Like the binder's own, it is publish-subscribe and keeps a
+ * {@link LastSubscriberMessageHandler} (the binder's final rethrowing handler) after every other subscriber.
+ *
+ * <p>The binder also bridges it to the application's global {@code errorChannel}, whose default subscriber logs every
+ * error message at ERROR with its stack trace. A {@link RejectedMessageException} is expected input, already logged
+ * in one WARN line with its reason: the bridge does not forward it, so a poison message is not an error storm. Nor
+ * does it forward a batch whose failed messages were dead-lettered one by one ({@link PartlyFailedBatch}): each of
+ * those is forwarded on its own. Every other failure is forwarded, and logged once.
+ */
+final class GuardedErrorChannel extends PublishSubscribeChannel {
+
+    private final Map<MessageHandler, MessageHandler> bridges = new HashMap<>();
+
+    private @Nullable MessageHandler last;
+
+    GuardedErrorChannel() {
+        super(true);
+    }
+
+    @Override
+    public synchronized boolean subscribe(MessageHandler subscriber) {
+        MessageHandler handler = subscriber;
+        if (subscriber instanceof BridgeHandler bridge) {
+            handler = message -> {
+                if (!isRejection(message)) {
+                    bridge.handleMessage(message);
+                }
+            };
+            this.bridges.put(bridge, handler);
+        }
+        if (handler instanceof LastSubscriberMessageHandler) {
+            Assert.state(this.last == null, "Only one LastSubscriberMessageHandler is allowed");
+            this.last = handler;
+            return super.subscribe(handler);
+        }
+        if (this.last == null) {
+            return super.subscribe(handler);
+        }
+        super.unsubscribe(this.last);
+        boolean subscribed = super.subscribe(handler);
+        super.subscribe(this.last);
+        return subscribed;
+    }
+
+    @Override
+    public synchronized boolean unsubscribe(MessageHandler subscriber) {
+        MessageHandler handler = this.bridges.getOrDefault(subscriber, subscriber);
+        this.bridges.remove(subscriber);
+        if (handler == this.last) {
+            this.last = null;
+        }
+        return super.unsubscribe(handler);
+    }
+
+    private static boolean isRejection(Message<?> message) {
+        return message.getPayload() instanceof Throwable failure
+                && (Failures.find(failure, RejectedMessageException.class) != null
+                        || Failures.find(failure, PartlyFailedBatch.class) != null);
+    }
+}

@@ -1,0 +1,241 @@
+package dev.exactlyonce.idempotency.guard;
+
+import dev.exactlyonce.idempotency.IdempotencyException;
+import dev.exactlyonce.idempotency.OutgoingEvent;
+import dev.exactlyonce.idempotency.RejectedMessageException;
+import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import dev.exactlyonce.idempotency.internal.GuardedBinding;
+import dev.exactlyonce.idempotency.outbox.Outbox;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.function.Supplier;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.slf4j.MDC;
+import org.springframework.messaging.Message;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.TransactionException;
+import org.springframework.transaction.TransactionStatus;
+
+/**
+ * The composed invocation of a guarded binding under way on this thread: its binding, its transaction and what the
+ * guard found (how many events it claimed, how many copies it discarded, which messages of a batch it rejected, and,
+ * for a business function that takes one event of a batch at a time, the events after the first). Opened and closed by
+ * {@link TransactionPerMessage}; at most one per thread.
+ */
+final class GuardedInvocation {
+
+    private static final Logger logger = LoggerFactory.getLogger(GuardedInvocation.class);
+
+    private static final ThreadLocal<GuardedInvocation> CURRENT = new ThreadLocal<>();
+
+    private final GuardedBinding binding;
+
+    private final PlatformTransactionManager transactionManager;
+
+    private final TransactionStatus transaction;
+
+    private final @Nullable Outbox outbox;
+
+    private boolean skipBusinessFunctions;
+
+    private int claimed;
+
+    private int duplicates;
+
+    private final Map<Integer, RejectedMessageException> rejected = new TreeMap<>();
+
+    private List<Delivery> moreEvents = List.of();
+
+    private GuardedInvocation(
+            GuardedBinding binding,
+            PlatformTransactionManager transactionManager,
+            TransactionStatus transaction,
+            @Nullable Outbox outbox) {
+        this.binding = binding;
+        this.transactionManager = transactionManager;
+        this.transaction = transaction;
+        this.outbox = outbox;
+    }
+
+    static GuardedInvocation open(
+            GuardedBinding binding,
+            PlatformTransactionManager transactionManager,
+            TransactionStatus transaction,
+            @Nullable Outbox outbox) {
+        GuardedInvocation invocation = new GuardedInvocation(binding, transactionManager, transaction, outbox);
+        CURRENT.set(invocation);
+        return invocation;
+    }
+
+    static @Nullable GuardedInvocation current() {
+        return CURRENT.get();
+    }
+
+    /**
+     * Rolls back and closes an invocation that is still open on this thread although its message was given up: a
+     * {@link Error} thrown where the library could not turn it into an exception skips the channel's completion
+     * callback, which is where an invocation ends. Its transaction must not be joined by the next message.
+     */
+    static void rollBackAbandoned() {
+        GuardedInvocation abandoned = CURRENT.get();
+        if (abandoned == null) {
+            return;
+        }
+        logger.error(
+                "The transaction of an earlier message of {} was still open on this thread (an Error escaped its"
+                        + " invocation); rolling it back before the next message",
+                abandoned.binding.bindingName());
+        try {
+            if (!abandoned.transaction.isCompleted()) {
+                abandoned.transactionManager.rollback(abandoned.transaction);
+            }
+        } catch (TransactionException ex) {
+            logger.warn("Could not roll back the abandoned transaction: {}", ex.getMessage());
+        } finally {
+            abandoned.close();
+        }
+    }
+
+    /** Whether every event of the invocation on this thread is a copy: its business functions must not run. */
+    static boolean skipsBusinessFunctions() {
+        GuardedInvocation current = CURRENT.get();
+        return current != null && current.skipBusinessFunctions;
+    }
+
+    GuardedBinding binding() {
+        return this.binding;
+    }
+
+    TransactionStatus transaction() {
+        return this.transaction;
+    }
+
+    /** Every event of the message was processed before: its business functions must not run. */
+    void skipBusinessFunctions() {
+        this.skipBusinessFunctions = true;
+    }
+
+    /** How many events of the message were claimed, counted as processed once they commit. */
+    void countClaimed(int events) {
+        this.claimed = events;
+    }
+
+    /** How many events of the message were copies of processed ones, counted once the transaction commits. */
+    void countDuplicates(int copies) {
+        this.duplicates = copies;
+    }
+
+    /**
+     * An event of a batch to hand to its business function: the payload, and the event's message (its headers
+     * included) built when the function takes a {@code Message}.
+     */
+    record Delivery(Object payload, Supplier<Message<Object>> message) {}
+
+    /** Sets aside a message of the batch that cannot be processed: the rest of the batch goes on without it. */
+    void reject(int index, RejectedMessageException rejection) {
+        this.rejected.put(index, rejection);
+    }
+
+    /** The messages of the batch set aside, by their index in the batch. */
+    Map<Integer, RejectedMessageException> rejected() {
+        return Collections.unmodifiableMap(this.rejected);
+    }
+
+    /**
+     * The events of a batch, after the first, for a business function that takes one event at a time: the guard hands
+     * on the first, and the function is called again with each of these ({@link GuardedBusinessFunction}).
+     */
+    void moreEvents(List<Delivery> events) {
+        this.moreEvents = new ArrayList<>(events);
+    }
+
+    /**
+     * The events still to hand to the business function of that name, the one composed after the guard, once: taken,
+     * they are no longer there (another decorated function it calls takes none).
+     */
+    static List<Delivery> takeMoreEvents(String functionName) {
+        GuardedInvocation current = CURRENT.get();
+        if (current == null
+                || current.moreEvents.isEmpty()
+                || !current.binding.businessFunctions().get(0).equals(functionName)) {
+            return List.of();
+        }
+        List<Delivery> events = current.moreEvents;
+        current.moreEvents = List.of();
+        return events;
+    }
+
+    /**
+     * What a business function returned, once the events it returns as the binding's output were written to the
+     * outbox, in the message's transaction: {@code null} then, so that nothing is sent to the output binding before
+     * the commit (the relay publishes them after it). The result of a function that is not the last of the
+     * composition goes to the next function, as it is.
+     *
+     * @throws IdempotencyException when the last function returned something other than events
+     */
+    static @Nullable Object emit(String functionName, @Nullable Object result) {
+        GuardedInvocation current = CURRENT.get();
+        if (current == null
+                || result == null
+                || current.binding.outputDestination() == null
+                || !current.binding.lastFunction().equals(functionName)) {
+            return result;
+        }
+        if (current.outbox == null) {
+            throw new IdempotencyException(
+                    "%s returned events, and the service has no outbox to write them to".formatted(functionName));
+        }
+        if (result instanceof Message<?> message) {
+            result = message.getPayload();
+        }
+        List<OutgoingEvent> events = new ArrayList<>();
+        if (result instanceof OutgoingEvent event) {
+            events.add(event);
+        } else if (result instanceof Iterable<?> results) {
+            for (Object each : results) {
+                if (!(each instanceof OutgoingEvent event)) {
+                    throw notEvents(functionName, each);
+                }
+                events.add(event);
+            }
+        } else {
+            throw notEvents(functionName, result);
+        }
+        if (!events.isEmpty()) {
+            current.outbox.write(current.binding.outputDestination(), events);
+        }
+        return null;
+    }
+
+    private static IdempotencyException notEvents(String functionName, @Nullable Object result) {
+        return new IdempotencyException(("%s returned %s: the result of a guarded function is published through the"
+                        + " outbox, after the commit, and must be an OutgoingEvent or a list of them (or null for"
+                        + " none)")
+                .formatted(
+                        functionName,
+                        result == null
+                                ? "null in a list"
+                                : "a " + result.getClass().getName()));
+    }
+
+    /** How many events the guard claimed: once the transaction commits, they are processed. */
+    int claimed() {
+        return this.claimed;
+    }
+
+    /** How many copies of processed events the guard discarded: counted once the transaction commits. */
+    int duplicates() {
+        return this.duplicates;
+    }
+
+    void close() {
+        MDC.remove(EventHeaders.EVENT_ID);
+        MDC.remove(EventHeaders.EVENT_NAME);
+        CURRENT.remove();
+    }
+}

@@ -1,0 +1,379 @@
+package dev.exactlyonce.idempotency.guard;
+
+import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.idempotency.RejectedMessageException;
+import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import dev.exactlyonce.idempotency.internal.FunctionDefinitions;
+import dev.exactlyonce.idempotency.internal.GuardedBinding;
+import dev.exactlyonce.idempotency.internal.IncomingEvent;
+import dev.exactlyonce.idempotency.jdbc.ProcessedEventStore;
+import dev.exactlyonce.idempotency.retention.ProcessedEventPartitions;
+import io.micrometer.observation.Observation;
+import io.micrometer.observation.ObservationRegistry;
+import java.lang.reflect.Type;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.UUID;
+import java.util.function.Function;
+import java.util.stream.Collectors;
+import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.slf4j.MDC;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageHeaders;
+import org.springframework.messaging.support.MessageBuilder;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
+/**
+ * The {@code idempotencyGuard} function: composed first, as in
+ * {@code spring.cloud.function.definition: idempotencyGuard|reserveStock}, it lets each event through to the
+ * business function once.
+ *
+ * <p>For each message, inside the transaction the library opened around the composed invocation:
+ *
+ * <ol>
+ *   <li>reads the event (from the envelope, or from headers, see {@code idempotency.event-id.source}); a message that
+ *       is not a valid envelope, has no event id or names an event the function does not handle is rejected with a
+ *       {@link RejectedMessageException}, before any write, and is never retried;
+ *   <li>claims the event (its id and name) with one {@code INSERT ... ON CONFLICT DO NOTHING} into
+ *       {@code processed_event};
+ *   <li>one row inserted: maps the payload to the business function's input type (a payload that does not map is
+ *       rejected too, and the claim rolls back with the transaction) and returns it, with the event id, name and time
+ *       as headers ({@link EventHeaders}); the business function runs in the same transaction;
+ *   <li>zero rows: the event was already processed; no business function is called, and the message is
+ *       acknowledged once the (empty) transaction commits.
+ * </ol>
+ *
+ * <p>On a batch binding ({@code batch-mode}), the guard claims the whole batch with one statement and hands on the
+ * payloads of first deliveries only, each once, in one transaction: as a list to a function of a list, or one event at
+ * a time to a {@code Consumer} of one payload. A message of the batch that is rejected is set aside, and dead-lettered
+ * alone once the rest of the batch has committed.
+ *
+ * <p>While a message is handled, the logging MDC holds its {@code event_id} and {@code event_name} (for a batch,
+ * the ids of its events and their distinct names, comma-separated). A copy discarded is logged at DEBUG: it is the
+ * normal case under at-least-once delivery, and the duplicates meter counts it once its transaction commits.
+ *
+ * <p>If the business function throws, the transaction rolls back with the claim, so the retry processes the event
+ * again. If two deliveries of one event run at once, the second claim waits for the first transaction: it finds the
+ * row if that one commits, and claims the event if it rolls back.
+ */
+public final class IdempotencyGuard implements Function<Message<Object>, @Nullable Message<Object>> {
+
+    /** The bean and function name of the guard. */
+    public static final String NAME = FunctionDefinitions.GUARD;
+
+    /** The name of the guard's observation, and of the timer Micrometer makes of it. */
+    public static final String OBSERVATION = "idempotency.guard";
+
+    private static final Logger logger = LoggerFactory.getLogger(IdempotencyGuard.class);
+
+    private final EventReader reader;
+
+    private final EnvelopeCodec codec;
+
+    private final ProcessedEventStore store;
+
+    private final DataSource dataSource;
+
+    private final ObservationRegistry observations;
+
+    private final @Nullable ProcessedEventPartitions partitions;
+
+    IdempotencyGuard(
+            EventReader reader,
+            EnvelopeCodec codec,
+            ProcessedEventStore store,
+            DataSource dataSource,
+            ObservationRegistry observations,
+            @Nullable ProcessedEventPartitions partitions) {
+        this.reader = reader;
+        this.codec = codec;
+        this.store = store;
+        this.dataSource = dataSource;
+        this.observations = observations;
+        this.partitions = partitions;
+    }
+
+    /**
+     * The event id the guard reads from a message as the binder delivered it (one message of a batch: its own headers
+     * and body), wherever {@code idempotency.event-id.source} says it is; {@code null} when the message carries none
+     * the guard could read. For tools and tests that follow messages by event id as the guard does.
+     */
+    public @Nullable UUID eventIdOf(MessageHeaders headers, byte[] body) {
+        try {
+            return this.reader.read(headers, body).eventId();
+        } catch (RejectedMessageException ex) {
+            return ex.eventId();
+        }
+    }
+
+    /**
+     * Guards a message, observed as {@value #OBSERVATION} (the guard's own work: reading the message and claiming its
+     * id), with the binding, the business function and the outcome: {@code processed} (a first delivery, claimed and
+     * handed to the business function; the {@code idempotency.events.processed} counter counts those that committed),
+     * {@code duplicate}, {@code rejected}, {@code passed} (no id, let through as configured) or {@code failed}.
+     */
+    @Override
+    public @Nullable Message<Object> apply(Message<Object> message) {
+        GuardedInvocation invocation = currentInvocation();
+        GuardedBinding binding = invocation.binding();
+        Observation observation = Observation.createNotStarted(OBSERVATION, this.observations)
+                .contextualName("idempotency guard " + binding.bindingName())
+                .lowCardinalityKeyValue("binding", binding.bindingName())
+                .lowCardinalityKeyValue("function", binding.functions())
+                .start();
+        String outcome = "failed";
+        try (Observation.Scope scope = observation.openScope()) {
+            Message<Object> guarded = binding.batch() ? guardBatch(message, invocation) : guard(message, invocation);
+            outcome = invocation.claimed() > 0 ? "processed" : invocation.duplicates() > 0 ? "duplicate" : "passed";
+            return guarded;
+        } catch (RejectedMessageException ex) {
+            outcome = "rejected";
+            throw ex;
+        } catch (RuntimeException ex) {
+            observation.error(ex);
+            throw ex;
+        } catch (Error error) {
+            observation.error(error);
+            throw GuardedBusinessFunction.thrown(NAME, error);
+        } finally {
+            observation.lowCardinalityKeyValue("outcome", outcome).stop();
+        }
+    }
+
+    private @Nullable Message<Object> guard(Message<Object> message, GuardedInvocation invocation) {
+        IncomingEvent event = this.reader.read(message.getHeaders(), body(message.getPayload()));
+        UUID eventId = event.eventId();
+        MDC.put(EventHeaders.EVENT_NAME, event.eventName());
+        if (eventId != null) {
+            MDC.put(EventHeaders.EVENT_ID, eventId.toString());
+        }
+        Type type = checked(event, invocation.binding());
+        if (eventId == null) {
+            logger.debug("Passing event {} through unguarded: it has no id", event.eventName());
+        } else if (this.store.claim(new ProcessedEventStore.Key(eventId, event.eventName()), invocation.binding())) {
+            invocation.countClaimed(1);
+            logger.debug("Claimed event {} ({})", eventId, event.eventName());
+        } else {
+            invocation.skipBusinessFunctions();
+            invocation.countDuplicates(1);
+            logger.debug("Discarded event {} ({}): already processed by this service", eventId, event.eventName());
+            return null;
+        }
+        Object payload = this.codec.readPayload(event.payload(), type, event.eventName(), eventId);
+        return eventMessage(payload, event, message.getHeaders());
+    }
+
+    /**
+     * A batch: every message read first, every id claimed with one statement, and the business function handed the
+     * payloads of the first deliveries only, in their order, each once. A message that cannot be processed (not an
+     * envelope, an event the binding does not handle, a payload that does not map) is set aside, its claim undone,
+     * and the rest of the batch goes on: the library dead-letters it alone once the batch's transaction commits.
+     */
+    private @Nullable Message<Object> guardBatch(Message<Object> delivered, GuardedInvocation invocation) {
+        // A binder that hands on a lone message as it is (a test binder, say) delivers a batch of one.
+        Message<Object> message = delivered.getPayload() instanceof List<?>
+                ? delivered
+                : MessageBuilder.<Object>withPayload(List.of(delivered.getPayload()))
+                        .copyHeaders(delivered.getHeaders())
+                        .build();
+        List<?> bodies = (List<?>) message.getPayload();
+        GuardedBinding binding = invocation.binding();
+        Read read = read(delivered, bodies, invocation);
+        putInMdc(read);
+        Set<ProcessedEventStore.Key> claimed = read.firstCopies().isEmpty()
+                ? Set.of()
+                : this.store.claimAll(read.firstCopies().keySet(), binding);
+        FirstDeliveries first = firstDeliveries(delivered, read, claimed, invocation);
+        List<GuardedInvocation.Delivery> firstDeliveries = first.deliveries();
+        int duplicates = bodies.size() - invocation.rejected().size() - firstDeliveries.size();
+        invocation.countDuplicates(duplicates);
+        logger.debug(
+                "Claimed {} of {} event(s) of a batch; {} already processed by this service, {} rejected",
+                firstDeliveries.size(),
+                bodies.size(),
+                duplicates,
+                invocation.rejected().size());
+        if (firstDeliveries.isEmpty()) {
+            invocation.skipBusinessFunctions();
+            return null;
+        }
+        // As in single-message mode, an event without an id passes through unguarded and is not counted as processed.
+        invocation.countClaimed(firstDeliveries.size() - first.unguarded());
+        if (binding.oneEventPerCall()) {
+            invocation.moreEvents(firstDeliveries.subList(1, firstDeliveries.size()));
+            return firstDeliveries.get(0).message().get();
+        }
+        return MessageBuilder.<Object>withPayload(firstDeliveries.stream()
+                        .map(GuardedInvocation.Delivery::payload)
+                        .toList())
+                .copyHeaders(message.getHeaders())
+                .build();
+    }
+
+    /**
+     * The messages of a batch, read: the event of each and the type its payload maps to ({@code null}: rejected), and
+     * the position of each id's first copy.
+     */
+    private record Read(List<@Nullable Checked> events, Map<ProcessedEventStore.Key, Integer> firstCopies) {}
+
+    private Read read(Message<Object> delivered, List<?> bodies, GuardedInvocation invocation) {
+        List<@Nullable Checked> events = new ArrayList<>(bodies.size());
+        Map<ProcessedEventStore.Key, Integer> firstCopies = new LinkedHashMap<>();
+        for (int index = 0; index < bodies.size(); index++) {
+            Checked checked = null;
+            try {
+                IncomingEvent event = this.reader.read(
+                        this.reader.readsHeaders() ? headersOf(delivered, index) : delivered.getHeaders(),
+                        body(bodies.get(index)));
+                checked = new Checked(event, checked(event, invocation.binding()));
+                if (event.eventId() != null) {
+                    firstCopies.putIfAbsent(new ProcessedEventStore.Key(event.eventId(), event.eventName()), index);
+                }
+            } catch (RejectedMessageException ex) {
+                invocation.reject(index, ex);
+            }
+            events.add(checked);
+        }
+        return new Read(events, firstCopies);
+    }
+
+    /** The batch's event ids and names, for the lines logged while it is processed. */
+    private static void putInMdc(Read read) {
+        MDC.put(
+                EventHeaders.EVENT_ID,
+                joined(read.firstCopies().keySet().stream()
+                        .map(ProcessedEventStore.Key::eventId)
+                        .collect(Collectors.toCollection(LinkedHashSet::new))));
+        MDC.put(
+                EventHeaders.EVENT_NAME,
+                joined(read.events().stream()
+                        .filter(Objects::nonNull)
+                        .map(checked -> checked.event().eventName())
+                        .collect(Collectors.toCollection(LinkedHashSet::new))));
+    }
+
+    /**
+     * The first deliveries of a batch, in their order, and how many of them have no id (they pass through unguarded).
+     */
+    private record FirstDeliveries(List<GuardedInvocation.Delivery> deliveries, int unguarded) {}
+
+    /**
+     * The events of the batch to hand to the business function: the first copy of each id claimed now, and each
+     * event without an id. A payload that does not map is set aside (rejected), its claim undone.
+     */
+    private FirstDeliveries firstDeliveries(
+            Message<Object> delivered, Read read, Set<ProcessedEventStore.Key> claimed, GuardedInvocation invocation) {
+        List<GuardedInvocation.Delivery> firstDeliveries = new ArrayList<>(claimed.size());
+        int unguarded = 0;
+        for (int index = 0; index < read.events().size(); index++) {
+            Checked checked = read.events().get(index);
+            if (checked == null) {
+                continue; // rejected
+            }
+            IncomingEvent event = checked.event();
+            UUID eventId = event.eventId();
+            ProcessedEventStore.Key key =
+                    eventId == null ? null : new ProcessedEventStore.Key(eventId, event.eventName());
+            if (key != null && (read.firstCopies().get(key) != index || !claimed.contains(key))) {
+                logger.debug(
+                        "Discarded event {} ({}): {}",
+                        eventId,
+                        event.eventName(),
+                        read.firstCopies().get(key) != index
+                                ? "a copy of an event earlier in the batch"
+                                : "already processed by this service");
+                continue;
+            }
+            try {
+                Object payload = this.codec.readPayload(event.payload(), checked.type(), event.eventName(), eventId);
+                unguarded += eventId == null ? 1 : 0;
+                int position = index;
+                // The event's message is built only for a function that takes one.
+                firstDeliveries.add(new GuardedInvocation.Delivery(
+                        payload, () -> eventMessage(payload, event, headersOf(delivered, position))));
+            } catch (RejectedMessageException ex) {
+                if (key != null) {
+                    this.store.unclaim(key, invocation.binding());
+                }
+                invocation.reject(index, ex);
+            }
+        }
+        return new FirstDeliveries(firstDeliveries, unguarded);
+    }
+
+    /** An event of a batch that the binding handles, and the type its payload maps to. */
+    private record Checked(IncomingEvent event, Type type) {}
+
+    /** The headers of the message at that index of a batch; those of the message itself if it came alone. */
+    private static MessageHeaders headersOf(Message<Object> delivered, int index) {
+        return delivered.getPayload() instanceof List<?>
+                ? new MessageHeaders(EventHeaders.ofMessageInBatch(delivered, index))
+                : delivered.getHeaders();
+    }
+
+    /** The message of one event, as its business function takes it: the payload, and the event's headers. */
+    private static Message<Object> eventMessage(Object payload, IncomingEvent event, Map<String, ?> headers) {
+        MessageBuilder<Object> builder = MessageBuilder.withPayload(payload)
+                .copyHeaders(headers)
+                .setHeader(EventHeaders.EVENT_NAME, event.eventName());
+        if (event.eventId() != null) {
+            builder.setHeader(EventHeaders.EVENT_ID, event.eventId());
+        }
+        if (event.occurredAt() != null) {
+            builder.setHeader(EventHeaders.OCCURRED_AT, event.occurredAt());
+        }
+        return builder.build();
+    }
+
+    /**
+     * The type the event's payload maps to; the event rejected, before anything is written, if the binding does not
+     * handle it or its id cannot be recorded. The payload itself is mapped after the claim, for first deliveries only:
+     * a payload that does not map then rolls the claim back with the rest of the transaction.
+     */
+    private Type checked(IncomingEvent event, GuardedBinding binding) {
+        Type type = binding.payloadTypes().typeFor(event);
+        if (event.eventId() != null && this.partitions != null) {
+            this.partitions.check(event.eventId());
+        }
+        return type;
+    }
+
+    private static String joined(Collection<?> values) {
+        return values.stream().map(String::valueOf).collect(Collectors.joining(","));
+    }
+
+    private static byte[] body(Object payload) {
+        if (payload instanceof byte[] bytes) {
+            return bytes;
+        }
+        if (payload instanceof String text) {
+            return text.getBytes(StandardCharsets.UTF_8);
+        }
+        throw new RejectedMessageException(
+                RejectedMessageException.Reason.NOT_JSON,
+                null,
+                "the message body is a %s, not bytes"
+                        .formatted(payload.getClass().getName()));
+    }
+
+    private GuardedInvocation currentInvocation() {
+        GuardedInvocation invocation = GuardedInvocation.current();
+        if (invocation == null || !TransactionSynchronizationManager.hasResource(this.dataSource)) {
+            throw new IllegalStateException(NAME + " ran outside the transaction the library opens around a guarded"
+                    + " binding, so its claim could not commit with the business effect. Compose it first in"
+                    + " spring.cloud.function.definition (idempotencyGuard|yourFunction) and let the binder"
+                    + " deliver the message; do not call it directly.");
+        }
+        return invocation;
+    }
+}

@@ -1,0 +1,37 @@
+package dev.exactlyonce.idempotency.guard;
+
+import dev.exactlyonce.idempotency.IdempotencyException;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.stream.Collectors;
+
+/**
+ * The messages of a batch that failed, by their index in the batch, while the others were processed: they go to the
+ * dead-letter queue one by one ({@link FailedBatches}), each with its own reason, and are not retried with
+ * the batch.
+ */
+final class PartlyFailedBatch extends IdempotencyException {
+
+    private static final long serialVersionUID = 1L;
+
+    private final transient Map<Integer, Throwable> failures;
+
+    PartlyFailedBatch(String bindingName, int batchSize, Map<Integer, ? extends Throwable> failures) {
+        super(("%d of the %d messages of a batch of %s failed and go to the dead-letter queue alone; the others were"
+                        + " processed: %s")
+                .formatted(
+                        failures.size(),
+                        batchSize,
+                        bindingName,
+                        failures.entrySet().stream()
+                                .map(failure -> "#" + failure.getKey() + " "
+                                        + failure.getValue().getMessage())
+                                .collect(Collectors.joining("; "))));
+        this.failures = new TreeMap<>(failures);
+    }
+
+    /** The failures, by the index of their message in the batch. */
+    Map<Integer, Throwable> failures() {
+        return this.failures;
+    }
+}

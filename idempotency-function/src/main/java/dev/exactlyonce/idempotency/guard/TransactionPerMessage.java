@@ -1,0 +1,242 @@
+package dev.exactlyonce.idempotency.guard;
+
+import dev.exactlyonce.idempotency.IdempotencyException;
+import dev.exactlyonce.idempotency.RejectedMessageException;
+import dev.exactlyonce.idempotency.internal.BatchMessages;
+import dev.exactlyonce.idempotency.internal.Failures;
+import dev.exactlyonce.idempotency.internal.GuardedBinding;
+import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
+import dev.exactlyonce.idempotency.outage.Outage;
+import dev.exactlyonce.idempotency.outage.OutageException;
+import dev.exactlyonce.idempotency.outage.OutageGiveBack;
+import dev.exactlyonce.idempotency.outage.TransactionNotBegun;
+import dev.exactlyonce.idempotency.outbox.Outbox;
+import java.sql.SQLException;
+import java.time.Duration;
+import java.util.List;
+import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.jdbc.datasource.DataSourceUtils;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.support.ChannelInterceptor;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.TransactionException;
+import org.springframework.transaction.TransactionStatus;
+import org.springframework.transaction.support.DefaultTransactionDefinition;
+import org.springframework.transaction.support.TransactionSynchronizationManager;
+
+/**
+ * Runs each message of a guarded binding in a database transaction of its own.
+ *
+ * <p>The binding's input channel is a direct channel: the binder's {@code send} runs the whole composed invocation
+ * (guard and business functions) on the consumer thread, and only returns once it is done. So:
+ *
+ * <ol>
+ *   <li>{@code preSend} holds the message while an {@link Outage} halts consumption (up to {@code max-hold}, then
+ *       gives it back with an {@link OutageException}), then begins the transaction and opens the
+ *       {@link GuardedInvocation}. It never joins a transaction
+ *       already on the thread: one left open by an earlier message (an {@link Error} escaped it) is rolled back
+ *       first, and a database transaction of the caller's own is refused, since the claim must commit with this
+ *       message's effect only (a transaction of another resource, such as a Kafka transaction the binder runs, is
+ *       not joined and does not matter);
+ *   <li>the guard and the business functions run, all on the transaction's connection;
+ *   <li>{@code postSend}, reached only when they returned normally, commits; a failed commit throws out of
+ *       {@code send}, so the binder does not acknowledge the message. When the guard set aside messages of a batch
+ *       (rejected), it then throws a {@link PartlyFailedBatch}, which the binder does not retry: those messages go
+ *       to the dead-letter queue one by one ({@link FailedBatches}), the batch's others having committed;
+ *   <li>{@code afterSendCompletion} rolls back whatever did not commit (the claim included) and closes the
+ *       invocation; a failure that is an outage halts consumption. The binder then retries or dead-letters the
+ *       message (an outage is never dead-lettered, see {@link OutageGiveBack}); each attempt is a new {@code send},
+ *       so a new transaction.
+ * </ol>
+ *
+ * <p>Commit happens in {@code postSend} because exceptions thrown by {@code afterSendCompletion} are logged and
+ * swallowed by the channel. The channel calls {@code afterSendCompletion} for exceptions only, not for an
+ * {@link Error}: the guard and the business functions turn an {@code Error} they throw into an
+ * {@link IdempotencyException} (see {@link GuardedBusinessFunction}), so that it ends like any failure.
+ * Meters count what committed: processed events and discarded copies of a transaction that rolls back are not
+ * counted.
+ */
+final class TransactionPerMessage implements ChannelInterceptor {
+
+    private static final Logger logger = LoggerFactory.getLogger(TransactionPerMessage.class);
+
+    private final GuardedBinding binding;
+
+    private final PlatformTransactionManager transactionManager;
+
+    private final DataSource dataSource;
+
+    private final Outage outage;
+
+    private final TransactionDefinition definition;
+
+    private final IdempotencyMetrics metrics;
+
+    private final @Nullable Outbox outbox;
+
+    TransactionPerMessage(
+            GuardedBinding binding,
+            PlatformTransactionManager transactionManager,
+            DataSource dataSource,
+            Outage outage,
+            IdempotencyMetrics metrics,
+            @Nullable Outbox outbox) {
+        this.binding = binding;
+        this.outbox = outbox;
+        this.transactionManager = transactionManager;
+        this.dataSource = dataSource;
+        this.outage = outage;
+        this.metrics = metrics;
+        DefaultTransactionDefinition definition = new DefaultTransactionDefinition();
+        definition.setName(binding.definition());
+        this.definition = definition;
+    }
+
+    @Override
+    public Message<?> preSend(Message<?> message, MessageChannel channel) {
+        GuardedInvocation.rollBackAbandoned();
+        if (TransactionSynchronizationManager.hasResource(this.dataSource)) {
+            throw new IdempotencyException(("The thread delivering a message of %s already runs a transaction on the"
+                            + " service's DataSource: the message would join it, and its claim would commit or roll"
+                            + " back with work that is not its own. Deliver guarded messages on a thread without a"
+                            + " database transaction (the binder's consumer threads have none)")
+                    .formatted(this.binding.bindingName()));
+        }
+        this.outage.delivering(message);
+        // Asked only during a halt: nothing of the hold is worked out for a message while consumption runs.
+        if (this.outage.halt() != null && !this.outage.awaitEnd(this.outage.holdLeft(this.binding.bindingName()))) {
+            throw new OutageException(
+                    ("A message of %s was held while a dependency is unavailable (max-hold %s from its first attempt,"
+                                    + " none where the binding is paused): given back to the broker, to be delivered"
+                                    + " again")
+                            .formatted(this.binding.bindingName(), this.outage.maxHold()),
+                    null);
+        }
+        TransactionStatus transaction;
+        try {
+            transaction = this.transactionManager.getTransaction(this.definition);
+        } catch (RuntimeException ex) {
+            // Nothing in a message makes a transaction fail to begin: a refused connection (a role locked out, a
+            // password rotated, a database renamed) is the database's condition, whatever its SQLSTATE.
+            TransactionNotBegun failure = new TransactionNotBegun(this.binding.bindingName(), ex);
+            this.outage.detected(failure);
+            throw failure;
+        }
+        limitNetworkWait();
+        GuardedInvocation.open(this.binding, this.transactionManager, transaction, this.outbox);
+        logger.debug("Began the transaction of a message of {}", this.binding.bindingName());
+        return message;
+    }
+
+    /**
+     * Bounds how long a statement of the message's transaction waits for the database's answer (the driver's socket
+     * timeout, for this transaction's connection only: the pool resets it when the connection comes back): a network
+     * that drops packets without closing the connection then fails the statement, an outage, rather than blocking
+     * the consumer thread for the kernel's TCP timeout.
+     */
+    private void limitNetworkWait() {
+        Duration timeout = this.outage.socketTimeout();
+        if (timeout.isZero()) {
+            return;
+        }
+        try {
+            DataSourceUtils.getConnection(this.dataSource).setNetworkTimeout(Runnable::run, (int) timeout.toMillis());
+        } catch (SQLException | RuntimeException ex) {
+            logger.debug(
+                    "Could not bound the network wait of a message of {}: {}",
+                    this.binding.bindingName(),
+                    ex.toString());
+        }
+    }
+
+    @Override
+    public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
+        GuardedInvocation invocation = current();
+        this.transactionManager.commit(invocation.transaction());
+        this.outage.worked();
+        if (invocation.claimed() > 0) {
+            this.metrics.processed(this.binding, invocation.claimed());
+        }
+        if (invocation.duplicates() > 0) {
+            this.metrics.duplicates(this.binding, invocation.duplicates());
+        }
+        if (!invocation.rejected().isEmpty()) {
+            int size = message.getPayload() instanceof List<?> batch ? batch.size() : 1;
+            if (size == 1) {
+                // A batch of one: rejected as a single message is, without retry.
+                throw invocation.rejected().values().iterator().next();
+            }
+            // The rest of the batch committed: the messages set aside go to the dead-letter queue, and the binder
+            // does not retry the batch.
+            throw new PartlyFailedBatch(this.binding.bindingName(), size, invocation.rejected());
+        }
+    }
+
+    @Override
+    public void afterSendCompletion(
+            Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
+        GuardedInvocation invocation = current();
+        if (failure == null && !BatchMessages.isPartOfBatch(message)) {
+            // Committed: the delivery ended (a message of a batch tried alone is the batch's, which goes on).
+            this.outage.delivered();
+        }
+        boolean outage = failure != null && this.outage.isOutage(failure);
+        if (outage) {
+            this.outage.detected(failure);
+        } else if (failure != null) {
+            // The message's own failure: the database answered.
+            this.outage.worked();
+        }
+        // Counted once, when they go to the dead-letter queue: the messages a batch set aside once the rest of it
+        // committed (not on each attempt at a batch that rolled back), or the message rejected.
+        if (failure != null && Failures.find(failure, PartlyFailedBatch.class) != null) {
+            invocation.rejected().forEach((index, rejection) -> rejected(rejection, " (#" + index + " of a batch)"));
+        } else if (failure != null && Failures.find(failure, RejectedMessageException.class) != null) {
+            rejected(Failures.find(failure, RejectedMessageException.class), "");
+        }
+        try {
+            if (!invocation.transaction().isCompleted()) {
+                logger.debug("Rolling back the transaction of a message of {}", this.binding.bindingName());
+                this.transactionManager.rollback(invocation.transaction());
+            }
+        } catch (TransactionException ex) {
+            // The connection is gone (the usual cause): the database has already discarded the transaction.
+            if (outage) {
+                logger.debug(
+                        "Could not roll back the transaction of a message of {}: {}",
+                        this.binding.bindingName(),
+                        ex.getMessage());
+            } else {
+                logger.warn(
+                        "Could not roll back the transaction of a message of {}: {}",
+                        this.binding.bindingName(),
+                        ex.getMessage());
+            }
+        } finally {
+            invocation.close();
+        }
+    }
+
+    private void rejected(RejectedMessageException rejected, String position) {
+        this.metrics.rejected(this.binding, rejected.reason());
+        logger.warn(
+                "Rejected a message of {}{} without retry, event id {}: {}",
+                this.binding.bindingName(),
+                position,
+                rejected.eventId() != null ? rejected.eventId() : "unknown",
+                rejected.getMessage());
+    }
+
+    private GuardedInvocation current() {
+        GuardedInvocation invocation = GuardedInvocation.current();
+        if (invocation == null || invocation.binding() != this.binding) {
+            throw new IllegalStateException("No guarded invocation of " + this.binding.bindingName() + " is open");
+        }
+        return invocation;
+    }
+}

@@ -1,0 +1,67 @@
+package dev.exactlyonce.idempotency.internal;
+
+import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
+import io.micrometer.observation.ObservationRegistry;
+import java.time.Duration;
+import org.springframework.beans.factory.ObjectProvider;
+
+/**
+ * What the guard and the purge report: to Micrometer when it is present ({@code MicrometerIdempotencyMetrics}),
+ * nowhere otherwise.
+ */
+public interface IdempotencyMetrics {
+
+    IdempotencyMetrics NONE = new IdempotencyMetrics() {};
+
+    /** The service's metrics bean (Micrometer's, when it has a registry), or {@link #NONE}. */
+    static IdempotencyMetrics of(ObjectProvider<IdempotencyMetrics> metrics) {
+        return metrics.getIfAvailable(() -> NONE);
+    }
+
+    /** First deliveries of events committed with their effect. */
+    default void processed(GuardedBinding binding, int events) {}
+
+    /** Copies of events already processed were discarded. */
+    default void duplicates(GuardedBinding binding, int copies) {}
+
+    /** A message was rejected, without retry. */
+    default void rejected(GuardedBinding binding, Reason reason) {}
+
+    /**
+     * Where the guard's observations go when the service has no {@code ObservationRegistry} of its own: nowhere, or, with
+     * Micrometer, to a registry that times them as the {@code idempotency.guard} meter.
+     */
+    default ObservationRegistry observations() {
+        return ObservationRegistry.NOOP;
+    }
+
+    /** A purge run deleted rows (or found another instance purging: {@code ran} false, no rows). */
+    default void purged(boolean ran, long rows, Duration took) {}
+
+    /** Partition maintenance created or dropped partitions. */
+    default void partitionsMaintained(int created, int dropped, Duration took) {}
+
+    /** An outage halted the consumption of the guarded bindings. */
+    default void halted() {}
+
+    /** Consumption resumed after it was halted this long. */
+    default void resumed(Duration halted) {}
+
+    /** A delivery was given back to the broker during an outage, to be delivered again. */
+    default void givenBack() {}
+
+    /** A committed transaction wrote events to the outbox. */
+    default void outboxWritten(int events) {}
+
+    /** The relay published outbox rows, confirmed by the broker, and marked them. */
+    default void outboxPublished(int events) {}
+
+    /** A run of the relay did not publish every row it read: they stay unpublished, for a later run. */
+    default void outboxPublishFailed() {}
+
+    /** The relay's lag: how long the oldest publishable row has waited, as the relay last saw it. */
+    default void outboxLag(Duration lag) {}
+
+    /** The rows parked now, as the relay last saw them. */
+    default void outboxParked(long rows) {}
+}

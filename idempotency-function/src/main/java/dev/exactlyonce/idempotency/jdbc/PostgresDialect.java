@@ -1,0 +1,228 @@
+package dev.exactlyonce.idempotency.jdbc;
+
+import java.sql.PreparedStatement;
+import java.util.Collection;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.UUID;
+import java.util.function.Function;
+import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.support.TransactionTemplate;
+
+/**
+ * PostgreSQL's statements. A claim is {@code INSERT ... ON CONFLICT DO NOTHING}, a batch's claim one such statement
+ * over {@code unnest} of arrays; session locks are advisory locks of the hashes of their name and table.
+ */
+public final class PostgresDialect implements Dialect {
+
+    public static final PostgresDialect INSTANCE = new PostgresDialect();
+
+    private static final String TABLE_EXISTS = """
+            SELECT to_regclass(?) IS NOT NULL""";
+
+    private static final String KEYED_BY_NAME = """
+            SELECT EXISTS (SELECT 1 FROM pg_index i
+                           JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = ANY (i.indkey)
+                           WHERE i.indrelid = to_regclass(?) AND i.indisprimary AND a.attname = 'event_name')""";
+
+    private static final String TRY_LOCK = "SELECT pg_try_advisory_lock(hashtext(?), hashtext(?))";
+
+    private static final String LOCK = "SELECT pg_advisory_lock(hashtext(?), hashtext(?))::text";
+
+    private static final String TRANSACTION_LOCK = "SELECT pg_advisory_xact_lock(hashtext(?), hashtext(?))::text";
+
+    private static final String UNLOCK = "SELECT pg_advisory_unlock(hashtext(?), hashtext(?))";
+
+    private static final String PROBE_WRITE = """
+            INSERT INTO %s (event_id, scope) VALUES (?, ?) ON CONFLICT DO NOTHING""";
+
+    private static final String REGISTER_SCOPE = """
+            INSERT INTO %s (scope) VALUES (?) ON CONFLICT (scope) DO UPDATE SET copied_to = NULL""";
+
+    private static final String COPY_CLAIMS = """
+            INSERT INTO %1$s (event_id, scope, event_name, processed_at)
+            SELECT former.event_id, heir.scope, former.event_name, former.processed_at
+            FROM %1$s AS former CROSS JOIN unnest(?::text[]) AS heir(scope)
+            WHERE former.scope = ?
+            ON CONFLICT DO NOTHING""";
+
+    private static final String PURGE_CUTOFF = """
+            SELECT now() - ? * interval '1 microsecond'""";
+
+    private static final String PURGE_BATCH = """
+            DELETE FROM %1$s WHERE (event_id, scope, event_name) IN (
+                SELECT event_id, scope, event_name FROM %1$s WHERE processed_at < ? ORDER BY processed_at LIMIT ?)""";
+
+    private static final String TABLE_SIZE = """
+            SELECT coalesce(sum(greatest(c.reltuples, 0)), 0)::bigint AS rows,
+                   coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint AS bytes
+            FROM pg_class c
+            WHERE c.oid = to_regclass(?)
+               OR c.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = to_regclass(?))""";
+
+    private PostgresDialect() {}
+
+    @Override
+    public String product() {
+        return "PostgreSQL";
+    }
+
+    @Override
+    public ProcessedEventStore processedEvents(JdbcTemplate jdbc, String table) {
+        return new Claims(jdbc, table);
+    }
+
+    @Override
+    public boolean tableExists(JdbcTemplate jdbc, @Nullable String schema, String table) {
+        String name = schema != null ? "\"" + schema + "\"." + table : table;
+        return Boolean.TRUE.equals(jdbc.queryForObject(TABLE_EXISTS, Boolean.class, name));
+    }
+
+    @Override
+    public boolean keyedByName(JdbcTemplate jdbc, String table) {
+        return Boolean.TRUE.equals(jdbc.queryForObject(KEYED_BY_NAME, Boolean.class, table));
+    }
+
+    @Override
+    public boolean lock(JdbcTemplate jdbc, String name, String table, boolean wait) {
+        if (wait) {
+            jdbc.queryForObject(LOCK, String.class, name, table);
+            return true;
+        }
+        return Boolean.TRUE.equals(jdbc.queryForObject(TRY_LOCK, Boolean.class, name, table));
+    }
+
+    /** Under a transaction-scoped advisory lock: nothing outlives the transaction, whatever pools the connections. */
+    @Override
+    public <T> T inTransactionLocked(DataSource dataSource, String name, String table, Function<JdbcTemplate, T> work) {
+        TransactionTemplate transaction = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        return transaction.execute(status -> {
+            JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+            jdbc.queryForObject(TRANSACTION_LOCK, String.class, name, table);
+            return work.apply(jdbc);
+        });
+    }
+
+    @Override
+    public void unlock(JdbcTemplate jdbc, String name, String table) {
+        jdbc.queryForObject(UNLOCK, Boolean.class, name, table);
+    }
+
+    @Override
+    public String probeWrite(String table) {
+        return PROBE_WRITE.formatted(table);
+    }
+
+    @Override
+    public String registerScope(String registry) {
+        return REGISTER_SCOPE.formatted(registry);
+    }
+
+    @Override
+    public int copyClaims(JdbcTemplate jdbc, String table, String former, List<String> heirs) {
+        return jdbc.update(connection -> {
+            PreparedStatement statement = connection.prepareStatement(COPY_CLAIMS.formatted(table));
+            statement.setArray(1, connection.createArrayOf("text", heirs.toArray()));
+            statement.setString(2, former);
+            return statement;
+        });
+    }
+
+    @Override
+    public String purgeCutoff() {
+        return PURGE_CUTOFF;
+    }
+
+    @Override
+    public String purgeBatch(String table) {
+        return PURGE_BATCH.formatted(table);
+    }
+
+    @Override
+    public TableSize tableSize(JdbcTemplate jdbc, String table) {
+        return jdbc.queryForObject(
+                TABLE_SIZE, (row, index) -> new TableSize(row.getLong("rows"), row.getLong("bytes")), table, table);
+    }
+
+    @Override
+    public List<String> migrations(boolean partitioned) {
+        return List.of(
+                partitioned ? "classpath:db/idempotency/postgresql-partitioned" : "classpath:db/idempotency/postgresql",
+                "classpath:db/idempotency/postgresql-common");
+    }
+
+    @Override
+    public @Nullable String lacks(Feature feature) {
+        return null;
+    }
+
+    /**
+     * The claims on PostgreSQL: {@code INSERT ... ON CONFLICT DO NOTHING}, whose row count says whether the event was
+     * claimed; a batch's, one statement over arrays of ids and names, {@code RETURNING} those it claimed.
+     */
+    static final class Claims extends ProcessedEventStore {
+
+        // A row of an earlier version ('' for the name) is a claim of its id under any name. Only instances of an
+        // earlier version write such rows (and the copy of a former scope's claims copies them): once those have
+        // stopped, none is being written, so looking for one needs no lock (operations.md says to stop them before
+        // upgrading).
+        private static final String CLAIM = """
+                INSERT INTO %1$s (event_id, scope, event_name) SELECT ?, ?, ?
+                WHERE NOT EXISTS (SELECT FROM %1$s WHERE event_id = ? AND scope = ? AND event_name = '')
+                ON CONFLICT DO NOTHING""";
+
+        // In the keys' order, whatever the order of the messages: two batches that share events then wait for each
+        // other in the same order, never in a cycle (a deadlock, 40P01, would fail one of them).
+        private static final String CLAIM_ALL = """
+                INSERT INTO %1$s (event_id, scope, event_name)
+                SELECT event.id, ?, event.name FROM unnest(?::uuid[], ?::text[]) AS event(id, name)
+                WHERE NOT EXISTS (SELECT FROM %1$s AS earlier
+                                  WHERE earlier.event_id = event.id AND earlier.scope = ? AND earlier.event_name = '')
+                ORDER BY event.id, event.name
+                ON CONFLICT DO NOTHING RETURNING event_id, event_name""";
+
+        private final String claimSql;
+
+        private final String claimAllSql;
+
+        Claims(JdbcTemplate jdbcTemplate, String tableName) {
+            super(jdbcTemplate, tableName);
+            this.claimSql = CLAIM.formatted(tableName);
+            this.claimAllSql = CLAIM_ALL.formatted(tableName);
+        }
+
+        @Override
+        public boolean claim(Key event, String scope) {
+            return this.jdbcTemplate.update(
+                            this.claimSql, event.eventId(), scope, event.eventName(), event.eventId(), scope)
+                    == 1;
+        }
+
+        @Override
+        public Set<Key> claimAll(Collection<Key> events, String scope) {
+            List<Key> claimed = this.jdbcTemplate.query(
+                    connection -> {
+                        PreparedStatement statement = connection.prepareStatement(this.claimAllSql);
+                        statement.setString(1, scope);
+                        statement.setArray(
+                                2,
+                                connection.createArrayOf(
+                                        "uuid",
+                                        events.stream().map(Key::eventId).toArray()));
+                        statement.setArray(
+                                3,
+                                connection.createArrayOf(
+                                        "text",
+                                        events.stream().map(Key::eventName).toArray()));
+                        statement.setString(4, scope);
+                        return statement;
+                    },
+                    (row, index) -> new Key(row.getObject(1, UUID.class), row.getString(2)));
+            return new HashSet<>(claimed);
+        }
+    }
+}

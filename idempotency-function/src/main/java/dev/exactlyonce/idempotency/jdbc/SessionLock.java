@@ -1,0 +1,71 @@
+package dev.exactlyonce.idempotency.jdbc;
+
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.util.Optional;
+import java.util.function.Function;
+import javax.sql.DataSource;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.SingleConnectionDataSource;
+
+/**
+ * Runs a piece of work that at most one instance of the service may run at a time (the purge, the partition
+ * maintenance, the reconciliation of claim scopes) on a connection of its own, in auto-commit, while holding a session
+ * lock of the database (an advisory lock on PostgreSQL, a named lock on MariaDB). The lock goes with the connection:
+ * an instance that dies never keeps it.
+ */
+public final class SessionLock {
+
+    private final DataSource dataSource;
+
+    private final String name;
+
+    private final String tableName;
+
+    /** The lock of {@code name} (such as {@code dev.exactlyonce.idempotency.purge}) for the table. */
+    public SessionLock(DataSource dataSource, String name, String tableName) {
+        this.dataSource = dataSource;
+        this.name = name;
+        this.tableName = tableName;
+    }
+
+    /** The work's result, or nothing when another instance holds the lock. */
+    public <T> Optional<T> runIfFree(Function<JdbcTemplate, T> work) throws SQLException {
+        return run(false, work);
+    }
+
+    /**
+     * Waits for the lock, then runs the work on the lock's connection; the lock is released once the work is done
+     * (after the commit of a transaction the work ran on that connection).
+     */
+    <T> T runWhenFree(Function<JdbcTemplate, T> work) throws SQLException {
+        return run(true, work).orElseThrow();
+    }
+
+    /** The dialect of the lock's database. */
+    public Dialect dialect() {
+        return Dialect.of(this.dataSource);
+    }
+
+    private <T> Optional<T> run(boolean wait, Function<JdbcTemplate, T> work) throws SQLException {
+        try (Connection connection = this.dataSource.getConnection()) {
+            connection.setAutoCommit(true);
+            // Each statement sees what is committed as it starts and locks only the rows it changes: under REPEATABLE
+            // READ (MariaDB's default) a purge's DELETE also locks the gap after the rows it deletes, where the
+            // outbox's writers insert.
+            int isolation = connection.getTransactionIsolation();
+            connection.setTransactionIsolation(Connection.TRANSACTION_READ_COMMITTED);
+            JdbcTemplate jdbc = new JdbcTemplate(new SingleConnectionDataSource(connection, true));
+            Dialect dialect = dialect();
+            if (!dialect.lock(jdbc, this.name, this.tableName, wait)) {
+                return Optional.empty();
+            }
+            try {
+                return Optional.of(work.apply(jdbc));
+            } finally {
+                dialect.unlock(jdbc, this.name, this.tableName);
+                connection.setTransactionIsolation(isolation);
+            }
+        }
+    }
+}

@@ -1,0 +1,62 @@
+package dev.exactlyonce.idempotency.observability;
+
+import dev.exactlyonce.idempotency.IdempotencyProperties;
+import dev.exactlyonce.idempotency.guard.IdempotencyGuardAutoConfiguration;
+import dev.exactlyonce.idempotency.internal.ConditionalOnGuardedDefinition;
+import dev.exactlyonce.idempotency.outage.Outage;
+import dev.exactlyonce.idempotency.retention.ProcessedEventPurge;
+import javax.sql.DataSource;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
+import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator;
+import org.springframework.boot.health.contributor.HealthIndicator;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+
+/**
+ * The {@code idempotency} Actuator endpoint and health contributor, when the service has Actuator and uses the guard.
+ */
+@AutoConfiguration(after = IdempotencyGuardAutoConfiguration.class)
+@ConditionalOnClass(Endpoint.class)
+@ConditionalOnGuardedDefinition
+@ConditionalOnSingleCandidate(DataSource.class)
+@EnableConfigurationProperties(IdempotencyProperties.class)
+public class IdempotencyEndpointAutoConfiguration {
+
+    @Bean
+    @ConditionalOnAvailableEndpoint
+    @ConditionalOnBooleanProperty(
+            name = "idempotency.endpoint.purge-enabled",
+            havingValue = false,
+            matchIfMissing = true)
+    IdempotencyEndpoint idempotencyEndpoint(DataSource dataSource, IdempotencyProperties properties) {
+        return new IdempotencyEndpoint(dataSource, properties);
+    }
+
+    /** With its write operation, the purge, which deletes rows: only when enabled. */
+    @Bean
+    @ConditionalOnAvailableEndpoint
+    @ConditionalOnBooleanProperty("idempotency.endpoint.purge-enabled")
+    PurgingIdempotencyEndpoint purgingIdempotencyEndpoint(
+            DataSource dataSource, IdempotencyProperties properties, ObjectProvider<ProcessedEventPurge> purge) {
+        return new PurgingIdempotencyEndpoint(dataSource, properties, purge.getIfAvailable());
+    }
+
+    /** {@code OUT_OF_SERVICE} while an outage halts the guarded bindings. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(HealthIndicator.class)
+    static class Health {
+
+        @Bean
+        @ConditionalOnEnabledHealthIndicator("idempotency")
+        HealthIndicator idempotencyHealthIndicator(Outage outage) {
+            return new OutageHealthIndicator(outage);
+        }
+    }
+}

@@ -1,0 +1,253 @@
+package dev.exactlyonce.idempotency.observability;
+
+import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
+import dev.exactlyonce.idempotency.guard.IdempotencyGuard;
+import dev.exactlyonce.idempotency.internal.GuardedBinding;
+import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.Gauge;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.Timer;
+import io.micrometer.core.instrument.observation.DefaultMeterObservationHandler;
+import io.micrometer.observation.ObservationRegistry;
+import java.time.Duration;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * The library's meters, tagged {@code function} (the functions composed after the guard, for example
+ * {@code reserveStock}) where they concern a binding:
+ *
+ * <ul>
+ *   <li>{@value #PROCESSED} (counter): first deliveries committed with their effect;
+ *   <li>{@value #DUPLICATES} (counter): copies of processed events discarded;
+ *   <li>{@value #REJECTED} (counter, also tagged {@code reason}): messages rejected without retry;
+ *   <li>{@value #GUARD} (timer, also tagged {@code binding} and {@code outcome}: {@code processed},
+ *       {@code duplicate}, {@code rejected}, {@code passed} or {@code failed}): the guard's own work on a message,
+ *       reading it and claiming its id. It is the guard's observation ({@code IdempotencyGuard}), timed by the
+ *       service's observation registry (Spring Boot's, which also traces it when tracing is there) or, without one,
+ *       by the library's;
+ *   <li>{@value #PURGED} (counter, tagged {@code table}): rows the purge deleted;
+ *   <li>{@value #PURGE_RUNS} (timer, tagged {@code table} and {@code outcome}, {@code purged} or {@code skipped}):
+ *       purge runs;
+ *   <li>{@value #PARTITIONS} (counter, tagged {@code table} and {@code action}, {@code created} or
+ *       {@code dropped}): partitions the maintenance created or dropped;
+ *   <li>{@value #HALTS} (counter): halts of the guarded bindings' consumption for an outage;
+ *   <li>{@value #HALTED} (timer): how long each halt lasted, recorded when consumption resumes;
+ *   <li>{@value #HALTED_NOW} (gauge, seconds): how long consumption has been halted, 0 while it runs;
+ *   <li>{@value #GIVEN_BACK} (counter): deliveries given back to the broker during an outage, to be delivered again;
+ *   <li>{@value #OUTBOX_WRITTEN}, {@value #OUTBOX_PUBLISHED} (counters): events written to the outbox by committed
+ *       transactions, and published by the relay (confirmed by the broker; a run whose mark failed publishes its
+ *       rows again, and they count again);
+ *   <li>{@value #OUTBOX_FAILURES} (counter): runs of the relay that did not publish every row they read (a row
+ *       refused, or the broker not answering), their rows left for a later run;
+ *   <li>{@value #OUTBOX_LAG} (gauge, seconds): how long the oldest row the relay still tries to publish (of a key
+ *       not parked) has waited since it became publishable, as this instance's relay last saw it;
+ *   <li>{@value #OUTBOX_PARKED} (gauge): rows the broker refused {@code max-attempts} times, set aside with their
+ *       keys' later rows until an operator releases or skips them.
+ * </ul>
+ */
+public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
+
+    static final String PROCESSED = "idempotency.events.processed";
+
+    public static final String DUPLICATES = "idempotency.events.duplicates";
+
+    public static final String REJECTED = "idempotency.messages.rejected";
+
+    static final String GUARD = IdempotencyGuard.OBSERVATION;
+
+    public static final String PURGED = "idempotency.purge.rows";
+
+    public static final String PURGE_RUNS = "idempotency.purge.runs";
+
+    static final String PARTITIONS = "idempotency.partitions";
+
+    public static final String HALTS = "idempotency.outage.halts";
+
+    public static final String HALTED = "idempotency.outage.halted";
+
+    public static final String HALTED_NOW = "idempotency.outage.halted.now";
+
+    public static final String GIVEN_BACK = "idempotency.outage.given.back";
+
+    /** When the halt in progress began, in {@link System#nanoTime()}; 0 while consumption runs. */
+    private final AtomicLong haltedSince = new AtomicLong();
+
+    static final String OUTBOX_WRITTEN = "idempotency.outbox.written";
+
+    public static final String OUTBOX_PUBLISHED = "idempotency.outbox.published";
+
+    static final String OUTBOX_FAILURES = "idempotency.outbox.publish.failures";
+
+    public static final String OUTBOX_LAG = "idempotency.outbox.lag";
+
+    public static final String OUTBOX_PARKED = "idempotency.outbox.parked";
+
+    private final AtomicLong outboxLagMillis = new AtomicLong();
+
+    private final AtomicLong outboxParked = new AtomicLong();
+
+    private record BindingMeters(Counter processed, Counter duplicates) {}
+
+    private final MeterRegistry registry;
+
+    private final String tableName;
+
+    private final Map<GuardedBinding, BindingMeters> bindings = new ConcurrentHashMap<>();
+
+    /** The guard's observations, timed as {@value #GUARD}, for a service without an observation registry. */
+    private final ObservationRegistry observations;
+
+    MicrometerIdempotencyMetrics(MeterRegistry registry, String tableName) {
+        this.registry = registry;
+        this.tableName = tableName;
+        this.observations = ObservationRegistry.create();
+        this.observations.observationConfig().observationHandler(new DefaultMeterObservationHandler(registry));
+        Gauge.builder(OUTBOX_LAG, this.outboxLagMillis, millis -> millis.get() / 1000.0)
+                .description(
+                        "How long the oldest outbox row not parked has waited to be published, as the relay last saw it")
+                .baseUnit("seconds")
+                .register(registry);
+        Gauge.builder(HALTED_NOW, this.haltedSince, since -> {
+                    long began = since.get();
+                    return began == 0 ? 0 : (System.nanoTime() - began) / 1e9;
+                })
+                .description("How long the guarded bindings' consumption has been halted, 0 while it runs")
+                .baseUnit("seconds")
+                .register(registry);
+        Gauge.builder(OUTBOX_PARKED, this.outboxParked, AtomicLong::get)
+                .description("Outbox rows parked after the broker refused them, holding their keys back")
+                .register(registry);
+    }
+
+    @Override
+    public void processed(GuardedBinding binding, int events) {
+        meters(binding).processed().increment(events);
+    }
+
+    @Override
+    public void duplicates(GuardedBinding binding, int copies) {
+        meters(binding).duplicates().increment(copies);
+    }
+
+    @Override
+    public void rejected(GuardedBinding binding, Reason reason) {
+        Counter.builder(REJECTED)
+                .description("Messages rejected without retry")
+                .tag("function", binding.functions())
+                .tag("reason", reason.name())
+                .register(this.registry)
+                .increment();
+    }
+
+    @Override
+    public ObservationRegistry observations() {
+        return this.observations;
+    }
+
+    @Override
+    public void purged(boolean ran, long rows, Duration took) {
+        Counter.builder(PURGED)
+                .description("Processed event ids deleted by the purge")
+                .tag("table", this.tableName)
+                .register(this.registry)
+                .increment(rows);
+        Timer.builder(PURGE_RUNS)
+                .description("Purge runs")
+                .tag("table", this.tableName)
+                .tag("outcome", ran ? "purged" : "skipped")
+                .register(this.registry)
+                .record(took);
+    }
+
+    @Override
+    public void partitionsMaintained(int created, int dropped, Duration took) {
+        partitions("created").increment(created);
+        partitions("dropped").increment(dropped);
+    }
+
+    @Override
+    public void halted() {
+        this.haltedSince.set(System.nanoTime());
+        Counter.builder(HALTS)
+                .description("Halts of the guarded bindings' consumption while a dependency was unavailable")
+                .register(this.registry)
+                .increment();
+    }
+
+    @Override
+    public void resumed(Duration halted) {
+        this.haltedSince.set(0);
+        Timer.builder(HALTED)
+                .description("How long the guarded bindings' consumption was halted, per outage")
+                .register(this.registry)
+                .record(halted);
+    }
+
+    @Override
+    public void givenBack() {
+        Counter.builder(GIVEN_BACK)
+                .description("Deliveries given back to the broker during an outage, to be delivered again")
+                .register(this.registry)
+                .increment();
+    }
+
+    @Override
+    public void outboxWritten(int events) {
+        Counter.builder(OUTBOX_WRITTEN)
+                .description("Events written to the outbox by committed transactions")
+                .register(this.registry)
+                .increment(events);
+    }
+
+    @Override
+    public void outboxPublished(int events) {
+        Counter.builder(OUTBOX_PUBLISHED)
+                .description("Outbox events published by the relay and confirmed by the broker, copies included")
+                .register(this.registry)
+                .increment(events);
+    }
+
+    @Override
+    public void outboxPublishFailed() {
+        Counter.builder(OUTBOX_FAILURES)
+                .description("Runs of the outbox relay that did not publish every row they read")
+                .register(this.registry)
+                .increment();
+    }
+
+    @Override
+    public void outboxLag(Duration lag) {
+        this.outboxLagMillis.set(lag.toMillis());
+    }
+
+    @Override
+    public void outboxParked(long rows) {
+        this.outboxParked.set(rows);
+    }
+
+    private Counter partitions(String action) {
+        return Counter.builder(PARTITIONS)
+                .description("Partitions of processed event ids created or dropped")
+                .tag("table", this.tableName)
+                .tag("action", action)
+                .register(this.registry);
+    }
+
+    private BindingMeters meters(GuardedBinding binding) {
+        return this.bindings.computeIfAbsent(binding, key -> {
+            String function = key.functions();
+            return new BindingMeters(
+                    Counter.builder(PROCESSED)
+                            .description("Events processed: first deliveries committed with their effect")
+                            .tag("function", function)
+                            .register(this.registry),
+                    Counter.builder(DUPLICATES)
+                            .description("Copies of processed events discarded")
+                            .tag("function", function)
+                            .register(this.registry));
+        });
+    }
+}

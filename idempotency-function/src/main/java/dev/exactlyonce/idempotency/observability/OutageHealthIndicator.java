@@ -1,0 +1,33 @@
+package dev.exactlyonce.idempotency.observability;
+
+import dev.exactlyonce.idempotency.outage.Outage;
+import org.springframework.boot.health.contributor.Health;
+import org.springframework.boot.health.contributor.HealthIndicator;
+
+/**
+ * The {@code idempotency} health contributor: {@code OUT_OF_SERVICE} while an outage halts the guarded bindings'
+ * consumption (since when, why, which bindings), {@code UP} otherwise.
+ */
+final class OutageHealthIndicator implements HealthIndicator {
+
+    private final Outage outage;
+
+    OutageHealthIndicator(Outage outage) {
+        this.outage = outage;
+    }
+
+    @Override
+    public Health health() {
+        Outage.Halt halt = this.outage.halt();
+        if (halt == null) {
+            return Health.up()
+                    .withDetail("guardedBindings", this.outage.bindingNames())
+                    .build();
+        }
+        return Health.outOfService()
+                .withDetail("guardedBindings", this.outage.bindingNames())
+                .withDetail("haltedSince", halt.since().toString())
+                .withDetail("cause", halt.cause())
+                .build();
+    }
+}

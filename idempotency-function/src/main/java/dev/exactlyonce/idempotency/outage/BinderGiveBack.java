@@ -1,0 +1,16 @@
+package dev.exactlyonce.idempotency.outage;
+
+/**
+ * How a binder takes a delivery back, to deliver it again, when an {@link OutageException} would not do it: one per
+ * such binder, registered by its auto-configuration ({@code binder.rabbit}: the exception Spring AMQP's container
+ * requeues on). A binding of another binder is given back with an {@code OutageException} (Kafka's error handlers
+ * seek back to the record on it).
+ */
+public interface BinderGiveBack {
+
+    /** Whether the binding's binder is this one's. */
+    boolean binds(Object binder);
+
+    /** The exception that gives the delivery back to this binder. */
+    RuntimeException givenBack(String reason, Throwable failure);
+}

@@ -1,0 +1,121 @@
+package dev.exactlyonce.idempotency.outage;
+
+import dev.exactlyonce.idempotency.guard.FailedBatches;
+import dev.exactlyonce.idempotency.internal.Backoff;
+import java.time.Duration;
+import java.util.Arrays;
+import java.util.LinkedHashMap;
+import java.util.Map;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.MessagingException;
+import org.springframework.messaging.support.ChannelInterceptor;
+import org.springframework.messaging.support.ErrorMessage;
+
+/**
+ * On a guarded binding's error channel, after {@link OutageGiveBack}: a message whose last attempt failed on a conflict
+ * with another transaction (a serialization failure, a deadlock, a lock or statement timeout: {@link
+ * DatabaseOutages#isConflict}) did nothing wrong, and the binder's attempts are not spent on it. It is held a while
+ * (200 ms, doubling up to 5 s) and given back to be delivered again, with all its attempts, up to {@code
+ * idempotency.conflicts.max-give-backs} times; after that it fails as any message does, so that one that always
+ * conflicts (a statement that always times out) still reaches the dead-letter queue.
+ *
+ * <p>A message is known again by its body: a broker redelivers the same bytes. What it counts is kept for the last
+ * {@value #REMEMBERED} messages that conflicted. A batch is not given back here: its events are tried one by one
+ * ({@link FailedBatches}).
+ */
+public final class ConflictGiveBack implements ChannelInterceptor {
+
+    static final int REMEMBERED = 10_000;
+
+    private static final Duration FIRST_HOLD = Duration.ofMillis(200);
+
+    private static final Duration LONGEST_HOLD = Duration.ofSeconds(5);
+
+    private static final Logger logger = LoggerFactory.getLogger(ConflictGiveBack.class);
+
+    private record Body(int hash, int length) {}
+
+    private final String bindingName;
+
+    private final int maxGiveBacks;
+
+    private final OutageGiveBack giveBack;
+
+    private final Map<Body, Integer> givenBack = new LinkedHashMap<>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<Body, Integer> eldest) {
+            return size() > REMEMBERED;
+        }
+    };
+
+    /**
+     * @param giveBack how the binding gives a delivery back to its binder
+     */
+    public ConflictGiveBack(String bindingName, int maxGiveBacks, OutageGiveBack giveBack) {
+        this.giveBack = giveBack;
+        this.bindingName = bindingName;
+        this.maxGiveBacks = maxGiveBacks;
+    }
+
+    @Override
+    public Message<?> preSend(Message<?> message, MessageChannel channel) {
+        if (!(message instanceof ErrorMessage error)
+                || !(body(error) instanceof byte[] bytes)
+                || !DatabaseOutages.isConflict(error.getPayload())) {
+            return message;
+        }
+        Body body = new Body(Arrays.hashCode(bytes), bytes.length);
+        int times;
+        synchronized (this.givenBack) {
+            times = this.givenBack.merge(body, 1, Integer::sum);
+            if (times > this.maxGiveBacks) {
+                this.givenBack.remove(body);
+            }
+        }
+        if (times > this.maxGiveBacks) {
+            logger.warn(
+                    "A message of {} conflicted with other transactions on every attempt of {} deliveries; it fails as"
+                            + " any message does (idempotency.conflicts.max-give-backs={})",
+                    this.bindingName,
+                    times,
+                    this.maxGiveBacks);
+            return message;
+        }
+        Duration hold = hold(times);
+        logger.debug(
+                "A message of {} conflicted with another transaction on its last attempt; given back in {} to be"
+                        + " delivered again with all its attempts ({} of {})",
+                this.bindingName,
+                hold,
+                times,
+                this.maxGiveBacks);
+        try {
+            // The back-off, on the consumer thread that holds the message (as an outage's hold does): given back at
+            // once, it would be delivered again at once, while the transaction it conflicted with still runs.
+            Thread.sleep(hold.toMillis());
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+        }
+        throw this.giveBack.givenBack(
+                "A conflict with another transaction: the message is given back to be delivered again, not"
+                        + " dead-lettered",
+                error.getPayload());
+    }
+
+    /** 200 ms before the first give-back, doubling, up to 5 s. */
+    static Duration hold(int times) {
+        return Backoff.after(times, FIRST_HOLD, LONGEST_HOLD);
+    }
+
+    private static @Nullable Object body(ErrorMessage error) {
+        Message<?> original = error.getOriginalMessage();
+        if (original == null && error.getPayload() instanceof MessagingException failed) {
+            original = failed.getFailedMessage();
+        }
+        return original != null ? original.getPayload() : null;
+    }
+}

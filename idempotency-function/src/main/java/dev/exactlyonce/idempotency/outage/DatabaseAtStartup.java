@@ -1,0 +1,76 @@
+package dev.exactlyonce.idempotency.outage;
+
+import dev.exactlyonce.idempotency.IdempotencyException;
+import dev.exactlyonce.idempotency.IdempotencyProperties;
+import dev.exactlyonce.idempotency.internal.Backoff;
+import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import java.sql.Connection;
+import java.sql.SQLException;
+import java.time.Duration;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.beans.factory.config.BeanPostProcessor;
+
+/**
+ * Waits for the database at start-up, before anything uses it (the service's migrations, the library's, the scope
+ * check), rather than failing at the first refused connection and leaving a crash loop to retry: it takes a connection
+ * of each DataSource as soon as the DataSource exists, and while the database does not answer, logs one line per try
+ * and tries again with the outage probe's back-off, for at most {@code idempotency.outage.startup-wait}. Past that,
+ * start-up fails with one exception that says how long it waited and why. With a wait of {@code 0s} it fails at the
+ * first try.
+ */
+public final class DatabaseAtStartup implements BeanPostProcessor {
+
+    private static final Logger logger = LoggerFactory.getLogger(DatabaseAtStartup.class);
+
+    private final IdempotencyProperties.Outage settings;
+
+    public DatabaseAtStartup(IdempotencyProperties.Outage settings) {
+        this.settings = settings;
+    }
+
+    @Override
+    public Object postProcessAfterInitialization(Object bean, String beanName) {
+        if (bean instanceof DataSource dataSource) {
+            awaitAnswer(dataSource, beanName);
+        }
+        return bean;
+    }
+
+    private void awaitAnswer(DataSource dataSource, String beanName) {
+        long start = System.nanoTime();
+        Duration interval = this.settings.probeInitialInterval();
+        while (true) {
+            SQLException failure;
+            try (Connection connection = dataSource.getConnection()) {
+                return;
+            } catch (SQLException ex) {
+                failure = ex;
+            }
+            Duration waited = Duration.ofNanos(System.nanoTime() - start);
+            if (waited.plus(interval).compareTo(this.settings.startupWait()) > 0) {
+                throw new StartupRefusal(
+                        "The database of DataSource '%s' did not answer within %s (%s): start-up stops"
+                                .formatted(beanName, this.settings.startupWait(), failure.getMessage()),
+                        "Start the database, or let the service wait longer (idempotency.outage.startup-wait)",
+                        failure);
+            }
+            logger.warn(
+                    "Waiting for the database of DataSource '{}' before starting ({}); next try in {}, waited {} of {}",
+                    beanName,
+                    failure.getMessage(),
+                    interval,
+                    waited.withNanos(0),
+                    this.settings.startupWait());
+            try {
+                // Start-up itself waits: nothing may use the DataSource before the database answers.
+                Thread.sleep(interval.toMillis());
+            } catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+                throw new IdempotencyException("Interrupted while waiting for the database at start-up", ex);
+            }
+            interval = Backoff.doubled(interval, this.settings.probeMaxInterval());
+        }
+    }
+}

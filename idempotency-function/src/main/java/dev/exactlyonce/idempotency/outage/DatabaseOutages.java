@@ -1,0 +1,155 @@
+package dev.exactlyonce.idempotency.outage;
+
+import dev.exactlyonce.idempotency.OutageClassifier;
+import dev.exactlyonce.idempotency.jdbc.MariaDbDialect;
+import java.sql.SQLException;
+import java.sql.SQLTransientConnectionException;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
+import org.jspecify.annotations.Nullable;
+import org.springframework.dao.DataAccessResourceFailureException;
+import org.springframework.jdbc.CannotGetJdbcConnectionException;
+import org.springframework.transaction.CannotCreateTransactionException;
+
+/**
+ * The database's outages, found anywhere in a failure's chain of causes (and among suppressed exceptions):
+ *
+ * <ul>
+ *   <li>an {@link SQLException} whose SQLSTATE says the database's condition, not the statement's: class 08
+ *       (connection exception), class 53 (insufficient resources: a full disk, out of memory, too many connections),
+ *       class 58 (system error: an I/O error), 57P01, 57P02 or 57P03 (the server shuts down or cannot connect now),
+ *       or 25006 (read-only transaction: a replica promoted, or a primary demoted, after a failover); on MariaDB,
+ *       whose SQLSTATE is often the general HY000, its error codes of the same conditions as well
+ *       ({@link MariaDbDialect#isOutage}); the SQLSTATE is read, whatever exception Spring translated it into;
+ *   <li>where no SQLSTATE is known: an {@link SQLTransientConnectionException} (the pool's timeout waiting for a
+ *       connection), Spring's {@link CannotGetJdbcConnectionException}, {@link CannotCreateTransactionException} and
+ *       {@link DataAccessResourceFailureException}. A SQLSTATE in the chain decides alone: Spring translates classes
+ *       53, 54, 57 and 58 into {@code DataAccessResourceFailureException}, and some of them are the message's own
+ *       (54000, an index row too big), which would otherwise halt consumption on every delivery of it;
+ *   <li>a message whose transaction could not begin ({@link TransactionNotBegun}), whatever the SQLSTATE: nothing in a
+ *       message makes that fail (a role locked out, a password rotated, a database renamed);
+ *   <li>the types listed in {@code idempotency.outage.exceptions}, and what the service's {@link OutageClassifier}
+ *       beans recognize.
+ * </ul>
+ */
+public final class DatabaseOutages implements OutageClassifier {
+
+    private static final Set<String> SQL_STATES = Set.of("57P01", "57P02", "57P03", "25006");
+
+    private static final Set<String> CONFLICT_STATES = Set.of("40001", "40P01", "55P03", "57014");
+
+    private static final List<Class<? extends Throwable>> TYPES = List.of(
+            SQLTransientConnectionException.class,
+            CannotGetJdbcConnectionException.class,
+            CannotCreateTransactionException.class,
+            DataAccessResourceFailureException.class);
+
+    private final List<Class<? extends Throwable>> declared;
+
+    private final List<OutageClassifier> classifiers;
+
+    public DatabaseOutages(List<Class<? extends Throwable>> declared, List<OutageClassifier> classifiers) {
+        this.declared = List.copyOf(declared);
+        this.classifiers = List.copyOf(classifiers);
+    }
+
+    @Override
+    public boolean isOutage(Throwable failure) {
+        return matches(failure, 0) || this.classifiers.stream().anyMatch(classifier -> classifier.isOutage(failure));
+    }
+
+    private boolean matches(Throwable failure, int depth) {
+        List<SQLException> states = new ArrayList<>();
+        if (found(failure, depth, states)) {
+            return true;
+        }
+        return states.isEmpty() ? typed(failure, 0) : states.stream().anyMatch(DatabaseOutages::isOutageError);
+    }
+
+    /**
+     * Whether the chain holds an {@link OutageException} or a type declared by the service; collects the SQLSTATEs it
+     * holds.
+     */
+    private boolean found(Throwable failure, int depth, List<SQLException> states) {
+        int level = depth;
+        for (Throwable cause = failure; cause != null && level < 32; cause = next(cause), level++) {
+            if (cause instanceof OutageException || cause instanceof TransactionNotBegun || isDeclared(cause)) {
+                return true;
+            }
+            if (cause instanceof SQLException sql && saysWhy(sql)) {
+                states.add(sql);
+            }
+            for (Throwable suppressed : cause.getSuppressed()) {
+                if (found(suppressed, level + 1, states)) {
+                    return true;
+                }
+            }
+        }
+        return false;
+    }
+
+    private boolean isDeclared(Throwable failure) {
+        return this.declared.stream().anyMatch(type -> type.isInstance(failure));
+    }
+
+    private static boolean typed(Throwable failure, int depth) {
+        int level = depth;
+        for (Throwable cause = failure; cause != null && level < 32; cause = next(cause), level++) {
+            Throwable current = cause;
+            if (TYPES.stream().anyMatch(type -> type.isInstance(current))) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private static @Nullable Throwable next(Throwable cause) {
+        if (cause instanceof SQLException sql && sql.getNextException() != null && cause.getCause() == null) {
+            return sql.getNextException();
+        }
+        return cause.getCause() != cause ? cause.getCause() : null;
+    }
+
+    /**
+     * Whether the chain holds a conflict with another transaction, which is not the message's fault and passes: a
+     * serialization failure (40001), a deadlock (40P01), a lock not obtained in time (55P03) or a statement timeout
+     * (57014), and MariaDB's codes of the same ({@link MariaDbDialect#isConflict}).
+     */
+    static boolean isConflict(Throwable failure) {
+        List<SQLException> states = new ArrayList<>();
+        collectStates(failure, 0, states);
+        return states.stream()
+                .anyMatch(sql ->
+                        CONFLICT_STATES.contains(sql.getSQLState()) || MariaDbDialect.isConflict(sql.getErrorCode()));
+    }
+
+    private static void collectStates(Throwable failure, int depth, List<SQLException> states) {
+        int level = depth;
+        for (Throwable cause = failure; cause != null && level < 32; cause = next(cause), level++) {
+            if (cause instanceof SQLException sql && saysWhy(sql)) {
+                states.add(sql);
+            }
+            for (Throwable suppressed : cause.getSuppressed()) {
+                collectStates(suppressed, level + 1, states);
+            }
+        }
+    }
+
+    /** Whether the exception has a SQLSTATE, or a vendor's code (PostgreSQL's driver gives none: 0). */
+    private static boolean saysWhy(SQLException sql) {
+        return sql.getSQLState() != null || sql.getErrorCode() != 0;
+    }
+
+    private static boolean isOutageError(SQLException sql) {
+        return isOutageState(sql.getSQLState()) || MariaDbDialect.isOutage(sql);
+    }
+
+    static boolean isOutageState(@Nullable String sqlState) {
+        return sqlState != null
+                && (sqlState.startsWith("08")
+                        || sqlState.startsWith("53")
+                        || sqlState.startsWith("58")
+                        || SQL_STATES.contains(sqlState));
+    }
+}

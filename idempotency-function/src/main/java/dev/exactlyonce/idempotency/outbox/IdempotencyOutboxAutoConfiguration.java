@@ -1,0 +1,162 @@
+package dev.exactlyonce.idempotency.outbox;
+
+import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.idempotency.IdempotencyAutoConfiguration;
+import dev.exactlyonce.idempotency.IdempotencyProperties;
+import dev.exactlyonce.idempotency.OutboxProperties;
+import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
+import dev.exactlyonce.idempotency.internal.Schedule;
+import javax.sql.DataSource;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
+import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEnabledHealthIndicator;
+import org.springframework.boot.health.contributor.HealthIndicator;
+import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitialization;
+import org.springframework.cloud.stream.binder.BinderFactory;
+import org.springframework.cloud.stream.config.BindingServiceProperties;
+import org.springframework.cloud.stream.function.StreamBridge;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+
+/**
+ * The outbox: {@link Outbox} to emit events in a transaction (and the guarded functions' results written through it),
+ * the relay that publishes them after the commit, and the purge of published rows.
+ */
+@AutoConfiguration(after = IdempotencyAutoConfiguration.class)
+@ConditionalOnSingleCandidate(DataSource.class)
+@EnableConfigurationProperties({IdempotencyProperties.class, OutboxProperties.class})
+public class IdempotencyOutboxAutoConfiguration {
+
+    @Bean
+    @ConditionalOnMissingBean
+    Outbox idempotencyOutbox(
+            DataSource dataSource,
+            EnvelopeCodec codec,
+            OutboxProperties properties,
+            ObjectProvider<OutboxRelay> relay,
+            ObjectProvider<IdempotencyMetrics> metrics) {
+        return new Outbox(
+                dataSource,
+                codec,
+                properties.destination(),
+                () -> relay.ifAvailable(OutboxRelay::wake),
+                IdempotencyMetrics.of(metrics));
+    }
+
+    /** Publishes the committed rows through the binder, unless another process does (Debezium, for one). */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnBooleanProperty(name = "idempotency.outbox.relay.enabled", matchIfMissing = true)
+    static class Relay {
+
+        @Bean
+        @DependsOnDatabaseInitialization
+        OutboxRelay idempotencyOutboxRelay(
+                DataSource dataSource,
+                StreamBridge streamBridge,
+                BinderFactory binderFactory,
+                BindingServiceProperties bindings,
+                EnvelopeCodec codec,
+                OutboxProperties properties,
+                ObjectProvider<PublishConfirmation> confirmations,
+                ObjectProvider<IdempotencyMetrics> metrics) {
+            return new OutboxRelay(
+                    dataSource,
+                    new OutboxPublisher(
+                            streamBridge,
+                            binderFactory,
+                            bindings,
+                            codec,
+                            properties.relay().confirmTimeout(),
+                            confirmations.orderedStream().toList()),
+                    properties.destination(),
+                    properties.relay(),
+                    IdempotencyMetrics.of(metrics));
+        }
+    }
+
+    /** Refuses to start an instance that disagrees with the schema's others on who publishes the outbox. */
+    @Bean
+    @DependsOnDatabaseInitialization
+    @ConditionalOnMissingBean
+    OutboxPublishers idempotencyOutboxPublishers(DataSource dataSource, OutboxProperties properties) {
+        return new OutboxPublishers(dataSource, properties.relay().enabled());
+    }
+
+    /**
+     * The {@code outbox} endpoint: the backlog and the parked events; with {@code idempotency.endpoint.outbox-write-enabled},
+     * their release and skip too.
+     */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(Endpoint.class)
+    @ConditionalOnBooleanProperty(name = "idempotency.outbox.relay.enabled", matchIfMissing = true)
+    static class Operations {
+
+        @Bean
+        @ConditionalOnAvailableEndpoint
+        @ConditionalOnBooleanProperty(
+                name = "idempotency.endpoint.outbox-write-enabled",
+                havingValue = false,
+                matchIfMissing = true)
+        OutboxEndpoint outboxEndpoint(DataSource dataSource) {
+            return new OutboxEndpoint(new OutboxBacklogQuery(dataSource), new ParkedOutboxEvents(dataSource));
+        }
+
+        /** With its write operations, which publish or drop parked events: only when enabled. */
+        @Bean
+        @ConditionalOnAvailableEndpoint
+        @ConditionalOnBooleanProperty("idempotency.endpoint.outbox-write-enabled")
+        WritableOutboxEndpoint writableOutboxEndpoint(DataSource dataSource, OutboxRelay relay) {
+            return new WritableOutboxEndpoint(
+                    new OutboxBacklogQuery(dataSource), new ParkedOutboxEvents(dataSource, relay::wake));
+        }
+    }
+
+    /**
+     * {@code DOWN} when the oldest publishable row has waited longer than the lag bound, when rows are parked, or when
+     * the relay's thread is gone. Only with the relay: without it (Debezium publishes the rows) no row is ever marked
+     * published.
+     */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnClass(HealthIndicator.class)
+    @ConditionalOnBooleanProperty(name = "idempotency.outbox.relay.enabled", matchIfMissing = true)
+    static class Health {
+
+        @Bean
+        @ConditionalOnEnabledHealthIndicator("outbox")
+        HealthIndicator outboxHealthIndicator(DataSource dataSource, OutboxProperties properties, OutboxRelay relay) {
+            return new OutboxHealthIndicator(
+                    new OutboxBacklogQuery(dataSource), properties.relay().lagBound(), relay);
+        }
+    }
+
+    /**
+     * Deletes the rows published longer ago than {@code idempotency.outbox.retention}; without the relay (Debezium
+     * reads the rows from the write-ahead log), the rows written longer ago.
+     */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnBooleanProperty(name = "idempotency.purge.enabled", matchIfMissing = true)
+    static class Purge {
+
+        @Bean
+        Schedule idempotencyOutboxPurgeSchedule(
+                DataSource dataSource, IdempotencyProperties idempotency, OutboxProperties properties) {
+            OutboxPurge purge = new OutboxPurge(
+                    dataSource,
+                    properties.retention(),
+                    idempotency.purge().batchSize(),
+                    properties.relay().enabled());
+            return new Schedule(
+                    "idempotency-outbox-purge",
+                    purge::purge,
+                    idempotency.purge().initialDelay(),
+                    idempotency.purge().interval());
+        }
+    }
+}

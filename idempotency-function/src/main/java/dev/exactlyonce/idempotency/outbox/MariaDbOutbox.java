@@ -1,0 +1,281 @@
+package dev.exactlyonce.idempotency.outbox;
+
+import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import dev.exactlyonce.idempotency.jdbc.TableName;
+import java.math.BigDecimal;
+import java.math.RoundingMode;
+import java.nio.charset.StandardCharsets;
+import java.sql.PreparedStatement;
+import java.sql.Timestamp;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.TreeSet;
+import java.util.UUID;
+import java.util.zip.CRC32;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.core.RowCallbackHandler;
+
+/**
+ * The outbox's statements on MariaDB, which has neither arrays nor locks a transaction releases: the key locks and the
+ * relay's partition locks are rows of two small tables ({@code outbox_key_lock}, {@code outbox_relay_lock}, one row per
+ * slot, made by the migration), locked {@code FOR UPDATE} until the transaction ends, the relay's tried with
+ * {@code SKIP LOCKED}. Times are compared and computed by the server ({@code NOW(6)}), and read as epoch seconds, so
+ * that the JVM's time zone does not shift them.
+ */
+final class MariaDbOutbox implements OutboxStatements {
+
+    public static final MariaDbOutbox INSTANCE = new MariaDbOutbox();
+
+    private static final int ROWS_PER_INSERT = 1_000;
+
+    private static final String LOCK_KEYS = """
+            SELECT slot FROM outbox_key_lock WHERE slot IN (%s) ORDER BY slot FOR UPDATE""";
+
+    private static final String INSERT = """
+            INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload) VALUES """;
+
+    private static final String REPUBLISH = """
+            UPDATE outbox_event
+            SET published_at = NULL, publishable_at = NOW(6),
+                attempts = 0, next_attempt_at = NULL, last_error = NULL, parked_at = NULL
+            WHERE UNIX_TIMESTAMP(occurred_at) >= ? AND UNIX_TIMESTAMP(occurred_at) < ? AND published_at IS NOT NULL""";
+
+    private static final String PARTITION =
+            "(CRC32(CONCAT(aggregatetype, ':', aggregateid)) & " + (OutboxRelay.PARTITIONS - 1) + ")";
+
+    private static final String NOT_HELD = """
+            (aggregatetype, aggregateid) NOT IN (
+                SELECT aggregatetype, aggregateid FROM outbox_event
+                WHERE published_at IS NULL AND attempts > 0 AND (parked_at IS NOT NULL OR next_attempt_at > NOW(6)))""";
+
+    private static final String CANDIDATES = """
+            SELECT %s, TIMESTAMPDIFF(MICROSECOND, publishable_at, NOW(6)) / 1000000
+            FROM outbox_event WHERE published_at IS NULL AND %s ORDER BY position LIMIT ?""".formatted(PARTITION, NOT_HELD);
+
+    private static final String LOCK_PARTITIONS = """
+            SELECT partition_no FROM outbox_relay_lock WHERE partition_no IN (%s) FOR UPDATE SKIP LOCKED""";
+
+    private static final String PENDING = """
+            SELECT id, aggregatetype, aggregateid, type, payload, UNIX_TIMESTAMP(occurred_at)
+            FROM outbox_event WHERE published_at IS NULL AND %s IN (%%s) AND %s ORDER BY position LIMIT ?""".formatted(PARTITION, NOT_HELD);
+
+    private static final String MARK = """
+            UPDATE outbox_event SET published_at = NOW(6) WHERE id IN (%s)""";
+
+    // MariaDB assigns in the order written, each assignment seeing the ones before: attempts goes last, so that the
+    // others read the count before this attempt, as on PostgreSQL.
+    private static final String REFUSED = """
+            UPDATE outbox_event
+            SET last_error = ?,
+                next_attempt_at = NOW(6) + INTERVAL CAST(LEAST(POW(2, LEAST(attempts, 30)), ?) AS UNSIGNED) SECOND,
+                parked_at = CASE WHEN attempts + 1 >= ? THEN NOW(6) END,
+                attempts = attempts + 1
+            WHERE id = ?""";
+
+    private static final String REFUSED_NOW = """
+            SELECT id, aggregateid, attempts, parked_at IS NOT NULL,
+                   TIMESTAMPDIFF(MICROSECOND, NOW(6), next_attempt_at) / 1000000
+            FROM outbox_event WHERE id IN (%s)""";
+
+    private static final String HELD = """
+            SELECT COALESCE(SUM(parked_at IS NOT NULL), 0),
+                   TIMESTAMPDIFF(MICROSECOND, NOW(6), MIN(CASE WHEN parked_at IS NULL THEN next_attempt_at END))
+                       / 1000000,
+                   COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN parked_at IS NULL THEN publishable_at END), NOW(6))
+                            / 1000000, 0)
+            FROM outbox_event WHERE published_at IS NULL AND attempts > 0""";
+
+    private static final String NOT_PARKED = """
+            (aggregatetype, aggregateid) NOT IN (
+                SELECT aggregatetype, aggregateid FROM outbox_event
+                WHERE published_at IS NULL AND attempts > 0 AND parked_at IS NOT NULL)""";
+
+    private static final String BACKLOG = """
+            SELECT COUNT(*), COALESCE(SUM(parked_at IS NOT NULL), 0),
+                   MIN(CASE WHEN %1$s THEN publishable_at END),
+                   COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN %1$s THEN publishable_at END), NOW(6))
+                            / 1000000, 0)
+            FROM outbox_event WHERE published_at IS NULL""".formatted(NOT_PARKED);
+
+    private static final String DELETE_PUBLISHED = """
+            DELETE FROM outbox_event WHERE published_at < NOW(6) - INTERVAL ? SECOND ORDER BY published_at LIMIT ?""";
+
+    private static final String DELETE_WRITTEN = """
+            DELETE FROM outbox_event WHERE occurred_at < NOW(6) - INTERVAL ? SECOND ORDER BY occurred_at LIMIT ?""";
+
+    private static final String REGISTER_PUBLISHER = """
+            INSERT INTO outbox_publisher (publisher) VALUES (?) ON DUPLICATE KEY UPDATE publisher = publisher""";
+
+    private MariaDbOutbox() {}
+
+    /** Every lock slot has its row: a missing one would lock nothing (a key's order lost) or never be published. */
+    @Override
+    public void checkSchema(JdbcTemplate jdbc, boolean relayed) {
+        checkLockRows(jdbc, "outbox_key_lock", "slot", Outbox.KEY_LOCKS, "writes");
+        if (relayed) {
+            checkLockRows(jdbc, "outbox_relay_lock", "partition_no", OutboxRelay.PARTITIONS, "relay runs");
+        }
+    }
+
+    private static void checkLockRows(JdbcTemplate jdbc, String table, String column, int slots, String lockedBy) {
+        String fill = "INSERT INTO %1$s (%2$s) SELECT seq FROM seq_0_to_%3$d ON DUPLICATE KEY UPDATE %2$s = %2$s"
+                .formatted(table, column, slots - 1);
+        if (!TableName.exists(jdbc, table)) {
+            throw new StartupRefusal(
+                    "The schema has an outbox_event table but no %s table, whose rows the outbox's %s lock on MariaDB"
+                            .formatted(table, lockedBy),
+                    "Create it as the library's schema-mariadb.sql does, with its rows (" + fill + ")");
+        }
+        Integer rows = jdbc.queryForObject(
+                "SELECT count(*) FROM %s WHERE %s BETWEEN 0 AND ?".formatted(table, column), Integer.class, slots - 1);
+        if (rows == null || rows != slots) {
+            throw new StartupRefusal(
+                    ("%s holds %d of its %d rows (%s 0 to %d, one per lock slot the outbox's %s lock): a slot"
+                                    + " without its row locks nothing")
+                            .formatted(table, rows, slots, column, slots - 1, lockedBy),
+                    "Add them as the library's schema-mariadb.sql does: " + fill);
+        }
+    }
+
+    /**
+     * Locks the keys' slots, then inserts the rows in their order, {@value #ROWS_PER_INSERT} per statement (a
+     * transaction's rows, however many, stay within the server's packet and placeholder limits).
+     */
+    @Override
+    public void insert(JdbcTemplate jdbc, List<Row> rows) {
+        if (rows.isEmpty()) {
+            return;
+        }
+        TreeSet<Integer> slots = new TreeSet<>();
+        rows.forEach(row -> slots.add(slot(row.destination() + ':' + row.key())));
+        jdbc.query(LOCK_KEYS.formatted(placeholders(slots.size())), result -> {}, slots.toArray());
+        for (int from = 0; from < rows.size(); from += ROWS_PER_INSERT) {
+            List<Row> chunk = rows.subList(from, Math.min(rows.size(), from + ROWS_PER_INSERT));
+            jdbc.update(connection -> {
+                PreparedStatement statement = connection.prepareStatement(
+                        INSERT + String.join(", ", Collections.nCopies(chunk.size(), "(?, ?, ?, ?, ?)")));
+                int parameter = 1;
+                for (Row row : chunk) {
+                    statement.setString(parameter++, row.id().toString());
+                    statement.setString(parameter++, row.destination());
+                    statement.setString(parameter++, row.key());
+                    statement.setString(parameter++, row.name());
+                    statement.setString(parameter++, row.payload());
+                }
+                return statement;
+            });
+        }
+    }
+
+    /** The key's lock slot: its CRC-32 modulo the slots (any hash every writer computes alike would do). */
+    private static int slot(String key) {
+        CRC32 crc = new CRC32();
+        crc.update(key.getBytes(StandardCharsets.UTF_8));
+        return (int) (crc.getValue() & (Outbox.KEY_LOCKS - 1));
+    }
+
+    @Override
+    public int republish(JdbcTemplate jdbc, Timestamp from, Timestamp to) {
+        return jdbc.update(REPUBLISH, epochSeconds(from.toInstant()), epochSeconds(to.toInstant()));
+    }
+
+    private static BigDecimal epochSeconds(Instant instant) {
+        return BigDecimal.valueOf(instant.getEpochSecond()).add(BigDecimal.valueOf(instant.getNano(), 9));
+    }
+
+    /**
+     * Nothing: MariaDB's {@code idle_transaction_timeout} is the session's, and the relay's connection is the pool's.
+     * A relay whose connection went silent keeps its partitions until the server ends the session.
+     */
+    @Override
+    public void limitIdleTime(JdbcTemplate jdbc, Duration limit) {}
+
+    @Override
+    public void candidates(JdbcTemplate jdbc, int limit, RowCallbackHandler partitionAndLag) {
+        jdbc.query(CANDIDATES, partitionAndLag, limit);
+    }
+
+    @Override
+    public List<Integer> lockPartitions(JdbcTemplate jdbc, List<Integer> partitions) {
+        return jdbc.queryForList(
+                LOCK_PARTITIONS.formatted(placeholders(partitions.size())), Integer.class, partitions.toArray());
+    }
+
+    @Override
+    public List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Integer> partitions, int limit) {
+        List<Object> parameters = new ArrayList<>(partitions);
+        parameters.add(limit);
+        return jdbc.query(
+                PENDING.formatted(placeholders(partitions.size())),
+                (row, index) -> new OutboxPublisher.Row(
+                        row.getObject(1, UUID.class),
+                        row.getString(2),
+                        row.getString(3),
+                        row.getString(4),
+                        row.getString(5),
+                        instant(row.getBigDecimal(6))),
+                parameters.toArray());
+    }
+
+    private static Instant instant(BigDecimal epochSeconds) {
+        BigDecimal seconds = epochSeconds.setScale(0, RoundingMode.FLOOR);
+        return Instant.ofEpochSecond(
+                seconds.longValueExact(),
+                epochSeconds.subtract(seconds).movePointRight(9).longValue());
+    }
+
+    @Override
+    public void markPublished(JdbcTemplate jdbc, List<UUID> ids) {
+        jdbc.update(
+                MARK.formatted(placeholders(ids.size())),
+                ids.stream().map(UUID::toString).toArray());
+    }
+
+    @Override
+    public void holdBack(
+            JdbcTemplate jdbc,
+            List<OutboxPublisher.Refusal> refusals,
+            int maxAttempts,
+            int maxBackOffSeconds,
+            RowCallbackHandler refused) {
+        for (OutboxPublisher.Refusal refusal : refusals) {
+            jdbc.update(
+                    REFUSED,
+                    refusal.reason(),
+                    maxBackOffSeconds,
+                    maxAttempts,
+                    refusal.row().id().toString());
+        }
+        jdbc.query(
+                REFUSED_NOW.formatted(placeholders(refusals.size())),
+                refused,
+                refusals.stream().map(refusal -> refusal.row().id().toString()).toArray());
+    }
+
+    @Override
+    public String held() {
+        return HELD;
+    }
+
+    @Override
+    public String backlog() {
+        return BACKLOG;
+    }
+
+    @Override
+    public int purgeBatch(JdbcTemplate jdbc, boolean published, Duration retention, int batchSize) {
+        return jdbc.update(published ? DELETE_PUBLISHED : DELETE_WRITTEN, retention.toSeconds(), batchSize);
+    }
+
+    @Override
+    public String registerPublisher() {
+        return REGISTER_PUBLISHER;
+    }
+
+    private static String placeholders(int count) {
+        return String.join(", ", Collections.nCopies(count, "?"));
+    }
+}

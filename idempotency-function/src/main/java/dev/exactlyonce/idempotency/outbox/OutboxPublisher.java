@@ -1,0 +1,398 @@
+package dev.exactlyonce.idempotency.outbox;
+
+import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import dev.exactlyonce.idempotency.internal.Failures;
+import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.ArrayDeque;
+import java.util.ArrayList;
+import java.util.Deque;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.jspecify.annotations.Nullable;
+import org.springframework.cloud.stream.binder.Binder;
+import org.springframework.cloud.stream.binder.BinderFactory;
+import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
+import org.springframework.cloud.stream.config.BindingServiceProperties;
+import org.springframework.cloud.stream.function.StreamBridge;
+import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.MessageHeaders;
+import org.springframework.messaging.support.MessageBuilder;
+import tools.jackson.databind.util.RawValue;
+
+/**
+ * Publishes outbox rows through the binder ({@link StreamBridge}, to the row's destination), in the envelope, and
+ * waits until the broker has them:
+ *
+ * <ul>
+ *   <li>RabbitMQ: routing key = the event name, {@code message_id} = the event id, and a publisher confirm per row
+ *       (the producer's {@code use-confirm-header}; the connection factory's {@code publisher-confirm-type} must be
+ *       {@code correlated}, the library's default, or the relay refuses to start);
+ *   <li>Kafka: record key = the row's key, so that the events of a key stay in one partition, in order; each send
+ *       waits for the broker's acknowledgement (the producer's {@code sync}; mind {@code acks}, {@code all} by
+ *       default since Kafka 3.0), on a thread of its own, so that the rows of up to {@value #MAX_IN_FLIGHT} keys are
+ *       in flight together;
+ *   <li>another binder: the send returns once the binder has the message.
+ * </ul>
+ *
+ * <p>What became of each row is told apart: confirmed; refused by the broker, for this row (a {@code basic.nack}, a
+ * channel closed for this publication: a missing exchange, a routing key the user may not publish, a message over
+ * the broker's size limit; on Kafka, a record too large or a topic not authorized), which counts as an attempt of the
+ * row; or unanswered (no confirm within the timeout, a connection lost), which is the broker's condition, not the
+ * row's. The defaults are set on the destination's producer properties before its first publication, unless the
+ * service set them (a {@code routing-key-expression} of its own, for one).
+ */
+final class OutboxPublisher {
+
+    /** A row of the outbox, to publish. */
+    record Row(UUID id, String destination, String key, String eventName, String payload, Instant occurredAt) {
+
+        /** What keeps the order: the rows of one key of one destination. */
+        String orderKey() {
+            return this.destination + '\n' + this.key;
+        }
+    }
+
+    /** A row the broker refused, and why. */
+    record Refusal(Row row, String reason) {}
+
+    /**
+     * What a publication did.
+     *
+     * @param confirmed the rows the broker confirmed
+     * @param refused the rows the broker refused
+     * @param unanswered why some rows were neither, if some were not (the first such reason): the broker did not
+     *     answer in time, or could not be reached
+     */
+    record Published(
+            List<UUID> confirmed,
+            List<Refusal> refused,
+            @Nullable String unanswered) {
+
+        /** The first reason a row was not published, if one was not. */
+        @Nullable
+        String failure() {
+            return this.unanswered != null
+                    ? this.unanswered
+                    : this.refused.isEmpty() ? null : this.refused.get(0).reason();
+        }
+    }
+
+    /** A destination of a binder that confirms nothing: a row counts as confirmed once the binder took it. */
+    private static final PublishConfirmation BINDER_TOOK_IT = new PublishConfirmation() {
+
+        @Override
+        public boolean prepare(Binder<?, ?, ?> binder, String destination, Object producerProperties) {
+            return true;
+        }
+
+        @Override
+        public boolean waitsForTheBroker() {
+            return false;
+        }
+
+        @Override
+        public CompletableFuture<Answer> answer(MessageBuilder<byte[]> message, UUID eventId, String key) {
+            return CompletableFuture.completedFuture(Answer.CONFIRMED);
+        }
+
+        @Override
+        public boolean unanswered(Throwable failure) {
+            return false;
+        }
+    };
+
+    /**
+     * The most rows in flight at once. Spring AMQP keeps a channel whose confirms are pending out of its cache (25
+     * channels by default) until they arrive, so each row in flight holds a channel: past the cache, every send would
+     * open and close one.
+     */
+    static final int MAX_IN_FLIGHT = 20;
+
+    private final StreamBridge streamBridge;
+
+    private final BinderFactory binderFactory;
+
+    private final BindingServiceProperties bindings;
+
+    private final EnvelopeCodec codec;
+
+    private final Duration confirmTimeout;
+
+    /** The binders' confirmations, one per binder the library knows. */
+    private final List<PublishConfirmation> confirmations;
+
+    private final Map<String, PublishConfirmation> destinations = new ConcurrentHashMap<>();
+
+    /**
+     * Where the rows are sent from: a send can block for minutes when the network goes silent (opening a channel waits
+     * for the broker's answer), and a run must end within {@code confirm-timeout} all the same. One thread, so that a
+     * send stuck there holds back the sends of later runs, which then end unanswered, and the relay backs off.
+     */
+    private @Nullable ExecutorService sender;
+
+    /**
+     * Where the rows of a destination whose send waits for the broker's acknowledgement (Kafka's {@code sync}) are
+     * sent from: {@value #MAX_IN_FLIGHT} threads, one per row in flight, so that the rows of different keys are in
+     * flight together rather than one round trip after another (a key's next row is sent once its previous one was
+     * acknowledged, whatever the threads).
+     */
+    private @Nullable ExecutorService waitingSenders;
+
+    /**
+     * The keys (by {@link Row#orderKey()}) with a send on those threads that has not returned yet: a send can wait
+     * longer than a run (Kafka's {@code delivery.timeout.ms}, two minutes by default), and a later run leaves the key
+     * alone until it returns rather than send the same row again beside it.
+     */
+    private final Set<String> sending = ConcurrentHashMap.newKeySet();
+
+    /** Counts the relay's stops: a run that a stop abandoned takes no outcome that comes after it. */
+    private final AtomicInteger closings = new AtomicInteger();
+
+    OutboxPublisher(
+            StreamBridge streamBridge,
+            BinderFactory binderFactory,
+            BindingServiceProperties bindings,
+            EnvelopeCodec codec,
+            Duration confirmTimeout,
+            List<PublishConfirmation> confirmations) {
+        this.streamBridge = streamBridge;
+        this.binderFactory = binderFactory;
+        this.bindings = bindings;
+        this.codec = codec;
+        this.confirmTimeout = confirmTimeout;
+        this.confirmations = List.copyOf(confirmations);
+    }
+
+    /**
+     * Checks, before the first publication, that the destination's binder confirms what it publishes: a relay whose
+     * broker does not would mark nothing published, and publish every row again on every run.
+     *
+     * @throws StartupRefusal when it does not
+     */
+    void check(String destination) {
+        this.destinations.computeIfAbsent(destination, this::prepare);
+    }
+
+    /**
+     * Publishes the rows, each key's in their order, within {@code confirm-timeout} in all. A row is sent once the
+     * previous row of its key was confirmed (the binder's channels do not keep the order of two messages in flight at
+     * once: on RabbitMQ, a channel whose confirms are pending is not reused), and as soon as it was, up to
+     * {@value #MAX_IN_FLIGHT} rows in flight at once. A row the broker refuses holds back the later rows of its key,
+     * in this run, and no other. Once a row goes unanswered (the timeout passed, or the broker could not be reached),
+     * no further row is sent: the rows not confirmed by then wait for the next run. The rows are sent from a thread of
+     * the publisher's, so that a send stuck in a silent network does not hold the run past the timeout either.
+     */
+    Published publish(List<Row> rows) {
+        long deadline = System.nanoTime() + this.confirmTimeout.toNanos();
+        Map<String, Deque<Row>> keys = new LinkedHashMap<>();
+        rows.forEach(row ->
+                keys.computeIfAbsent(row.orderKey(), key -> new ArrayDeque<>()).add(row));
+        Deque<Deque<Row>> ready = new ArrayDeque<>(keys.values());
+        BlockingQueue<Outcome> outcomes = new LinkedBlockingQueue<>();
+        Map<Future<?>, @Nullable String> sends = new LinkedHashMap<>();
+        List<UUID> confirmed = new ArrayList<>(rows.size());
+        List<Refusal> refused = new ArrayList<>();
+        String unanswered = null;
+        String stillSending = null;
+        int closing = this.closings.get();
+        int inFlight = 0;
+        while (true) {
+            while (unanswered == null && inFlight < MAX_IN_FLIGHT && !ready.isEmpty()) {
+                Row row = ready.poll().peek();
+                boolean waits = waitsForTheBroker(row.destination());
+                if (waits && !this.sending.add(row.orderKey())) {
+                    // A send of an earlier run is still waiting for the broker: the key waits for it.
+                    stillSending = "an earlier send of event(s) of key %s to %s has not returned yet"
+                            .formatted(row.key(), row.destination());
+                    continue;
+                }
+                Future<?> sent = (waits ? waitingSenders() : sender())
+                        .submit(() -> send(row).whenComplete((outcome, ex) -> {
+                            if (waits) {
+                                // Before the outcome is told: the run may send the key's next row at once.
+                                this.sending.remove(row.orderKey());
+                            }
+                            outcomes.add(outcome);
+                        }));
+                sends.put(sent, waits ? row.orderKey() : null);
+                inFlight++;
+            }
+            if (inFlight == 0) {
+                break;
+            }
+            Outcome outcome = poll(outcomes, deadline);
+            if (outcome == null || this.closings.get() != closing) {
+                unanswered = outcome == null
+                        ? ("no confirm of %d event(s) within %s (idempotency.outbox.relay.confirm-timeout): the"
+                                        + " broker is slow or cannot be reached")
+                                .formatted(inFlight, this.confirmTimeout)
+                        : "the relay stopped while event(s) were in flight";
+                break;
+            }
+            inFlight--;
+            Deque<Row> key = keys.get(outcome.row().orderKey());
+            if (outcome.failure() == null) {
+                confirmed.add(outcome.row().id());
+                key.poll();
+                if (!key.isEmpty()) {
+                    ready.add(key);
+                }
+            } else if (outcome.refused()) {
+                refused.add(new Refusal(outcome.row(), outcome.failure()));
+            } else if (unanswered == null) {
+                unanswered = outcome.failure();
+            }
+        }
+        // A send still waiting for the sender (behind one stuck in the network) is not made after the run gave it up.
+        sends.forEach((send, key) -> {
+            if (send.cancel(false) && key != null) {
+                this.sending.remove(key);
+            }
+        });
+        return new Published(confirmed, refused, unanswered != null ? unanswered : stillSending);
+    }
+
+    /**
+     * Whether a send to the destination returns only once the broker answered (Kafka's {@code sync}): its rows go
+     * from {@link #waitingSenders}.
+     */
+    private boolean waitsForTheBroker(String destination) {
+        try {
+            return this.destinations.computeIfAbsent(destination, this::prepare).waitsForTheBroker();
+        } catch (RuntimeException ex) {
+            // The send fails the same way, and tells it as the row's failure.
+            return false;
+        }
+    }
+
+    private synchronized ExecutorService sender() {
+        if (this.sender == null) {
+            this.sender = Executors.newSingleThreadExecutor(runnable -> {
+                Thread thread = new Thread(runnable, "idempotency-outbox-sender");
+                thread.setDaemon(true);
+                return thread;
+            });
+        }
+        return this.sender;
+    }
+
+    private synchronized ExecutorService waitingSenders() {
+        if (this.waitingSenders == null) {
+            AtomicInteger threads = new AtomicInteger();
+            ThreadPoolExecutor pool = new ThreadPoolExecutor(
+                    MAX_IN_FLIGHT, MAX_IN_FLIGHT, 1, TimeUnit.MINUTES, new LinkedBlockingQueue<>(), runnable -> {
+                        Thread thread = new Thread(runnable, "idempotency-outbox-sender-" + threads.incrementAndGet());
+                        thread.setDaemon(true);
+                        return thread;
+                    });
+            // Threads idle for a minute go: a relay that stopped, or that publishes rarely, keeps none.
+            pool.allowCoreThreadTimeOut(true);
+            this.waitingSenders = pool;
+        }
+        return this.waitingSenders;
+    }
+
+    /**
+     * Lets the senders' threads go: the relay stopped. A run still waiting for outcomes takes none that comes after
+     * (an interrupted send is no refusal of the row). A later publication starts other threads.
+     */
+    synchronized void close() {
+        this.closings.incrementAndGet();
+        // The sends still queued are dropped with their threads, and never say they returned.
+        this.sending.clear();
+        if (this.sender != null) {
+            this.sender.shutdownNow();
+            this.sender = null;
+        }
+        if (this.waitingSenders != null) {
+            this.waitingSenders.shutdownNow();
+            this.waitingSenders = null;
+        }
+    }
+
+    /** What became of a row: confirmed (no failure), refused by the broker, or not answered. */
+    private record Outcome(Row row, @Nullable String failure, boolean refused) {
+
+        static Outcome confirmed(Row row) {
+            return new Outcome(row, null, false);
+        }
+    }
+
+    private static @Nullable Outcome poll(BlockingQueue<Outcome> outcomes, long deadline) {
+        try {
+            return outcomes.poll(Math.max(0, deadline - System.nanoTime()), TimeUnit.NANOSECONDS);
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            return null;
+        }
+    }
+
+    /** Sends a row; completes once the broker answered, never exceptionally. */
+    private CompletableFuture<Outcome> send(Row row) {
+        PublishConfirmation confirmation = BINDER_TOOK_IT;
+        try {
+            confirmation = this.destinations.computeIfAbsent(row.destination(), this::prepare);
+            // The payload is the jsonb column's text, a JSON object: written into the envelope as it is.
+            MessageBuilder<byte[]> message = MessageBuilder.withPayload(this.codec.encode(new EventEnvelope<>(
+                            row.id(), row.eventName(), row.occurredAt(), new RawValue(row.payload()))))
+                    .setHeader(MessageHeaders.CONTENT_TYPE, "application/json")
+                    .setHeader(EventHeaders.EVENT_ID, row.id().toString())
+                    .setHeader(EventHeaders.EVENT_NAME, row.eventName());
+            CompletableFuture<Outcome> answered = confirmation
+                    .answer(message, row.id(), row.key())
+                    .thenApply(answer -> new Outcome(row, answer.failure(), answer.refused()));
+            if (!this.streamBridge.send(row.destination(), message.build())) {
+                return CompletableFuture.completedFuture(
+                        new Outcome(row, "the binder did not take event " + row.id(), false));
+            }
+            return answered;
+        } catch (RuntimeException | Error ex) {
+            // An Error here (a class missing, a heap exhausted by this row's payload) fails this row only: tried again
+            // later, and parked if it keeps failing, rather than ending the relay.
+            String failure = "could not publish event %s to %s: %s".formatted(row.id(), row.destination(), ex);
+            boolean refused = !interrupted(ex) && !confirmation.unanswered(ex);
+            return CompletableFuture.completedFuture(new Outcome(row, failure, refused));
+        }
+    }
+
+    /**
+     * Whether the send was interrupted (the relay stopping) rather than answered: it says nothing of the row (on Kafka,
+     * the client's own interrupt exception is one of its confirmation's {@link PublishConfirmation#unanswered}).
+     */
+    private static boolean interrupted(Throwable ex) {
+        return Thread.currentThread().isInterrupted() || Failures.find(ex, InterruptedException.class) != null;
+    }
+
+    /** Sets the destination's producer defaults, before its first publication binds it; says how it confirms. */
+    private PublishConfirmation prepare(String destination) {
+        Binder<?, ?, ?> binder =
+                this.binderFactory.getBinder(this.bindings.getBinder(destination), MessageChannel.class);
+        if (!(binder instanceof ExtendedPropertiesBinder<?, ?, ?> extended)) {
+            return BINDER_TOOK_IT;
+        }
+        Object producer = extended.getExtendedProducerProperties(destination);
+        for (PublishConfirmation confirmation : this.confirmations) {
+            if (confirmation.prepare(binder, destination, producer)) {
+                return confirmation;
+            }
+        }
+        return BINDER_TOOK_IT;
+    }
+}

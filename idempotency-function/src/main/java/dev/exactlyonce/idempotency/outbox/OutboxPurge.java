@@ -1,0 +1,55 @@
+package dev.exactlyonce.idempotency.outbox;
+
+import dev.exactlyonce.idempotency.IdempotencyException;
+import dev.exactlyonce.idempotency.jdbc.BatchedDelete;
+import dev.exactlyonce.idempotency.jdbc.SessionLock;
+import dev.exactlyonce.idempotency.retention.ProcessedEventPurge;
+import java.sql.SQLException;
+import java.time.Duration;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.jdbc.core.JdbcTemplate;
+
+/**
+ * Deletes the outbox rows published longer ago than the retention, in batches, one instance at a time (as
+ * {@link ProcessedEventPurge} does for processed event ids). Rows not yet published are never deleted, however old,
+ * unless the relay is off: another process (Debezium) publishes them, and nothing marks them.
+ */
+final class OutboxPurge {
+
+    private static final Logger logger = LoggerFactory.getLogger(OutboxPurge.class);
+
+    private final SessionLock lock;
+
+    private final Duration retention;
+
+    private final int batchSize;
+
+    private final boolean relayed;
+
+    OutboxPurge(DataSource dataSource, Duration retention, int batchSize, boolean relayed) {
+        this.lock = new SessionLock(dataSource, "dev.exactlyonce.idempotency.purge", "outbox_event");
+        this.retention = retention;
+        this.batchSize = batchSize;
+        this.relayed = relayed;
+    }
+
+    /** Purges now, unless another instance is purging; returns the rows deleted. */
+    long purge() {
+        try {
+            return this.lock.runIfFree(this::deleteBatches).orElse(0L);
+        } catch (SQLException ex) {
+            throw new IdempotencyException("Could not purge outbox_event: " + ex.getMessage(), ex);
+        }
+    }
+
+    private long deleteBatches(JdbcTemplate jdbc) {
+        OutboxStatements sql = OutboxStatements.of(this.lock.dialect());
+        long rows = BatchedDelete.run(
+                        this.batchSize, () -> sql.purgeBatch(jdbc, this.relayed, this.retention, this.batchSize))
+                .rows();
+        logger.info("Purged {} outbox row(s) published more than {} ago", rows, this.retention);
+        return rows;
+    }
+}

@@ -1,0 +1,465 @@
+package dev.exactlyonce.idempotency.outbox;
+
+import dev.exactlyonce.idempotency.OutboxProperties;
+import dev.exactlyonce.idempotency.internal.Backoff;
+import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
+import dev.exactlyonce.idempotency.jdbc.Dialect;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.context.SmartLifecycle;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
+import org.springframework.transaction.TransactionStatus;
+import org.springframework.transaction.support.DefaultTransactionDefinition;
+
+/**
+ * Publishes the outbox's committed rows, then marks them published.
+ *
+ * <p>Each run is one database transaction that:
+ *
+ * <ol>
+ *   <li>reads which of {@value #PARTITIONS} key partitions the oldest publishable rows are in, leaving out the keys
+ *       held back (a row of theirs refused and waiting to be tried again, or parked);
+ *   <li>locks those partitions it can (transaction-level advisory locks on PostgreSQL, rows of
+ *       {@code outbox_relay_lock} on MariaDB; tried, never waited for): the relays of several instances run at once,
+ *       each on partitions of its own, so no row is published by two at once and the events of a key leave in order
+ *       (the locks go with the transaction: an instance that dies never keeps them);
+ *   <li>reads the oldest unpublished rows of its partitions, by the order they were written, up to
+ *       {@code batch-size}. It selects by {@code published_at IS NULL}, never by a position past the last one
+ *       published: a transaction that wrote a row before another but commits after it is published by the next run,
+ *       not skipped;
+ *   <li>publishes them ({@link OutboxPublisher}) and waits for the broker's answers, {@code confirm-timeout} at most;
+ *   <li>marks the rows the broker confirmed; for a row it refused, counts the attempt and holds its key back, for 1 s,
+ *       2 s, ... up to {@value #MAX_KEY_BACKOFF_SECONDS} s, or parks it after {@code max-attempts}; and commits. The
+ *       later rows of a refused or unanswered row's key wait; other keys go on.
+ * </ol>
+ *
+ * <p>A relay that stops between publishing and marking (killed, or its commit failed) publishes those rows again on
+ * its next run, with the same event ids: the consumers' guards discard the copies. It runs right after a commit that
+ * wrote rows ({@link #wake()}, after {@code linger}, so that the rows of the next commits join the run), again at once
+ * while it finds full batches, soon after a run that found partitions another instance was publishing, when a held
+ * key's back-off ends, and every {@code poll-interval} otherwise. After a run the broker did not answer (away, or
+ * not confirming), it tries again in 1 s, then less and less often, up to every {@value #MAX_RETRY_SECONDS} s.
+ */
+public final class OutboxRelay implements SmartLifecycle {
+
+    private static final Logger logger = LoggerFactory.getLogger(OutboxRelay.class);
+
+    /**
+     * A run's transaction reads committed rows as each statement starts: the rows it reads once it holds its partitions
+     * are those another relay left unpublished when it let them go. Under REPEATABLE READ (MariaDB's default) they
+     * would be as of the run's first read, before the other relay marked them, and go out twice.
+     */
+    private static final TransactionDefinition RUN = readCommitted();
+
+    /** How long stopping waits for a run under way. */
+    private static final Duration STOP_WAIT = Duration.ofSeconds(2);
+
+    /** The longest a relay that the broker does not answer waits before it tries again. */
+    static final int MAX_RETRY_SECONDS = 30;
+
+    static final Duration MAX_RETRY_DELAY = Duration.ofSeconds(MAX_RETRY_SECONDS);
+
+    /** The longest a key whose row the broker refused is held back before the row is tried again. */
+    static final int MAX_KEY_BACKOFF_SECONDS = 60;
+
+    /** How soon a relay tries again the partitions another instance's relay was publishing. */
+    static final Duration CONTENDED_RETRY = Duration.ofMillis(50);
+
+    /** The key partitions the relays of several instances share out, one run's worth at a time. */
+    static final int PARTITIONS = 256;
+
+    /**
+     * What a run did.
+     *
+     * @param ran whether it ran: {@code false} when every partition it found rows in was another instance's
+     * @param read the rows it read
+     * @param published the rows it published and marked
+     * @param failure why it stopped before the rows it read were all published, if it did
+     * @param unanswered whether the broker left rows unanswered (away, or not confirming in time)
+     * @param contended whether it found rows in partitions another instance was publishing
+     * @param nextAttempt how soon a held key's back-off ends, if one is held back and not parked
+     */
+    record Run(
+            boolean ran,
+            int read,
+            int published,
+            @Nullable String failure,
+            boolean unanswered,
+            boolean contended,
+            @Nullable Duration nextAttempt) {
+
+        static Run idle(boolean ran, boolean contended) {
+            return new Run(ran, 0, 0, null, false, contended, null);
+        }
+    }
+
+    private final JdbcTemplate jdbc;
+
+    private final PlatformTransactionManager transactions;
+
+    private final OutboxPublisher publisher;
+
+    private final String destination;
+
+    private final int batchSize;
+
+    private final int maxAttempts;
+
+    /**
+     * A run whose connection goes silent must not keep its partitions' locks until the server notices (its TCP
+     * keepalive, hours): the server ends a session idle that long inside the run's transaction, longer than its wait
+     * for confirms (PostgreSQL's {@code idle_in_transaction_session_timeout}; MariaDB has none for a transaction).
+     */
+    private final Duration idleLimit;
+
+    private final Duration pollInterval;
+
+    private final Duration linger;
+
+    private final IdempotencyMetrics metrics;
+
+    private final Semaphore wakeUps = new Semaphore(0);
+
+    private volatile CountDownLatch stopping = new CountDownLatch(1);
+
+    private volatile boolean running;
+
+    private volatile @Nullable Thread thread;
+
+    OutboxRelay(
+            DataSource dataSource,
+            OutboxPublisher publisher,
+            String destination,
+            OutboxProperties.Relay properties,
+            IdempotencyMetrics metrics) {
+        this.jdbc = new JdbcTemplate(dataSource);
+        this.transactions = new DataSourceTransactionManager(dataSource);
+        this.publisher = publisher;
+        this.destination = destination;
+        this.batchSize = properties.batchSize();
+        this.maxAttempts = properties.maxAttempts();
+        this.idleLimit = properties.confirmTimeout().plusSeconds(30);
+        this.pollInterval = properties.pollInterval();
+        this.linger = properties.linger();
+        this.metrics = metrics;
+    }
+
+    private static TransactionDefinition readCommitted() {
+        DefaultTransactionDefinition definition = new DefaultTransactionDefinition();
+        definition.setIsolationLevel(TransactionDefinition.ISOLATION_READ_COMMITTED);
+        return definition;
+    }
+
+    /** Runs the relay soon: a transaction that wrote rows committed. */
+    void wake() {
+        if (this.wakeUps.availablePermits() == 0) {
+            this.wakeUps.release();
+        }
+    }
+
+    /** Publishes one batch of unpublished rows now, of the partitions no other instance is publishing. */
+    Run publishPending() {
+        TransactionStatus transaction = this.transactions.getTransaction(RUN);
+        Run run;
+        try {
+            sql().limitIdleTime(this.jdbc, this.idleLimit);
+            Candidates candidates = candidates();
+            Run batch = publishBatch(candidates.partitions());
+            // Read once the run's refusals are counted: the parked rows it set aside count, and their back-off.
+            Duration nextAttempt = readHeld(candidates.lag());
+            run = new Run(
+                    batch.ran(),
+                    batch.read(),
+                    batch.published(),
+                    batch.failure(),
+                    batch.unanswered(),
+                    batch.contended(),
+                    nextAttempt);
+        } catch (RuntimeException | Error ex) {
+            rollBack(transaction, ex);
+            throw ex;
+        }
+        this.transactions.commit(transaction);
+        if (run.failure() != null) {
+            this.metrics.outboxPublishFailed();
+        }
+        return run;
+    }
+
+    /** Rolls the run back; a rollback that fails too (the connection lost) is told with the failure that caused it. */
+    private void rollBack(TransactionStatus transaction, Throwable failure) {
+        try {
+            this.transactions.rollback(transaction);
+        } catch (RuntimeException ex) {
+            failure.addSuppressed(ex);
+        }
+    }
+
+    private Run publishBatch(List<Integer> partitions) {
+        if (partitions.isEmpty()) {
+            return Run.idle(true, false);
+        }
+        List<Integer> locked = sql().lockPartitions(this.jdbc, partitions);
+        if (locked.isEmpty()) {
+            return Run.idle(false, true);
+        }
+        List<OutboxPublisher.Row> rows = sql().pending(this.jdbc, locked, this.batchSize);
+        OutboxPublisher.Published published = this.publisher.publish(rows);
+        // Counted as they went out: a run whose mark then fails published them all the same (and its next run
+        // publishes them again, counted again).
+        this.metrics.outboxPublished(published.confirmed().size());
+        if (!published.confirmed().isEmpty()) {
+            sql().markPublished(this.jdbc, published.confirmed());
+        }
+        if (!published.refused().isEmpty()) {
+            holdBack(published.refused());
+        }
+        return new Run(
+                true,
+                rows.size(),
+                published.confirmed().size(),
+                published.failure(),
+                published.unanswered() != null,
+                locked.size() < partitions.size(),
+                null);
+    }
+
+    /**
+     * Reads the parked rows and the lag into the meters (the lag of the oldest rows read, or of a held key's row,
+     * whichever waited longer); returns how soon a held key's back-off ends.
+     */
+    private @Nullable Duration readHeld(double candidatesLag) {
+        return this.jdbc.queryForObject(sql().held(), (row, index) -> {
+            this.metrics.outboxParked(row.getLong(1));
+            double seconds = row.getDouble(2);
+            Duration nextAttempt = row.wasNull() ? null : Duration.ofMillis(Math.max(0, (long) (seconds * 1000)));
+            double lag = Math.max(candidatesLag, row.getDouble(3));
+            this.metrics.outboxLag(Duration.ofMillis((long) (lag * 1000)));
+            return nextAttempt;
+        });
+    }
+
+    /** The partitions of the oldest publishable rows, in their order, and how long the oldest of them waited. */
+    private Candidates candidates() {
+        Set<Integer> partitions = new LinkedHashSet<>();
+        double[] lag = {0};
+        sql().candidates(this.jdbc, this.batchSize, row -> {
+            partitions.add(row.getInt(1));
+            lag[0] = Math.max(lag[0], row.getDouble(2));
+        });
+        return new Candidates(new ArrayList<>(partitions), lag[0]);
+    }
+
+    private record Candidates(List<Integer> partitions, double lag) {}
+
+    /** Counts the refused rows' attempts and holds their keys back, or parks them. */
+    private void holdBack(List<OutboxPublisher.Refusal> refusals) {
+        sql().holdBack(this.jdbc, refusals, this.maxAttempts, MAX_KEY_BACKOFF_SECONDS, row -> {
+            Duration retry = Duration.ofMillis((long) (row.getDouble(5) * 1000));
+            if (row.getBoolean(4)) {
+                logger.warn(
+                        "Outbox event {} (key {}) was refused {} time(s) and is parked: its key's later events"
+                                + " wait until it is released or skipped (the outbox endpoint, or the infra"
+                                + " command outbox-parked). Last refusal: {}",
+                        row.getObject(1),
+                        row.getString(2),
+                        row.getInt(3),
+                        reasonOf(refusals, row.getObject(1, UUID.class)));
+            } else {
+                logger.warn(
+                        "Outbox event {} (key {}) was refused (attempt {} of {}); its key's later events wait,"
+                                + " and it is tried again in {}: {}",
+                        row.getObject(1),
+                        row.getString(2),
+                        row.getInt(3),
+                        this.maxAttempts,
+                        retry,
+                        reasonOf(refusals, row.getObject(1, UUID.class)));
+            }
+        });
+    }
+
+    private static String reasonOf(List<OutboxPublisher.Refusal> refusals, UUID id) {
+        return refusals.stream()
+                .filter(refusal -> refusal.row().id().equals(id))
+                .map(OutboxPublisher.Refusal::reason)
+                .findFirst()
+                .orElse("");
+    }
+
+    private static @Nullable Duration earliest(@Nullable Duration one, @Nullable Duration other) {
+        if (one == null) {
+            return other;
+        }
+        return other == null || one.compareTo(other) <= 0 ? one : other;
+    }
+
+    private void relay() {
+        int failures = 0;
+        // A thread given up by stop() (its run outlasted the wait) ends once it sees it is no longer the relay's.
+        while (this.running && Thread.currentThread() == this.thread) {
+            Run run = null;
+            String failure;
+            try {
+                run = publishPending();
+                while (this.running && !run.unanswered() && run.read() == this.batchSize) {
+                    run = publishPending();
+                }
+                failure = run.unanswered() && run.published() == 0 ? run.failure() : null;
+            } catch (RuntimeException | Error ex) {
+                // Whatever failed (the database away, a heap exhausted by a run of large rows), the relay goes on.
+                this.metrics.outboxPublishFailed();
+                failure = ex.toString();
+                if (ex instanceof Error) {
+                    logger.error("A run of the outbox relay failed with an error; it tries again", ex);
+                }
+            }
+            if (failure != null) {
+                failures++;
+                backOff(failures, failure);
+                continue;
+            }
+            if (failures > 0) {
+                logger.info("The outbox relay publishes again, after {} failed run(s)", failures);
+                failures = 0;
+            }
+            awaitWork(run);
+        }
+    }
+
+    /** Says the first of failed runs in a row, and waits longer after each: see {@link #retryDelay}. */
+    private void backOff(int failures, String failure) {
+        Duration retry = retryDelay(failures);
+        if (failures == 1) {
+            logger.warn(
+                    "A run of the outbox relay failed; its rows stay unpublished (any it sent go out again, with their"
+                            + " ids), and it tries again in {}, then less and less often, up to every {}: {}",
+                    retry,
+                    MAX_RETRY_DELAY,
+                    failure);
+        } else {
+            logger.debug("The outbox relay could not publish (failure {} in a row): {}", failures, failure);
+        }
+        pause(retry);
+    }
+
+    /**
+     * Waits for a commit's wake-up, a held key's back-off to end, another instance's run to end, or the poll; when the
+     * broker left rows of a run unanswered that published others, at most the first back-off step (1 s).
+     */
+    private void awaitWork(Run run) {
+        Duration wait = earliest(this.pollInterval, run.nextAttempt());
+        if (run.contended()) {
+            wait = earliest(wait, CONTENDED_RETRY);
+        }
+        if (run.unanswered()) {
+            wait = earliest(wait, retryDelay(1));
+        }
+        try {
+            if (this.wakeUps.tryAcquire(Math.max(1, wait.toMillis()), TimeUnit.MILLISECONDS) && !this.linger.isZero()) {
+                // Woken by a commit: let the next commits' rows join this run, so that a stream of small
+                // transactions costs the relay one transaction per linger, not one per commit.
+                pause(this.linger);
+            }
+            this.wakeUps.drainPermits();
+        } catch (InterruptedException ex) {
+            // Only stop() ends the relay: an interrupt from elsewhere is not a reason to.
+            Thread.interrupted();
+        }
+    }
+
+    /** After failures in a row: 1 s, 2 s, 4 s, ... up to {@link #MAX_RETRY_DELAY}, whatever wakes the relay up. */
+    static Duration retryDelay(int failures) {
+        return Backoff.after(failures, Duration.ofSeconds(1), MAX_RETRY_DELAY);
+    }
+
+    /** Waits that long, or until the relay stops. */
+    private void pause(Duration duration) {
+        try {
+            this.stopping.await(duration.toMillis(), TimeUnit.MILLISECONDS);
+        } catch (InterruptedException ex) {
+            Thread.interrupted();
+        }
+    }
+
+    @Override
+    public synchronized void start() {
+        if (!tableExists()) {
+            logger.info("No outbox_event table in the service's schema: the outbox relay is off. Create it from the"
+                    + " library's schema-postgresql.sql or schema-mariadb.sql (or let the library migrate it with"
+                    + " Flyway) to emit events");
+            return;
+        }
+        this.publisher.check(this.destination);
+        this.running = true;
+        this.stopping = new CountDownLatch(1);
+        Thread thread = new Thread(this::relay, "idempotency-outbox-relay");
+        thread.setDaemon(true);
+        this.thread = thread;
+        thread.start();
+        logger.info(
+                "Relaying the outbox: batches of up to {}, after each commit and every {}",
+                this.batchSize,
+                this.pollInterval);
+    }
+
+    /** The outbox's statements on the service's database. */
+    private OutboxStatements sql() {
+        return OutboxStatements.of(Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource())));
+    }
+
+    /** Whether the table exists; assumed so when the database cannot say (the runs then report what is wrong). */
+    private boolean tableExists() {
+        try {
+            return OutboxBacklogQuery.tableExists(this.jdbc);
+        } catch (RuntimeException ex) {
+            return true;
+        }
+    }
+
+    @Override
+    public synchronized void stop() {
+        this.running = false;
+        Thread thread = this.thread;
+        if (thread != null) {
+            this.stopping.countDown();
+            this.wakeUps.release();
+            try {
+                // A run under way gets a moment to finish. One that does not (waiting for a connection of a database
+                // that is away, for the broker's confirms) is abandoned with the daemon thread: its transaction never
+                // commits, so its rows stay unpublished, and the next relay publishes them (again, if they went out).
+                thread.join(STOP_WAIT.toMillis());
+            } catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+            }
+            this.thread = null;
+        }
+        this.publisher.close();
+    }
+
+    @Override
+    public synchronized boolean isRunning() {
+        return this.running;
+    }
+
+    /** Whether the relay is meant to run and its thread does not: the outbox's health is then down. */
+    boolean stalled() {
+        Thread thread = this.thread;
+        return this.running && (thread == null || !thread.isAlive());
+    }
+}

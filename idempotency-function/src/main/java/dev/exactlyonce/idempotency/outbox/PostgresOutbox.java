@@ -1,0 +1,205 @@
+package dev.exactlyonce.idempotency.outbox;
+
+import java.sql.Timestamp;
+import java.time.Duration;
+import java.util.List;
+import java.util.UUID;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.core.RowCallbackHandler;
+
+/**
+ * The outbox's statements on PostgreSQL: key locks and partition locks are transaction-scoped advisory locks, the
+ * rows go in and out as arrays.
+ */
+final class PostgresOutbox implements OutboxStatements {
+
+    public static final PostgresOutbox INSTANCE = new PostgresOutbox();
+
+    private static final String INSERT = """
+            WITH key_locks AS MATERIALIZED (
+                SELECT count(pg_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox-key:' || current_schema()), slot))
+                FROM (SELECT DISTINCT hashtext(destination || ':' || key) & %d AS slot
+                      FROM unnest(?::text[], ?::text[]) AS written (destination, key)
+                      ORDER BY slot) AS slots)
+            INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload)
+            SELECT event.id, event.destination, event.key, event.name, event.payload::jsonb
+            FROM key_locks,
+                 unnest(?::uuid[], ?::text[], ?::text[], ?::text[], ?::text[])
+                     WITH ORDINALITY AS event (id, destination, key, name, payload, n)
+            ORDER BY event.n""".formatted(Outbox.KEY_LOCKS - 1);
+
+    private static final String REPUBLISH = """
+            UPDATE outbox_event
+            SET published_at = NULL, publishable_at = clock_timestamp(),
+                attempts = 0, next_attempt_at = NULL, last_error = NULL, parked_at = NULL
+            WHERE occurred_at >= ? AND occurred_at < ? AND published_at IS NOT NULL""";
+
+    private static final String PARTITION =
+            "(hashtext(aggregatetype || ':' || aggregateid) & " + (OutboxRelay.PARTITIONS - 1) + ")";
+
+    /** The keys held back: a row of theirs was refused and waits to be tried again, or was parked. */
+    private static final String NOT_HELD = """
+            (aggregatetype, aggregateid) NOT IN (
+                SELECT aggregatetype, aggregateid FROM outbox_event
+                WHERE published_at IS NULL AND attempts > 0 AND (parked_at IS NOT NULL OR next_attempt_at > now()))""";
+
+    private static final String CANDIDATES = """
+            SELECT %s, extract(epoch FROM clock_timestamp() - publishable_at)
+            FROM outbox_event WHERE published_at IS NULL AND %s ORDER BY position LIMIT ?""".formatted(PARTITION, NOT_HELD);
+
+    private static final String IDLE_LIMIT = """
+            SELECT set_config('idle_in_transaction_session_timeout', ?, true)""";
+
+    private static final String LOCK = """
+            SELECT partition FROM unnest(?::int[]) AS partition
+            WHERE pg_try_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox:' || current_schema()), partition)""";
+
+    private static final String PENDING = """
+            SELECT id, aggregatetype, aggregateid, type, payload::text, occurred_at
+            FROM outbox_event WHERE published_at IS NULL AND %s = ANY (?) AND %s ORDER BY position LIMIT ?""".formatted(PARTITION, NOT_HELD);
+
+    private static final String MARK = """
+            UPDATE outbox_event SET published_at = now() WHERE id = ANY (?)""";
+
+    private static final String REFUSED = """
+            UPDATE outbox_event
+            SET attempts = attempts + 1, last_error = refused.reason,
+                next_attempt_at = clock_timestamp() + make_interval(secs => least(power(2, least(attempts, 30)), ?)),
+                parked_at = CASE WHEN attempts + 1 >= ? THEN clock_timestamp() END
+            FROM unnest(?::uuid[], ?::text[]) AS refused (id, reason)
+            WHERE outbox_event.id = refused.id
+            RETURNING outbox_event.id, outbox_event.aggregateid, outbox_event.attempts, outbox_event.parked_at IS NOT NULL,
+                      extract(epoch FROM outbox_event.next_attempt_at - clock_timestamp())""";
+
+    private static final String HELD = """
+            SELECT count(*) FILTER (WHERE parked_at IS NOT NULL),
+                   extract(epoch FROM min(next_attempt_at) FILTER (WHERE parked_at IS NULL) - clock_timestamp()),
+                   coalesce(extract(epoch FROM clock_timestamp() - min(publishable_at) FILTER (WHERE parked_at IS NULL)), 0)
+            FROM outbox_event WHERE published_at IS NULL AND attempts > 0""";
+
+    /** The keys of parked rows: their rows wait for an operator, and count as parked, not as lag. */
+    private static final String NOT_PARKED = """
+            (aggregatetype, aggregateid) NOT IN (
+                SELECT aggregatetype, aggregateid FROM outbox_event
+                WHERE published_at IS NULL AND attempts > 0 AND parked_at IS NOT NULL)""";
+
+    private static final String BACKLOG = """
+            SELECT count(*), count(*) FILTER (WHERE parked_at IS NOT NULL),
+                   min(publishable_at) FILTER (WHERE %1$s),
+                   coalesce(extract(epoch FROM clock_timestamp() - min(publishable_at) FILTER (WHERE %1$s)), 0)
+            FROM outbox_event WHERE published_at IS NULL""".formatted(NOT_PARKED);
+
+    /**
+     * The age is checked again on the row deleted: a row that {@code Outbox.republish} marked unpublished while the
+     * delete waited for it is left, since PostgreSQL re-checks only the outer condition on a row updated meanwhile.
+     */
+    private static final String DELETE_PUBLISHED = """
+            DELETE FROM outbox_event WHERE id IN (
+                SELECT id FROM outbox_event
+                WHERE published_at < now() - make_interval(secs => ?) ORDER BY published_at LIMIT ?)
+            AND published_at < now() - make_interval(secs => ?)""";
+
+    /** Without the relay, nothing marks rows published: Debezium reads them from the write-ahead log once committed. */
+    private static final String DELETE_WRITTEN = """
+            DELETE FROM outbox_event WHERE id IN (
+                SELECT id FROM outbox_event
+                WHERE occurred_at < now() - make_interval(secs => ?) ORDER BY occurred_at LIMIT ?)
+            AND occurred_at < now() - make_interval(secs => ?)""";
+
+    private static final String REGISTER_PUBLISHER = """
+            INSERT INTO outbox_publisher (publisher) VALUES (?) ON CONFLICT DO NOTHING""";
+
+    private PostgresOutbox() {}
+
+    @Override
+    public void insert(JdbcTemplate jdbc, List<Row> rows) {
+        String[] destinations = rows.stream().map(Row::destination).toArray(String[]::new);
+        String[] keys = rows.stream().map(Row::key).toArray(String[]::new);
+        jdbc.update(
+                INSERT,
+                destinations,
+                keys,
+                rows.stream().map(Row::id).toArray(UUID[]::new),
+                destinations,
+                keys,
+                rows.stream().map(Row::name).toArray(String[]::new),
+                rows.stream().map(Row::payload).toArray(String[]::new));
+    }
+
+    @Override
+    public int republish(JdbcTemplate jdbc, Timestamp from, Timestamp to) {
+        return jdbc.update(REPUBLISH, from, to);
+    }
+
+    @Override
+    public void limitIdleTime(JdbcTemplate jdbc, Duration limit) {
+        jdbc.queryForObject(IDLE_LIMIT, String.class, limit.toMillis() + "ms");
+    }
+
+    @Override
+    public void candidates(JdbcTemplate jdbc, int limit, RowCallbackHandler partitionAndLag) {
+        jdbc.query(CANDIDATES, partitionAndLag, limit);
+    }
+
+    @Override
+    public List<Integer> lockPartitions(JdbcTemplate jdbc, List<Integer> partitions) {
+        return jdbc.queryForList(LOCK, Integer.class, (Object) partitions.toArray(Integer[]::new));
+    }
+
+    @Override
+    public List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Integer> partitions, int limit) {
+        return jdbc.query(
+                PENDING,
+                (row, index) -> new OutboxPublisher.Row(
+                        row.getObject(1, UUID.class),
+                        row.getString(2),
+                        row.getString(3),
+                        row.getString(4),
+                        row.getString(5),
+                        row.getTimestamp(6).toInstant()),
+                partitions.toArray(Integer[]::new),
+                limit);
+    }
+
+    @Override
+    public void markPublished(JdbcTemplate jdbc, List<UUID> ids) {
+        jdbc.update(MARK, (Object) ids.toArray(UUID[]::new));
+    }
+
+    @Override
+    public void holdBack(
+            JdbcTemplate jdbc,
+            List<OutboxPublisher.Refusal> refusals,
+            int maxAttempts,
+            int maxBackOffSeconds,
+            RowCallbackHandler refused) {
+        jdbc.query(
+                REFUSED,
+                refused,
+                maxBackOffSeconds,
+                maxAttempts,
+                refusals.stream().map(refusal -> refusal.row().id()).toArray(UUID[]::new),
+                refusals.stream().map(OutboxPublisher.Refusal::reason).toArray(String[]::new));
+    }
+
+    @Override
+    public String held() {
+        return HELD;
+    }
+
+    @Override
+    public String backlog() {
+        return BACKLOG;
+    }
+
+    @Override
+    public int purgeBatch(JdbcTemplate jdbc, boolean published, Duration retention, int batchSize) {
+        double age = retention.toSeconds();
+        return jdbc.update(published ? DELETE_PUBLISHED : DELETE_WRITTEN, age, batchSize, age);
+    }
+
+    @Override
+    public String registerPublisher() {
+        return REGISTER_PUBLISHER;
+    }
+}

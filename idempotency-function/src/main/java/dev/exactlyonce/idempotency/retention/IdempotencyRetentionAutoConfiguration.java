@@ -1,0 +1,96 @@
+package dev.exactlyonce.idempotency.retention;
+
+import dev.exactlyonce.idempotency.IdempotencyAutoConfiguration;
+import dev.exactlyonce.idempotency.IdempotencyProperties;
+import dev.exactlyonce.idempotency.internal.ConditionalOnGuardedDefinition;
+import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
+import dev.exactlyonce.idempotency.internal.Schedule;
+import dev.exactlyonce.idempotency.jdbc.Dialect;
+import java.time.Clock;
+import javax.sql.DataSource;
+import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBooleanProperty;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
+import org.springframework.boot.sql.init.dependency.DatabaseInitializationDependencyConfigurer;
+import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitialization;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.context.annotation.Import;
+
+/**
+ * Keeps processed event ids for the retention and no longer: the scheduled purge of the default table, or the
+ * maintenance of the partitioned one.
+ */
+@AutoConfiguration(after = IdempotencyAutoConfiguration.class)
+@ConditionalOnGuardedDefinition
+@ConditionalOnSingleCandidate(DataSource.class)
+@EnableConfigurationProperties(IdempotencyProperties.class)
+@Import(DatabaseInitializationDependencyConfigurer.class)
+public class IdempotencyRetentionAutoConfiguration {
+
+    /** Deletes ids older than the retention, in the default (unpartitioned) table. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnBooleanProperty(name = "idempotency.partitioning.enabled", havingValue = false, matchIfMissing = true)
+    static class Purge {
+
+        @Bean
+        @DependsOnDatabaseInitialization
+        ProcessedEventPurge idempotencyPurge(
+                DataSource dataSource, IdempotencyProperties properties, ObjectProvider<IdempotencyMetrics> metrics) {
+            return new ProcessedEventPurge(
+                    dataSource,
+                    properties.tableName(),
+                    properties.retention(),
+                    properties.purge().batchSize(),
+                    IdempotencyMetrics.of(metrics));
+        }
+
+        @Bean
+        @ConditionalOnBooleanProperty(name = "idempotency.purge.enabled", matchIfMissing = true)
+        Schedule idempotencyPurgeSchedule(ProcessedEventPurge purge, IdempotencyProperties properties) {
+            return new Schedule(
+                    "idempotency-purge",
+                    purge::purge,
+                    properties.purge().initialDelay(),
+                    properties.purge().interval());
+        }
+    }
+
+    /** Creates the partitions ahead of time and drops those older than the retention. */
+    @Configuration(proxyBeanMethods = false)
+    @ConditionalOnBooleanProperty(name = "idempotency.partitioning.enabled")
+    static class Partitions {
+
+        /** Makes the first partitions as it is created: after the table was migrated (it depends on it). */
+        @Bean
+        @DependsOnDatabaseInitialization
+        ProcessedEventPartitions idempotencyPartitions(
+                DataSource dataSource, IdempotencyProperties properties, ObjectProvider<IdempotencyMetrics> metrics) {
+            Dialect.of(dataSource)
+                    .require(
+                            Dialect.Feature.PARTITIONING,
+                            "Set idempotency.partitioning.enabled=false: the purge then deletes the ids older than the"
+                                    + " retention in batches");
+            ProcessedEventPartitions partitions = new ProcessedEventPartitions(
+                    dataSource,
+                    properties.tableName(),
+                    properties.retention(),
+                    properties.partitioning().daysAhead(),
+                    Clock.systemUTC(),
+                    IdempotencyMetrics.of(metrics));
+            partitions.maintain();
+            return partitions;
+        }
+
+        @Bean
+        Schedule idempotencyPartitionSchedule(ProcessedEventPartitions partitions, IdempotencyProperties properties) {
+            return new Schedule(
+                    "idempotency-partitions",
+                    partitions::maintain,
+                    properties.purge().interval(),
+                    properties.purge().interval());
+        }
+    }
+}

@@ -1,0 +1,118 @@
+package dev.exactlyonce.idempotency.retention;
+
+import dev.exactlyonce.idempotency.IdempotencyException;
+import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
+import dev.exactlyonce.idempotency.jdbc.BatchedDelete;
+import dev.exactlyonce.idempotency.jdbc.Dialect;
+import dev.exactlyonce.idempotency.jdbc.SessionLock;
+import java.sql.SQLException;
+import java.sql.Timestamp;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.concurrent.TimeUnit;
+import javax.sql.DataSource;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+import org.springframework.jdbc.core.JdbcTemplate;
+
+/**
+ * Deletes the processed event ids older than the retention, without blocking the guard.
+ *
+ * <ol>
+ *   <li>takes a session lock of the database for the table on a connection of its own; if another instance of
+ *       the service holds it, this run does nothing (the lock goes with the connection, so a crashed instance never
+ *       keeps it);
+ *   <li>reads the cutoff once, from the database's clock: now less the retention;
+ *   <li>deletes the oldest rows before the cutoff in batches of {@code batch-size}, each batch one statement in a
+ *       transaction of its own (auto-commit), so it holds row locks on one batch at most and never on the rows the
+ *       guard is inserting (they are new);
+ *   <li>stops at the first batch that deletes fewer rows than the batch size, releases the lock, logs one line.
+ * </ol>
+ *
+ * <p>Runs on a schedule ({@code idempotency.purge.interval}); {@link #purge()} runs it now.
+ */
+public final class ProcessedEventPurge {
+
+    private static final Logger logger = LoggerFactory.getLogger(ProcessedEventPurge.class);
+
+    /**
+     * What a run did.
+     *
+     * @param ran whether it ran: {@code false} when another instance held the lock
+     * @param rows the rows it deleted
+     * @param batches the batches (transactions) it took
+     * @param cutoff the rows older than this were deleted
+     * @param took how long it took
+     */
+    public record Result(boolean ran, long rows, int batches, Instant cutoff, Duration took) {}
+
+    private final String tableName;
+
+    private final Duration retention;
+
+    private final int batchSize;
+
+    private final IdempotencyMetrics metrics;
+
+    private final SessionLock lock;
+
+    /**
+     * A purge of your own, for example to run it from a scheduler of the platform rather than the library's.
+     *
+     * @param dataSource the service's database
+     * @param tableName the table of processed event ids
+     * @param retention how long ids are kept
+     * @param batchSize the rows each transaction deletes
+     */
+    public ProcessedEventPurge(DataSource dataSource, String tableName, Duration retention, int batchSize) {
+        this(dataSource, tableName, retention, batchSize, IdempotencyMetrics.NONE);
+    }
+
+    ProcessedEventPurge(
+            DataSource dataSource, String tableName, Duration retention, int batchSize, IdempotencyMetrics metrics) {
+        this.tableName = tableName;
+        this.retention = retention;
+        this.batchSize = batchSize;
+        this.metrics = metrics;
+        this.lock = new SessionLock(dataSource, "dev.exactlyonce.idempotency", tableName);
+    }
+
+    /** Purges now, unless another instance is purging. */
+    public Result purge() {
+        long start = System.nanoTime();
+        try {
+            Result result = this.lock
+                    .runIfFree(jdbc -> deleteBatches(jdbc, start))
+                    .orElseGet(() -> {
+                        logger.info("Skipped the purge of {}: another instance is purging it", this.tableName);
+                        return new Result(false, 0, 0, Instant.EPOCH, elapsed(start));
+                    });
+            this.metrics.purged(result.ran(), result.rows(), result.took());
+            return result;
+        } catch (SQLException ex) {
+            throw new IdempotencyException("Could not purge " + this.tableName + ": " + ex.getMessage(), ex);
+        }
+    }
+
+    private Result deleteBatches(JdbcTemplate jdbc, long start) {
+        Dialect dialect = this.lock.dialect();
+        Timestamp cutoff = jdbc.queryForObject(
+                dialect.purgeCutoff(), Timestamp.class, TimeUnit.SECONDS.toMicros(this.retention.toSeconds()));
+        String deleteSql = dialect.purgeBatch(this.tableName);
+        BatchedDelete deleted = BatchedDelete.run(this.batchSize, () -> jdbc.update(deleteSql, cutoff, this.batchSize));
+        Result result = new Result(true, deleted.rows(), deleted.batches(), cutoff.toInstant(), elapsed(start));
+        logger.info(
+                "Purged {} row(s) of {} processed before {} in {} batch(es) of at most {}, in {} ms",
+                result.rows(),
+                this.tableName,
+                result.cutoff(),
+                result.batches(),
+                this.batchSize,
+                result.took().toMillis());
+        return result;
+    }
+
+    private static Duration elapsed(long start) {
+        return Duration.ofNanos(System.nanoTime() - start);
+    }
+}

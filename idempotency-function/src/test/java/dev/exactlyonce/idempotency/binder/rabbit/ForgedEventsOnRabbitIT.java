@@ -1,0 +1,214 @@
+package dev.exactlyonce.idempotency.binder.rabbit;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import ch.qos.logback.classic.Level;
+import com.rabbitmq.client.AMQP;
+import com.rabbitmq.client.Channel;
+import com.rabbitmq.client.Connection;
+import com.rabbitmq.client.GetResponse;
+import dev.exactlyonce.idempotency.CapturedLogs;
+import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.idempotency.ThingHappened;
+import dev.exactlyonce.idempotency.Things;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
+import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import dev.exactlyonce.idempotency.test.TestRabbit;
+import java.math.BigDecimal;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.function.Consumer;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * Events forged by a neighbour that may publish to the exchange under some routing key, on a real RabbitMQ: an event
+ * routed under a name that is not its own is dead-lettered with its reason and never applied, so its id does not
+ * suppress the genuine event; a name that could forge a log line is rejected, and logged escaped. The service is
+ * configured as README shows (its queue bound with {@code #}).
+ */
+@SpringBootTest(classes = ForgedEventsOnRabbitIT.Service.class, properties = "spring.config.name=minimal-service")
+@EnableIdempotencyTestKit(testBinder = false)
+class ForgedEventsOnRabbitIT {
+
+    @Configuration(proxyBeanMethods = false)
+    @EnableAutoConfiguration
+    static class Service {
+
+        @Bean
+        Consumer<ThingHappened> recordThing(JdbcTemplate jdbcTemplate) {
+            return thing -> jdbcTemplate.update(
+                    "INSERT INTO thing_effect (thing_id, amount) VALUES (?, ?)", thing.thingId(), thing.amount());
+        }
+    }
+
+    private static final TestRabbit rabbit = TestRabbit.broker();
+
+    private static final String DESTINATION = rabbit.topicExchange("forged");
+
+    private static final String QUEUE = rabbit.deleteAtExit(DESTINATION + ".things");
+
+    private static final String BINDING = "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.";
+
+    /** A routing key the neighbour may publish: the name of an event of its own. */
+    private static final String NEIGHBOURS_ROUTING_KEY = "test.neighbour.noticed.v1";
+
+    private static final EnvelopeCodec CODEC = new EnvelopeCodec();
+
+    @DynamicPropertySource
+    static void services(DynamicPropertyRegistry registry) {
+        TestPostgres.newDatabase("forged").registerDataSource(registry);
+        rabbit.registerConnection(registry);
+        registry.add(BINDING + "destination", () -> DESTINATION);
+        registry.add(BINDING + "group", () -> "things");
+        // Every key, as the queue of a service that also takes the neighbour's events would be bound: the library's
+        // default binds only the names the functions map.
+        registry.add(
+                "spring.cloud.stream.rabbit.bindings.idempotencyGuardrecordThing-in-0.consumer.binding-routing-key",
+                () -> "#");
+    }
+
+    @Autowired
+    BusinessFunctionProbe probe;
+
+    @Autowired
+    JdbcTemplate jdbcTemplate;
+
+    @RegisterExtension
+    final CapturedLogs logs = CapturedLogs.all();
+
+    @BeforeEach
+    void drainDeadLetters() {
+        rabbit.purge(QUEUE + ".dlq");
+    }
+
+    @Test
+    void anEventRoutedUnderAnotherNameIsDeadLetteredAndTheGenuineEventOfItsIdIsApplied() {
+        EventEnvelope<ThingHappened> genuine = Things.thingHappened();
+        EventEnvelope<ThingHappened> forged = new EventEnvelope<>(
+                genuine.eventId(),
+                ThingHappened.NAME,
+                Instant.now(),
+                new ThingHappened(genuine.payload().thingId(), new BigDecimal("999.000")));
+
+        rabbit.publish(
+                DESTINATION,
+                NEIGHBOURS_ROUTING_KEY,
+                CODEC.encode(forged),
+                forged.eventId().toString());
+
+        List<GetResponse> deadLetters = awaitDeadLetters(1);
+        assertThat(deadLetters.get(0).getProps().getHeaders().get("x-exception-message"))
+                .asString()
+                .startsWith("ROUTE_MISMATCH: ")
+                .contains(NEIGHBOURS_ROUTING_KEY);
+        assertThat(amounts(genuine)).as("the forged event applied nothing").isEmpty();
+
+        rabbit.publish(DESTINATION, genuine);
+
+        await().atMost(Duration.ofSeconds(30))
+                .untilAsserted(() -> assertThat(amounts(genuine))
+                        .as("the genuine event, not suppressed by the forged one's id")
+                        .containsExactly(new BigDecimal("2.500")));
+    }
+
+    /**
+     * The neighbour also sets, as AMQP headers of its own, the names under which the binder hands on the routing key,
+     * the exchange and the queue a message arrived by: they must not replace what the broker says.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"routing key", "replay exchange"})
+    void forgedHeadersNamingAnotherRouteDoNotHideTheRouteTheEventArrivedBy(String forgery) throws Exception {
+        EventEnvelope<ThingHappened> forged = Things.thingHappened();
+        Map<String, Object> headers = forgery.equals("routing key")
+                ? Map.of("amqp_receivedRoutingKey", ThingHappened.NAME)
+                : Map.of(
+                        "amqp_receivedExchange",
+                        QUEUE + ".replay",
+                        "amqp_consumerQueue",
+                        QUEUE,
+                        "x-original-exchange",
+                        DESTINATION,
+                        "x-original-routingKey",
+                        ThingHappened.NAME);
+        try (Connection connection = rabbit.newConnection();
+                Channel channel = connection.createChannel()) {
+            channel.confirmSelect();
+            channel.basicPublish(
+                    DESTINATION,
+                    NEIGHBOURS_ROUTING_KEY,
+                    new AMQP.BasicProperties.Builder()
+                            .contentType("application/json")
+                            .messageId(forged.eventId().toString())
+                            .headers(headers)
+                            .build(),
+                    CODEC.encode(forged));
+            channel.waitForConfirmsOrDie(10_000);
+        }
+
+        List<GetResponse> deadLetters = awaitDeadLetters(1);
+        assertThat(deadLetters.get(0).getProps().getHeaders().get("x-exception-message"))
+                .asString()
+                .startsWith("ROUTE_MISMATCH: ")
+                .contains(NEIGHBOURS_ROUTING_KEY);
+        assertThat(amounts(forged)).as("the forged event applied nothing").isEmpty();
+    }
+
+    @Test
+    void anEventNameThatWouldForgeALogLineIsRejectedAndLoggedEscaped() {
+        String name = ThingHappened.NAME + "\n2026-11-30T00:00:00Z ERROR forged line";
+        UUID eventId = UUID.randomUUID();
+        byte[] body = ("{\"event_id\":\"%s\",\"event_name\":\"%s\",\"occurred_at\":\"2026-11-30T00:00:00Z\","
+                        + "\"payload\":{\"thingId\":\"%s\",\"amount\":\"1.000\"}}")
+                .formatted(eventId, name.replace("\n", "\\n"), UUID.randomUUID())
+                .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+
+        rabbit.publish(DESTINATION, name, body, eventId.toString());
+
+        List<GetResponse> deadLetters = awaitDeadLetters(1);
+        assertThat(deadLetters.get(0).getProps().getHeaders().get("x-exception-message"))
+                .asString()
+                .startsWith("INVALID_EVENT_NAME: ")
+                .doesNotContain("\n");
+        assertThat(this.logs.events())
+                .filteredOn(log -> log.getLevel().isGreaterOrEqual(Level.WARN))
+                .filteredOn(log -> log.getFormattedMessage().contains(eventId.toString()))
+                .isNotEmpty()
+                .allSatisfy(log -> assertThat(log.getFormattedMessage())
+                        .as("one line, whatever the message holds")
+                        .doesNotContain("\n")
+                        .contains("\\u000a"));
+        assertThat(this.probe.invocations("recordThing")).isZero();
+    }
+
+    private static List<GetResponse> awaitDeadLetters(int count) {
+        await().atMost(Duration.ofSeconds(30))
+                .untilAsserted(
+                        () -> assertThat(rabbit.messageCount(QUEUE + ".dlq")).isEqualTo(count));
+        return rabbit.drain(QUEUE + ".dlq");
+    }
+
+    private List<BigDecimal> amounts(EventEnvelope<ThingHappened> event) {
+        return this.jdbcTemplate.queryForList(
+                "SELECT amount FROM thing_effect WHERE thing_id = ?",
+                BigDecimal.class,
+                event.payload().thingId());
+    }
+}

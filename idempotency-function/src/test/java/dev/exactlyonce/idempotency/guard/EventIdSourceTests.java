@@ -1,0 +1,217 @@
+package dev.exactlyonce.idempotency.guard;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.exactlyonce.idempotency.ThingHappened;
+import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
+import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.EventDeliveries;
+import dev.exactlyonce.idempotency.test.ProcessedEvents;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Nested;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.support.ErrorMessage;
+import org.springframework.messaging.support.MessageBuilder;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/** The event id read from headers around a bare payload, per {@code idempotency.event-id.source}. */
+class EventIdSourceTests {
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        TestPostgres.newDatabase("eventid").registerDataSource(registry);
+    }
+
+    abstract static class Deliveries {
+
+        @Autowired
+        EventDeliveries deliveries;
+
+        @Autowired
+        BusinessFunctionProbe probe;
+
+        @Autowired
+        ProcessedEvents processedEvents;
+
+        @Autowired
+        JdbcTemplate jdbcTemplate;
+
+        final UUID thingId = UUID.randomUUID();
+
+        @AfterEach
+        void reset() {
+            this.probe.reset();
+            this.deliveries.resetLastError();
+        }
+
+        Message<byte[]> payloadWith(Map<String, Object> headers) {
+            return MessageBuilder.withPayload("""
+                            {"thingId": "%s", "amount": "1.250"}""".formatted(this.thingId).getBytes(UTF_8))
+                    .copyHeaders(headers)
+                    .build();
+        }
+
+        int effects() {
+            Integer count = this.jdbcTemplate.queryForObject(
+                    "SELECT count(*) FROM thing_effect WHERE thing_id = ?", Integer.class, this.thingId);
+            return count != null ? count : 0;
+        }
+
+        String deadLetteredReason() {
+            Throwable failure = ((ErrorMessage) this.deliveries.lastError()).getPayload();
+            return failure.getCause().getMessage();
+        }
+    }
+
+    @Nested
+    @SpringBootTest(properties = "idempotency.event-id.source=header")
+    @EnableIdempotencyTestKit
+    class FromAHeader extends Deliveries {
+
+        @Test
+        void headerValuesThatArriveAsBytesAreReadAsUtf8() {
+            UUID eventId = UUID.randomUUID();
+            Message<byte[]> message = payloadWith(Map.of(
+                    "event_id", eventId.toString().getBytes(UTF_8),
+                    "event_name", ThingHappened.NAME.getBytes(UTF_8)));
+
+            this.deliveries.deliverMessage(message);
+            this.deliveries.deliverMessage(message);
+
+            assertThat(this.deliveries.lastError()).as("no copy was rejected").isNull();
+            assertThat(effects()).isEqualTo(1);
+            assertThat(this.processedEvents.rows(eventId)).isEqualTo(1);
+        }
+
+        @Test
+        void aMessageWithoutTheHeaderIsRejected() {
+            this.deliveries.deliverMessage(payloadWith(Map.of("event_name", ThingHappened.NAME)));
+
+            assertThat(effects()).isZero();
+            assertThat(this.probe.invocations("recordThing")).isZero();
+            assertThat(deadLetteredReason())
+                    .isEqualTo("MISSING_EVENT_ID: the message has no event id (header event_id)");
+        }
+    }
+
+    @Nested
+    @SpringBootTest(properties = "idempotency.event-id.source=message-id")
+    @EnableIdempotencyTestKit
+    class FromTheAmqpMessageId extends Deliveries {
+
+        @Test
+        void theMessageIdPropertyAndTheRoutingKeyIdentifyTheEvent() {
+            UUID eventId = UUID.randomUUID();
+            Message<byte[]> message = payloadWith(
+                    Map.of("amqp_messageId", eventId.toString(), "amqp_receivedRoutingKey", ThingHappened.NAME));
+
+            this.deliveries.deliverMessage(message);
+            this.deliveries.deliverMessage(message);
+
+            assertThat(this.deliveries.lastError()).as("no copy was rejected").isNull();
+            assertThat(effects()).isEqualTo(1);
+            assertThat(this.processedEvents.rows(eventId)).isEqualTo(1);
+        }
+
+        @Test
+        void aDeadLetterMovedBackToItsQueueKeepsTheRoutingKeyItWasPublishedWith() {
+            UUID eventId = UUID.randomUUID();
+
+            this.deliveries.deliverMessage(payloadWith(Map.of(
+                    "amqp_messageId", eventId.toString(),
+                    "amqp_receivedExchange", "",
+                    "amqp_receivedRoutingKey", "things.queue",
+                    "x-original-exchange", "events",
+                    "x-original-routingKey", ThingHappened.NAME)));
+
+            assertThat(this.deliveries.lastError()).isNull();
+            assertThat(effects()).isEqualTo(1);
+        }
+
+        @Test
+        void aMessageTheBrokerDeadLetteredKeepsTheRoutingKeyOfItsFirstDeath() {
+            UUID eventId = UUID.randomUUID();
+
+            this.deliveries.deliverMessage(payloadWith(Map.of(
+                    "amqp_messageId",
+                    eventId.toString(),
+                    "amqp_receivedExchange",
+                    "",
+                    "amqp_receivedRoutingKey",
+                    "things.queue",
+                    "x-death",
+                    List.of(
+                            Map.of("exchange", "", "routing-keys", List.of("things.queue")),
+                            Map.of("exchange", "events", "routing-keys", List.of(ThingHappened.NAME))))));
+
+            assertThat(this.deliveries.lastError()).isNull();
+            assertThat(effects()).isEqualTo(1);
+        }
+    }
+
+    @Nested
+    @SpringBootTest(properties = "idempotency.event-id.source=cloudevents")
+    @EnableIdempotencyTestKit
+    class FromCloudEventsBinaryMode extends Deliveries {
+
+        @ParameterizedTest(name = "{0}id, {0}type, {0}time")
+        @ValueSource(strings = {"ce_", "ce-", "cloudEvents:", "cloudEvents_"})
+        void ceIdCeTypeAndCeTimeIdentifyTheEventInEachSpelling(String prefix) {
+            UUID eventId = UUID.randomUUID();
+            Message<byte[]> message = payloadWith(Map.of(
+                    prefix + "id",
+                    eventId.toString().getBytes(UTF_8),
+                    prefix + "type",
+                    ThingHappened.NAME,
+                    prefix + "time",
+                    "2026-11-29T10:15:30Z"));
+
+            this.deliveries.deliverMessage(message);
+            this.deliveries.deliverMessage(message);
+
+            assertThat(this.deliveries.lastError()).as("no copy was rejected").isNull();
+            assertThat(this.probe.invocations("recordThing")).isEqualTo(1);
+            assertThat(effects()).isEqualTo(1);
+            assertThat(this.processedEvents.rows(eventId)).isEqualTo(1);
+        }
+
+        @Test
+        void anIdThatIsNotAUuidIsRejected() {
+            this.deliveries.deliverMessage(
+                    payloadWith(Map.of("ce_id", "A234-1234-1234", "ce_type", ThingHappened.NAME)));
+
+            assertThat(effects()).isZero();
+            assertThat(deadLetteredReason()).startsWith("INVALID_EVENT_ID: ");
+        }
+    }
+
+    @Nested
+    @SpringBootTest(
+            properties = {"idempotency.event-id.source=header", "idempotency.event-id.when-missing=pass-through"})
+    @EnableIdempotencyTestKit
+    class PassingMessagesWithoutIdThrough extends Deliveries {
+
+        @Test
+        void aMessageWithoutIdReachesTheBusinessFunctionUnguardedEveryTime() {
+            Message<byte[]> message = payloadWith(Map.of("event_name", ThingHappened.NAME));
+
+            this.deliveries.deliverMessage(message);
+            this.deliveries.deliverMessage(message);
+
+            assertThat(effects()).as("nothing can tell the copies apart").isEqualTo(2);
+            assertThat(this.deliveries.lastError()).isNull();
+        }
+    }
+}

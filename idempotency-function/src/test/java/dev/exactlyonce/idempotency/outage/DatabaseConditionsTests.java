@@ -1,0 +1,213 @@
+package dev.exactlyonce.idempotency.outage;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import com.zaxxer.hikari.HikariDataSource;
+import dev.exactlyonce.idempotency.ThingHappened;
+import dev.exactlyonce.idempotency.Things;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.observability.MicrometerIdempotencyMetrics;
+import dev.exactlyonce.idempotency.test.DeliveryRecorder;
+import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.EventDeliveries;
+import dev.exactlyonce.idempotency.test.TestDatabase;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import io.micrometer.core.instrument.Counter;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import java.time.Duration;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.context.TestConfiguration;
+import org.springframework.context.annotation.Bean;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * The other ways a database stops working, made for real on PostgreSQL while messages arrive: the service's role is
+ * locked out, the database turns read-only (as after a failover to a replica), the disk is full (the error PostgreSQL
+ * raises, 53100, from a trigger on the table the guard writes). Each is the database's condition, not the message's:
+ * consumption halts once, without flapping, nothing is dead-lettered, and each event is applied once when the
+ * database works again. The binding allows two attempts; a connection is waited for 1 s.
+ */
+@SpringBootTest(
+        properties = {
+            "spring.datasource.hikari.connection-timeout=1000",
+            "spring.datasource.hikari.validation-timeout=500",
+            "idempotency.outage.probe-initial-interval=200ms",
+            "idempotency.outage.probe-max-interval=500ms",
+            "idempotency.outage.max-hold=30s",
+            "idempotency.purge.enabled=false"
+        })
+@EnableIdempotencyTestKit
+class DatabaseConditionsTests {
+
+    private static final TestDatabase database = TestPostgres.newDatabase("conditions");
+
+    /** The service's own role, owner of its database, which the tests lock out. */
+    private static final String ROLE = database.name() + "_owner";
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        TestPostgres.server()
+                .execute(
+                        "CREATE ROLE \"%s\" LOGIN PASSWORD 'conditions'".formatted(ROLE),
+                        "ALTER DATABASE \"%s\" OWNER TO \"%s\"".formatted(database.name(), ROLE));
+        registry.add("spring.datasource.url", database::jdbcUrl);
+        registry.add("spring.datasource.username", () -> ROLE);
+        registry.add("spring.datasource.password", () -> "conditions");
+    }
+
+    @TestConfiguration
+    static class Meters {
+
+        @Bean
+        MeterRegistry meterRegistry() {
+            return new SimpleMeterRegistry();
+        }
+    }
+
+    @Autowired
+    EventDeliveries deliveries;
+
+    @Autowired
+    DeliveryRecorder recorder;
+
+    @Autowired
+    Outage outage;
+
+    @Autowired
+    MeterRegistry meterRegistry;
+
+    @Autowired
+    HikariDataSource pool;
+
+    /** As the server's superuser, straight to the service's database. */
+    private final JdbcTemplate superuser = new JdbcTemplate(new DriverManagerDataSource(
+            database.jdbcUrl(),
+            TestPostgres.server().username(),
+            TestPostgres.server().password()));
+
+    @AfterEach
+    void heal() {
+        TestPostgres.server()
+                .execute(
+                        "ALTER ROLE \"%s\" LOGIN".formatted(ROLE),
+                        "ALTER DATABASE \"%s\" RESET default_transaction_read_only".formatted(database.name()));
+        this.superuser.execute("DROP TRIGGER IF EXISTS disk_full ON processed_event");
+        await().atMost(Duration.ofSeconds(30)).until(() -> this.outage.halt() == null);
+        this.recorder.reset();
+        this.deliveries.resetLastError();
+    }
+
+    @AfterAll
+    static void dropRole() {
+        TestPostgres.server()
+                .execute(
+                        "DROP DATABASE IF EXISTS \"%s\" WITH (FORCE)".formatted(database.name()),
+                        "DROP ROLE IF EXISTS \"%s\"".formatted(ROLE));
+    }
+
+    @Test
+    void aRoleLockedOutHaltsConsumptionAndNothingIsDeadLettered() throws Exception {
+        assertHeldWhileAndAppliedOnceAfter(
+                () -> {
+                    TestPostgres.server()
+                            .execute(
+                                    "ALTER ROLE \"%s\" NOLOGIN".formatted(ROLE),
+                                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '%s'"
+                                            .formatted(ROLE));
+                    // The pool replaces its connections (as it does at their maximum lifetime): each new one is
+                    // refused, and no transaction can begin.
+                    this.pool.getHikariPoolMXBean().softEvictConnections();
+                },
+                () -> TestPostgres.server().execute("ALTER ROLE \"%s\" LOGIN".formatted(ROLE)));
+    }
+
+    @Test
+    void aDatabaseTurnedReadOnlyHaltsConsumptionOnceWithoutResumingUntilItIsWritable() throws Exception {
+        assertHeldWhileAndAppliedOnceAfter(
+                () -> TestPostgres.server()
+                        .execute(
+                                "ALTER DATABASE \"%s\" SET default_transaction_read_only = on"
+                                        .formatted(database.name()),
+                                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '%s'"
+                                        .formatted(ROLE)),
+                () -> TestPostgres.server()
+                        .execute("ALTER DATABASE \"%s\" RESET default_transaction_read_only"
+                                .formatted(database.name())));
+    }
+
+    @Test
+    void aFullDiskHaltsConsumptionAndNothingIsDeadLettered() throws Exception {
+        assertHeldWhileAndAppliedOnceAfter(
+                () -> this.superuser.execute("""
+                        CREATE OR REPLACE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+                        BEGIN
+                            RAISE EXCEPTION 'could not extend file "base/16384/16385": No space left on device'
+                                USING ERRCODE = 'disk_full';
+                        END $$;
+                        CREATE TRIGGER disk_full BEFORE INSERT ON processed_event
+                            FOR EACH ROW EXECUTE FUNCTION disk_full()"""),
+                () -> this.superuser.execute("DROP TRIGGER disk_full ON processed_event"));
+    }
+
+    /**
+     * Makes the fault, delivers an event (again whenever it is given back, as a broker would), checks it is held
+     * without a second halt and without being dead-lettered for longer than its two attempts would last, mends the
+     * fault, and checks the event is applied once within 10 s.
+     */
+    private void assertHeldWhileAndAppliedOnceAfter(Runnable fault, Runnable mend) throws Exception {
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+        double halts = count(MicrometerIdempotencyMetrics.HALTS);
+        fault.run();
+
+        CompletableFuture<Void> delivery = this.deliveries.deliverUntilTakenAsync(event, Duration.ofSeconds(60));
+        await().atMost(Duration.ofSeconds(10)).until(() -> this.outage.halt() != null);
+        await().during(Duration.ofSeconds(3))
+                .atMost(Duration.ofSeconds(4))
+                .until(() -> this.outage.halt() != null && this.deliveries.lastError() == null);
+        assertThat(delivery).as("held while the fault lasts").isNotDone();
+        assertThat(this.meterRegistry
+                        .get(MicrometerIdempotencyMetrics.HALTED_NOW)
+                        .gauge()
+                        .value())
+                .as("how long consumption has been halted, on a dashboard")
+                .isGreaterThan(2.0);
+        mend.run();
+
+        delivery.get(10, TimeUnit.SECONDS);
+        await().atMost(Duration.ofSeconds(5)).until(() -> this.outage.halt() == null);
+        assertThat(this.meterRegistry
+                        .get(MicrometerIdempotencyMetrics.HALTED_NOW)
+                        .gauge()
+                        .value())
+                .isZero();
+        assertThat(effects(event)).as("applied once").isEqualTo(1);
+        assertThat(this.deliveries.lastError()).as("nothing dead-lettered").isNull();
+        assertThat(count(MicrometerIdempotencyMetrics.HALTS) - halts)
+                .as("one halt, not one per probe that found a connection")
+                .isEqualTo(1);
+    }
+
+    private int effects(EventEnvelope<ThingHappened> event) {
+        Integer count = this.superuser.queryForObject(
+                "SELECT count(*) FROM thing_effect WHERE thing_id = ?",
+                Integer.class,
+                event.payload().thingId());
+        return count != null ? count : 0;
+    }
+
+    private double count(String name) {
+        Counter counter = this.meterRegistry.find(name).counter();
+        return counter != null ? counter.count() : 0;
+    }
+}

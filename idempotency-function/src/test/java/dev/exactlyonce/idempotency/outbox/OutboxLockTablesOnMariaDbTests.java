@@ -1,0 +1,69 @@
+package dev.exactlyonce.idempotency.outbox;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatCode;
+import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
+
+import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import dev.exactlyonce.idempotency.test.TestMariaDb;
+import javax.sql.DataSource;
+import org.junit.jupiter.api.Test;
+import org.springframework.core.io.ClassPathResource;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.jdbc.datasource.init.ResourceDatabasePopulator;
+
+/**
+ * On MariaDB the outbox's key locks and the relay's partition locks are rows ({@code outbox_key_lock},
+ * {@code outbox_relay_lock}, one per slot): a schema made by a team's own script without them would lock nothing
+ * (events of one key published out of order) or never publish a partition. An instance refuses to start on it.
+ */
+class OutboxLockTablesOnMariaDbTests {
+
+    @Test
+    void theLibrarysSchemaHasEveryLockRow() {
+        DataSource dataSource = schema();
+
+        assertThatCode(() -> new OutboxPublishers(dataSource, true).afterPropertiesSet())
+                .doesNotThrowAnyException();
+    }
+
+    @Test
+    void aSchemaWithoutTheKeyLockRowsIsRefused() {
+        DataSource dataSource = schema();
+        new JdbcTemplate(dataSource).update("DELETE FROM outbox_key_lock WHERE slot >= 128");
+
+        assertThatExceptionOfType(StartupRefusal.class)
+                .isThrownBy(() -> new OutboxPublishers(dataSource, true).afterPropertiesSet())
+                .withMessageContaining("outbox_key_lock holds 128 of its 256 rows")
+                .satisfies(refusal -> assertThat(refusal.action()).contains("INSERT INTO outbox_key_lock"));
+    }
+
+    @Test
+    void aSchemaWithoutTheRelayLockRowsIsRefused() {
+        DataSource dataSource = schema();
+        new JdbcTemplate(dataSource).update("DELETE FROM outbox_relay_lock");
+
+        assertThatExceptionOfType(StartupRefusal.class)
+                .isThrownBy(() -> new OutboxPublishers(dataSource, true).afterPropertiesSet())
+                .withMessageContaining("outbox_relay_lock holds 0 of its 256 rows");
+    }
+
+    @Test
+    void anInstanceThatDoesNotRelayNeedsNoRelayLockRows() {
+        DataSource dataSource = schema();
+        new JdbcTemplate(dataSource).update("DELETE FROM outbox_relay_lock");
+
+        assertThatCode(() -> new OutboxPublishers(dataSource, false).afterPropertiesSet())
+                .doesNotThrowAnyException();
+    }
+
+    private static DataSource schema() {
+        var database = TestMariaDb.newDatabase("outboxlocks");
+        DriverManagerDataSource dataSource =
+                new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password());
+        new ResourceDatabasePopulator(new ClassPathResource("dev/exactlyonce/idempotency/schema-mariadb.sql"))
+                .execute(dataSource);
+        return dataSource;
+    }
+}
