@@ -115,7 +115,7 @@ class ReplayToStockServiceIT {
                 BINDING + "group=" + queue,
                 BINDING + "consumer.back-off-initial-interval=100",
                 BINDING + "consumer.back-off-max-interval=200",
-                "logging.level.dev.exactlyonce.idempotency.IdempotencyGuard=debug",
+                "logging.level.dev.exactlyonce.idempotency.guard.IdempotencyGuard=debug",
                 "server.port=0",
                 "management.server.port=0"));
         all.addAll(List.of(properties));

@@ -24,7 +24,10 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import org.springframework.amqp.core.Message;
+import org.springframework.amqp.core.MessageProperties;
 import org.springframework.amqp.rabbit.connection.CachingConnectionFactory;
+import org.springframework.amqp.rabbit.core.RabbitTemplate;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -149,6 +152,30 @@ class ReserveStockOnRabbitIT {
         publish(next);
         awaitAttempts(next, 1);
         assertThat(Orders.reservations(this.jdbcTemplate, next)).isEqualTo(1);
+    }
+
+    /**
+     * A publisher that may route events as order.order.placed.v1 cannot pass another event off under it with a header
+     * the Kafka binder would set: only RabbitMQ's part reads a RabbitMQ message's route, from what the broker says.
+     */
+    @Test
+    void aHeaderForgedForAnotherBinderDoesNotPassTheRouteCheck() {
+        UUID eventId = UuidV7.generate();
+        String forged = "order.order.shipped.v1";
+        MessageProperties properties = new MessageProperties();
+        properties.setContentType("application/json");
+        properties.setHeader("kafka_receivedTopic", forged);
+        byte[] body = """
+                {"event_id": "%s", "event_name": "%s", "payload": {}}""".formatted(eventId, forged).getBytes(UTF_8);
+
+        new RabbitTemplate(this.connectionFactory).send(EXCHANGE, Orders.PLACED, new Message(body, properties));
+
+        GetResponse deadLetter = awaitDeadLetter();
+        assertThat(deadLetter.getProps().getHeaders().get("x-exception-message"))
+                .as("checked against the routing key the broker says, not the forged topic")
+                .asString()
+                .startsWith("ROUTE_MISMATCH: ");
+        assertThat(this.processedEvents.rows(eventId)).isZero();
     }
 
     private GetResponse awaitDeadLetter() {

@@ -5,6 +5,8 @@ package dev.exactlyonce.idempotency.guard;
  * own typed properties: picked by the type of the binding's extended consumer properties, that is by the binder the
  * binding uses, not by what is on the class path. See {@link BinderConsumers}.
  *
+ * <p>Not API: implemented by the library's binder packages, and may change in any release.
+ *
  * @param <P> the binder's extended consumer properties
  */
 public interface BinderConsumerDefaults<P> {

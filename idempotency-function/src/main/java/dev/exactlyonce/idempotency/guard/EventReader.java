@@ -45,13 +45,9 @@ final class EventReader {
 
     private final EventId settings;
 
-    /** The binders' readings of a message's route, one per binder. */
-    private final List<EventRoutes> routes;
-
-    EventReader(EnvelopeCodec codec, EventId settings, List<EventRoutes> routes) {
+    EventReader(EnvelopeCodec codec, EventId settings) {
         this.codec = codec;
         this.settings = settings;
-        this.routes = List.copyOf(routes);
     }
 
     /**
@@ -62,8 +58,12 @@ final class EventReader {
         return this.settings.source() != EventIdSource.ENVELOPE || this.settings.routeCheck();
     }
 
-    IncomingEvent read(MessageHeaders headers, byte[] body) {
-        IncomingEvent event = readEvent(headers, body);
+    /**
+     * @param routes how the binding's binder tells the route a message came by; {@code null} where it does not (the
+     *     test binder): no route check then
+     */
+    IncomingEvent read(MessageHeaders headers, byte[] body, @Nullable EventRoutes routes) {
+        IncomingEvent event = readEvent(headers, body, routes);
         if (!NAME.matcher(event.eventName()).matches()) {
             throw new RejectedMessageException(
                     Reason.INVALID_EVENT_NAME,
@@ -73,7 +73,7 @@ final class EventReader {
                             .formatted(Printable.of(event.eventName())));
         }
         if (this.settings.routeCheck()) {
-            String route = route(headers);
+            String route = routes != null ? routes.route(headers) : null;
             if (route != null && !route.equals(event.eventName())) {
                 throw new RejectedMessageException(
                         Reason.ROUTE_MISMATCH,
@@ -86,7 +86,7 @@ final class EventReader {
         return event;
     }
 
-    private IncomingEvent readEvent(MessageHeaders headers, byte[] body) {
+    private IncomingEvent readEvent(MessageHeaders headers, byte[] body, @Nullable EventRoutes routes) {
         if (this.settings.source() == EventIdSource.ENVELOPE) {
             EventEnvelope<JsonNode> envelope = this.codec.decode(body);
             return new IncomingEvent(
@@ -96,7 +96,7 @@ final class EventReader {
         boolean cloudEvent = this.settings.source() == EventIdSource.CLOUDEVENTS;
         String eventName = cloudEvent ? cloudEventHeader(headers, "type") : text(headers, EventHeaders.EVENT_NAME);
         if (eventName == null && !cloudEvent) {
-            eventName = nameByRoute(headers);
+            eventName = routes != null ? routes.eventName(headers) : null;
         }
         if (eventName == null || eventName.isBlank()) {
             throw new RejectedMessageException(
@@ -142,28 +142,6 @@ final class EventReader {
             case CLOUDEVENTS -> "header ce_id";
             case ENVELOPE -> "envelope event_id";
         };
-    }
-
-    /** The event's name as its route tells it, where the binder names events by their route (RabbitMQ). */
-    private @Nullable String nameByRoute(MessageHeaders headers) {
-        for (EventRoutes routes : this.routes) {
-            String name = routes.eventName(headers);
-            if (name != null) {
-                return name;
-            }
-        }
-        return null;
-    }
-
-    /** What the event was routed by, as its binder says; nothing where no binder says (the test binder). */
-    private @Nullable String route(MessageHeaders headers) {
-        for (EventRoutes routes : this.routes) {
-            String route = routes.route(headers);
-            if (route != null) {
-                return route;
-            }
-        }
-        return null;
     }
 
     private static @Nullable String cloudEventHeader(MessageHeaders headers, String attribute) {

@@ -5,12 +5,18 @@ import org.springframework.messaging.MessageHeaders;
 
 /**
  * What a message was routed by, as its binder received it: one per binder, registered by its auto-configuration
- * ({@code binder.rabbit}: the routing key it was published with; {@code binder.kafka}: its topic). The guard refuses
- * an event whose name is not its route ({@code idempotency.event-id.route-check}).
+ * ({@code binder.rabbit}: the routing key it was published with; {@code binder.kafka}: its topic), and asked only about
+ * the messages of the bindings of that binder. The guard refuses an event whose name is not its route
+ * ({@code idempotency.event-id.route-check}).
+ *
+ * <p>Not API: implemented by the library's binder packages, and may change in any release.
  */
 public interface EventRoutes {
 
-    /** The message's route, or {@code null} when it did not come through this binder. */
+    /** Whether the binding's binder is this one's. */
+    boolean binds(Object binder);
+
+    /** The message's route, or {@code null} when the binder did not say it.*/
     @Nullable
     String route(MessageHeaders headers);
 

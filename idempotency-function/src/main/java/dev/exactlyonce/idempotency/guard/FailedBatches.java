@@ -50,7 +50,7 @@ import org.springframework.messaging.support.ErrorMessage;
  * (A binder that hands the error channel no raw message per message of the batch gets the batch's error message as
  * it is, and dead-letters the batch whole.)
  */
-public final class FailedBatches implements ChannelInterceptor {
+final class FailedBatches implements ChannelInterceptor {
 
     /** Marks the error message of one failed message of a batch, which goes to the binder's handler as it is. */
     private static final String OF_ONE_MESSAGE = "idempotency_failedMessageOfBatch";

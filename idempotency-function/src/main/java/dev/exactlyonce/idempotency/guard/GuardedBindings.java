@@ -7,7 +7,6 @@ import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
 import dev.exactlyonce.idempotency.internal.PayloadTypes;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
-import dev.exactlyonce.idempotency.outage.BinderGiveBack;
 import dev.exactlyonce.idempotency.outage.ConflictGiveBack;
 import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
@@ -19,7 +18,6 @@ import java.util.Collections;
 import java.util.List;
 import java.util.stream.Collectors;
 import javax.sql.DataSource;
-import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.beans.BeanWrapper;
@@ -27,9 +25,6 @@ import org.springframework.beans.BeanWrapperImpl;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.beans.factory.SmartInitializingSingleton;
 import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
-import org.springframework.cloud.function.context.FunctionCatalog;
-import org.springframework.cloud.function.context.catalog.FunctionTypeUtils;
-import org.springframework.cloud.function.context.catalog.SimpleFunctionRegistry.FunctionInvocationWrapper;
 import org.springframework.cloud.stream.binder.Binder;
 import org.springframework.cloud.stream.binder.BinderFactory;
 import org.springframework.cloud.stream.binder.ConsumerProperties;
@@ -41,7 +36,6 @@ import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.support.InterceptableChannel;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.ResourceTransactionManager;
-import org.springframework.util.ClassUtils;
 
 /**
  * Finds the function definitions that contain the guard, checks that the guarantee can hold for each, installs
@@ -88,8 +82,8 @@ public final class GuardedBindings implements SmartInitializingSingleton {
 
     private final BinderConsumers binderConsumers;
 
-    /** The binders' own give-backs, one per binder that has one. */
-    private final List<BinderGiveBack> giveBacks;
+    /** What the binders' packages plug in, picked by each binding's binder. */
+    private final BinderAdapters binders;
 
     private final List<GuardedBinding> bindings = new ArrayList<>();
 
@@ -117,7 +111,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                 beanFactory.getBean(Environment.class),
                 beanFactory.getBean(BindingServiceProperties.class),
                 binders.consumerDefaults());
-        this.giveBacks = binders.giveBacks();
+        this.binders = binders;
     }
 
     /** The guarded bindings found at start-up. */
@@ -134,7 +128,11 @@ public final class GuardedBindings implements SmartInitializingSingleton {
         for (String definition : this.definitionProperty.split(";")) {
             List<String> parts = FunctionDefinitions.parts(definition);
             if (parts.contains(IdempotencyGuard.NAME)) {
-                transactionManager = install(definition.trim(), parts, bindable(definition, parts, bindables));
+                transactionManager = install(
+                        definition.trim(),
+                        parts,
+                        bindable(definition, parts, bindables),
+                        new ComposedFunctions(this.beanFactory, this.decorator));
             }
         }
         if (transactionManager != null) {
@@ -143,18 +141,18 @@ public final class GuardedBindings implements SmartInitializingSingleton {
     }
 
     private PlatformTransactionManager install(
-            String definition, List<String> parts, BindableFunctionProxyFactory bindable) {
+            String definition, List<String> parts, BindableFunctionProxyFactory bindable, ComposedFunctions functions) {
         List<String> businessFunctions = parts.subList(1, parts.size());
-        businessFunctions.forEach(name -> checkDecorated(definition, name));
-        Type inputType = payloadType(definition, businessFunctions.get(0));
-        boolean takesList = isList(inputType);
+        businessFunctions.forEach(name -> functions.checkDecorated(definition, name));
+        Type inputType = functions.payloadType(definition, businessFunctions.get(0));
+        boolean takesList = ComposedFunctions.isList(inputType);
         PayloadTypes payloadTypes = PayloadTypes.of(
                 takesList ? ResolvableType.forType(inputType).getGeneric(0).getType() : inputType);
         PlatformTransactionManager transactionManager = transactionManager(definition);
-        String outputDestination = outputDestination(definition, businessFunctions, bindable);
+        String outputDestination = functions.outputDestination(definition, businessFunctions, bindable);
         Outage outage = this.outages.getObject();
         for (String bindingName : bindable.getInputs()) {
-            boolean batch = checkBatchMode(definition, businessFunctions, bindingName, takesList);
+            boolean batch = functions.checkBatchMode(definition, businessFunctions, bindingName, takesList);
             String scope = ClaimScopes.scopeOf(this.properties, bindingName, businessFunctions);
             GuardedBinding binding = new GuardedBinding(
                     bindingName,
@@ -166,6 +164,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                     batch,
                     batch && !takesList,
                     outputDestination);
+            Binder<?, ?, ?> binder = binder(bindingName);
             InterceptableChannel inputChannel = inputChannel(binding);
             inputChannel.addInterceptor(
                     0,
@@ -175,9 +174,9 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                             this.dataSources.getObject(),
                             outage,
                             this.metrics,
-                            this.outbox.getIfAvailable()));
+                            this.outbox.getIfAvailable(),
+                            this.binders.routesOf(binder)));
             outage.guard(bindingName);
-            Binder<?, ?, ?> binder = binder(bindingName);
             interceptErrors(binding, binder, inputChannel, outage);
             this.binderConsumers.apply(binder, bindingName, payloadTypes.eventNames());
             this.bindings.add(binding);
@@ -209,7 +208,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
             GuardedBinding binding, Binder<?, ?, ?> binder, InterceptableChannel inputChannel, Outage outage) {
         String bindingName = binding.bindingName();
         InterceptableChannel errorChannel = errorChannel(binder, bindingName);
-        OutageGiveBack giveBack = new OutageGiveBack(outage, bindingName, binder, this.giveBacks);
+        OutageGiveBack giveBack = new OutageGiveBack(outage, bindingName, binder, this.binders.giveBacks());
         errorChannel.addInterceptor(0, giveBack);
         errorChannel.addInterceptor(
                 1, new ConflictGiveBack(bindingName, this.properties.conflicts().maxGiveBacks(), giveBack));
@@ -248,132 +247,6 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                                 .formatted(definition.trim()),
                         "Check that every function it names is a bean and that the composition is valid (a Consumer"
                                 + " can only come last)"));
-    }
-
-    private static boolean isList(Type type) {
-        return List.class.isAssignableFrom(ResolvableType.forType(type).toClass());
-    }
-
-    /**
-     * Whether the binding delivers batches. A function of a list of payloads takes the batches of a batch binding; a
-     * {@code Consumer} of one payload, composed alone after the guard, takes single messages or, on a batch binding,
-     * the events of a batch one call at a time; any other function of one payload, single messages only.
-     */
-    private boolean checkBatchMode(
-            String definition, List<String> businessFunctions, String bindingName, boolean takesList) {
-        boolean batchMode = this.beanFactory
-                .getBean(BindingServiceProperties.class)
-                .getConsumerProperties(bindingName)
-                .isBatchMode();
-        if (takesList && !batchMode) {
-            throw new StartupRefusal(
-                    "'%s' composes a function of a list of payloads, but binding %s does not deliver batches"
-                            .formatted(definition, bindingName),
-                    "Set spring.cloud.stream.bindings.%s.consumer.batch-mode=true, or take one payload"
-                            .formatted(bindingName));
-        }
-        if (batchMode && !takesList && !(businessFunctions.size() == 1 && isConsumer(businessFunctions.get(0)))) {
-            throw new StartupRefusal(
-                    ("Binding %s delivers batches (batch-mode), but '%s' composes a function of one payload whose"
-                                    + " results would be one per event")
-                            .formatted(bindingName, definition),
-                    "Take a List of payloads, or compose a single Consumer, which the library calls once per event of"
-                            + " the batch");
-        }
-        return batchMode;
-    }
-
-    /**
-     * Where the events the last function returns are published: the destination of the definition's output binding,
-     * or {@code null} when the last function is a {@code Consumer}. Its result must be events: anything else would be
-     * sent to the output binding in the message's transaction, before the commit, and downstream would have an event
-     * of an effect that may yet roll back.
-     */
-    private @Nullable String outputDestination(
-            String definition, List<String> businessFunctions, BindableFunctionProxyFactory bindable) {
-        String last = businessFunctions.get(businessFunctions.size() - 1);
-        FunctionInvocationWrapper function =
-                this.beanFactory.getBean(FunctionCatalog.class).lookup(last);
-        if (function == null || function.isConsumer() || bindable.getOutputs().isEmpty()) {
-            return null;
-        }
-        Type outputType = function.getOutputType();
-        if (outputType != null && FunctionTypeUtils.isMessage(outputType)) {
-            outputType = FunctionTypeUtils.getGenericType(outputType);
-        }
-        ResolvableType output = ResolvableType.forType(outputType != null ? outputType : Object.class);
-        Class<?> raw = output.resolve(Object.class);
-        boolean events = raw == Object.class
-                || raw == Void.class
-                || OutgoingEvent.class.isAssignableFrom(raw)
-                || (Iterable.class.isAssignableFrom(raw)
-                        && OutgoingEvent.class.isAssignableFrom(
-                                output.as(Iterable.class).getGeneric(0).resolve(OutgoingEvent.class)));
-        if (!events) {
-            throw new StartupRefusal(
-                    ("'%s' ends with '%s', a function that returns %s. What a guarded function returns is published"
-                                    + " through the outbox, after the message's transaction committed")
-                            .formatted(definition, last, output),
-                    "Return an OutgoingEvent (or a List<OutgoingEvent>, or null for none), or make it a Consumer that"
-                            + " emits with Outbox.emit");
-        }
-        String outputBinding = bindable.getOutputs().iterator().next();
-        return this.beanFactory.getBean(BindingServiceProperties.class).getBindingDestination(outputBinding);
-    }
-
-    private boolean isConsumer(String functionName) {
-        FunctionInvocationWrapper function =
-                this.beanFactory.getBean(FunctionCatalog.class).lookup(functionName);
-        return function != null && function.isConsumer();
-    }
-
-    private void checkDecorated(String definition, String name) {
-        if (!this.decorator.isDecorated(name)) {
-            String found = this.beanFactory.containsBean(name)
-                    ? "a " + this.beanFactory.getType(name)
-                    : "no bean of that name (a FunctionRegistration or a function from another catalog)";
-            throw new StartupRefusal(
-                    "'%s' composes '%s' after %s, but it cannot be protected: it is %s"
-                            .formatted(definition, name, IdempotencyGuard.NAME, found),
-                    "Declare it as a java.util.function.Consumer or Function @Bean named '%s'".formatted(name));
-        }
-    }
-
-    private Type payloadType(String definition, String businessFunction) {
-        FunctionCatalog catalog = this.beanFactory.getBean(FunctionCatalog.class);
-        FunctionInvocationWrapper function = catalog.lookup(businessFunction);
-        if (function == null || function.isSupplier() || function.getInputType() == null) {
-            throw new StartupRefusal(
-                    "'%s' composes '%s', which takes no input".formatted(definition, businessFunction),
-                    "Compose a Consumer or Function");
-        }
-        Type inputType = function.getInputType();
-        if (FunctionTypeUtils.isPublisher(inputType)) {
-            throw new StartupRefusal(
-                    "'%s' composes '%s', a reactive function: its work would run after the transaction of the message ends"
-                            .formatted(definition, businessFunction),
-                    "Take the payload (or Message<payload>) instead of a Flux or Mono");
-        }
-        Type payloadType =
-                FunctionTypeUtils.isMessage(inputType) ? FunctionTypeUtils.getGenericType(inputType) : inputType;
-        Class<?> rawType = ResolvableType.forType(payloadType).resolve(Object.class);
-        if (isText(rawType)) {
-            throw new StartupRefusal(
-                    ("'%s' composes '%s', a function of %s: the guard hands it the event's payload, a JSON object"
-                                    + " mapped to a type, so every message would be rejected")
-                            .formatted(definition, businessFunction, rawType.getSimpleName()),
-                    "Take a record of the payload's fields (annotated @EventName), or a JsonNode or Map to read the"
-                            + " payload as it is");
-        }
-        return payloadType;
-    }
-
-    /** A type a JSON object never maps to: text, bytes or a single value. */
-    private static boolean isText(Class<?> type) {
-        return CharSequence.class.isAssignableFrom(type)
-                || type == byte[].class
-                || ClassUtils.isPrimitiveOrWrapper(type)
-                || Number.class.isAssignableFrom(type);
     }
 
     private PlatformTransactionManager transactionManager(String definition) {

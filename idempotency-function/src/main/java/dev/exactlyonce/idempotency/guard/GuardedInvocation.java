@@ -41,6 +41,8 @@ final class GuardedInvocation {
 
     private final @Nullable Outbox outbox;
 
+    private final @Nullable EventRoutes routes;
+
     private boolean skipBusinessFunctions;
 
     private int claimed;
@@ -55,21 +57,30 @@ final class GuardedInvocation {
             GuardedBinding binding,
             PlatformTransactionManager transactionManager,
             TransactionStatus transaction,
-            @Nullable Outbox outbox) {
+            @Nullable Outbox outbox,
+            @Nullable EventRoutes routes) {
         this.binding = binding;
         this.transactionManager = transactionManager;
         this.transaction = transaction;
         this.outbox = outbox;
+        this.routes = routes;
     }
 
     static GuardedInvocation open(
             GuardedBinding binding,
             PlatformTransactionManager transactionManager,
             TransactionStatus transaction,
-            @Nullable Outbox outbox) {
-        GuardedInvocation invocation = new GuardedInvocation(binding, transactionManager, transaction, outbox);
+            @Nullable Outbox outbox,
+            @Nullable EventRoutes routes) {
+        GuardedInvocation invocation = new GuardedInvocation(binding, transactionManager, transaction, outbox, routes);
         CURRENT.set(invocation);
         return invocation;
+    }
+
+    /** How the binding's binder tells the route a message came by; {@code null} on a binder that does not. */
+    @Nullable
+    EventRoutes routes() {
+        return this.routes;
     }
 
     static @Nullable GuardedInvocation current() {

@@ -110,7 +110,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
      */
     public @Nullable UUID eventIdOf(MessageHeaders headers, byte[] body) {
         try {
-            return this.reader.read(headers, body).eventId();
+            return this.reader.read(headers, body, null).eventId();
         } catch (RejectedMessageException ex) {
             return ex.eventId();
         }
@@ -151,7 +151,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     }
 
     private @Nullable Message<Object> guard(Message<Object> message, GuardedInvocation invocation) {
-        IncomingEvent event = this.reader.read(message.getHeaders(), body(message.getPayload()));
+        IncomingEvent event = this.reader.read(message.getHeaders(), body(message.getPayload()), invocation.routes());
         UUID eventId = event.eventId();
         MDC.put(EventHeaders.EVENT_NAME, event.eventName());
         if (eventId != null) {
@@ -234,7 +234,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             try {
                 IncomingEvent event = this.reader.read(
                         this.reader.readsHeaders() ? headersOf(delivered, index) : delivered.getHeaders(),
-                        body(bodies.get(index)));
+                        body(bodies.get(index)),
+                        invocation.routes());
                 checked = new Checked(event, checked(event, invocation.binding()));
                 if (event.eventId() != null) {
                     firstCopies.putIfAbsent(new ProcessedEventStore.Key(event.eventId(), event.eventName()), index);

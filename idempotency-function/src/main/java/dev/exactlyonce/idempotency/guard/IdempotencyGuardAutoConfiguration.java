@@ -3,17 +3,12 @@ package dev.exactlyonce.idempotency.guard;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.IdempotencyAutoConfiguration;
 import dev.exactlyonce.idempotency.IdempotencyProperties;
-import dev.exactlyonce.idempotency.OutageClassifier;
 import dev.exactlyonce.idempotency.internal.ConditionalOnGuardedDefinition;
 import dev.exactlyonce.idempotency.internal.FunctionDefinitions;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
-import dev.exactlyonce.idempotency.jdbc.DatabaseProbe;
 import dev.exactlyonce.idempotency.jdbc.Dialect;
 import dev.exactlyonce.idempotency.outage.BinderGiveBack;
-import dev.exactlyonce.idempotency.outage.DatabaseAtStartup;
-import dev.exactlyonce.idempotency.outage.DatabaseOutages;
 import dev.exactlyonce.idempotency.outage.Outage;
-import dev.exactlyonce.idempotency.outage.PausedBindings;
 import dev.exactlyonce.idempotency.outbox.Outbox;
 import dev.exactlyonce.idempotency.retention.ProcessedEventPartitions;
 import io.micrometer.observation.ObservationRegistry;
@@ -24,10 +19,8 @@ import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
-import org.springframework.boot.context.properties.bind.Binder;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.cloud.function.context.FunctionCatalog;
-import org.springframework.cloud.stream.binding.BindingService;
-import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
 import org.springframework.context.annotation.Bean;
 import org.springframework.core.env.Environment;
@@ -40,6 +33,7 @@ import org.springframework.transaction.PlatformTransactionManager;
  */
 @AutoConfiguration(after = IdempotencyAutoConfiguration.class)
 @ConditionalOnClass({FunctionCatalog.class, BindableFunctionProxyFactory.class, JdbcTemplate.class})
+@EnableConfigurationProperties(IdempotencyProperties.class)
 public class IdempotencyGuardAutoConfiguration {
 
     @Bean
@@ -49,17 +43,8 @@ public class IdempotencyGuardAutoConfiguration {
     }
 
     @Bean
-    static GuardedBindingConsumers idempotencyGuardedBindingConsumers(Environment environment) {
-        return new GuardedBindingConsumers(FunctionDefinitions.guardedBindingNames(environment));
-    }
-
-    /** Waits for the database at start-up, when a definition composes the guard. */
-    @Bean
-    @ConditionalOnGuardedDefinition
-    static DatabaseAtStartup idempotencyDatabaseAtStartup(Environment environment) {
-        return new DatabaseAtStartup(Binder.get(environment)
-                .bindOrCreate("idempotency", IdempotencyProperties.class)
-                .outage());
+    static GuardedConsumerDefaults idempotencyGuardedBindingConsumers(Environment environment) {
+        return new GuardedConsumerDefaults(FunctionDefinitions.guardedBindingNames(environment));
     }
 
     /**
@@ -76,13 +61,11 @@ public class IdempotencyGuardAutoConfiguration {
             IdempotencyProperties properties,
             ObjectProvider<IdempotencyMetrics> metrics,
             ObjectProvider<ObservationRegistry> observations,
-            ObjectProvider<ProcessedEventPartitions> partitions,
-            ObjectProvider<EventRoutes> routes) {
+            ObjectProvider<ProcessedEventPartitions> partitions) {
         IdempotencyMetrics meters = IdempotencyMetrics.of(metrics);
         ObservationRegistry registry = observations.getIfAvailable();
         return new IdempotencyGuard(
-                new EventReader(
-                        codec, properties.eventId(), routes.orderedStream().toList()),
+                new EventReader(codec, properties.eventId()),
                 codec,
                 Dialect.of(dataSource).processedEvents(new JdbcTemplate(dataSource), properties.tableName()),
                 dataSource,
@@ -104,6 +87,7 @@ public class IdempotencyGuardAutoConfiguration {
             ObjectProvider<Outbox> outbox,
             ObjectProvider<BinderConsumerDefaults<?>> consumerDefaults,
             ObjectProvider<BinderGiveBack> giveBacks,
+            ObjectProvider<EventRoutes> routes,
             ObjectProvider<IdempotencyMetrics> metrics) {
         return new GuardedBindings(
                 environment.getProperty(FunctionDefinitions.PROPERTY, ""),
@@ -116,27 +100,8 @@ public class IdempotencyGuardAutoConfiguration {
                 outbox,
                 new BinderAdapters(
                         consumerDefaults.orderedStream().toList(),
-                        giveBacks.orderedStream().toList()),
+                        giveBacks.orderedStream().toList(),
+                        routes.orderedStream().toList()),
                 IdempotencyMetrics.of(metrics));
-    }
-
-    /** The outage state every guarded binding shares: halts consumption while the database is unavailable. */
-    @Bean
-    @ConditionalOnSingleCandidate(DataSource.class)
-    Outage idempotencyOutage(
-            DataSource dataSource,
-            IdempotencyProperties properties,
-            ObjectProvider<OutageClassifier> classifiers,
-            ObjectProvider<IdempotencyMetrics> metrics,
-            ObjectProvider<BindingService> bindingService,
-            ObjectProvider<BindingServiceProperties> bindingProperties) {
-        return new Outage(
-                new DatabaseProbe(dataSource, properties.tableName()),
-                new DatabaseOutages(
-                        properties.outage().exceptions(),
-                        classifiers.orderedStream().toList()),
-                properties.outage(),
-                IdempotencyMetrics.of(metrics),
-                new PausedBindings(bindingService, bindingProperties));
     }
 }

@@ -65,6 +65,9 @@ final class TransactionPerMessage implements ChannelInterceptor {
 
     private static final Logger logger = LoggerFactory.getLogger(TransactionPerMessage.class);
 
+    /** How the binding's binder tells the route a message came by; none on a binder that does not. */
+    private final @Nullable EventRoutes routes;
+
     private final GuardedBinding binding;
 
     private final PlatformTransactionManager transactionManager;
@@ -85,8 +88,10 @@ final class TransactionPerMessage implements ChannelInterceptor {
             DataSource dataSource,
             Outage outage,
             IdempotencyMetrics metrics,
-            @Nullable Outbox outbox) {
+            @Nullable Outbox outbox,
+            @Nullable EventRoutes routes) {
         this.binding = binding;
+        this.routes = routes;
         this.outbox = outbox;
         this.transactionManager = transactionManager;
         this.dataSource = dataSource;
@@ -128,7 +133,7 @@ final class TransactionPerMessage implements ChannelInterceptor {
             throw failure;
         }
         limitNetworkWait();
-        GuardedInvocation.open(this.binding, this.transactionManager, transaction, this.outbox);
+        GuardedInvocation.open(this.binding, this.transactionManager, transaction, this.outbox, this.routes);
         logger.debug("Began the transaction of a message of {}", this.binding.bindingName());
         return message;
     }

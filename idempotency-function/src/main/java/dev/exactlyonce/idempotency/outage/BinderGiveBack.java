@@ -5,6 +5,8 @@ package dev.exactlyonce.idempotency.outage;
  * such binder, registered by its auto-configuration ({@code binder.rabbit}: the exception Spring AMQP's container
  * requeues on). A binding of another binder is given back with an {@code OutageException} (Kafka's error handlers
  * seek back to the record on it).
+ *
+ * <p>Not API: implemented by the library's binder packages, and may change in any release.
  */
 public interface BinderGiveBack {
 

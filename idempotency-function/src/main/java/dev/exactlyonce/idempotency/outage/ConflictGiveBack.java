@@ -1,6 +1,5 @@
 package dev.exactlyonce.idempotency.outage;
 
-import dev.exactlyonce.idempotency.guard.FailedBatches;
 import dev.exactlyonce.idempotency.internal.Backoff;
 import java.time.Duration;
 import java.util.Arrays;
@@ -17,15 +16,15 @@ import org.springframework.messaging.support.ErrorMessage;
 
 /**
  * On a guarded binding's error channel, after {@link OutageGiveBack}: a message whose last attempt failed on a conflict
- * with another transaction (a serialization failure, a deadlock, a lock or statement timeout: {@link
- * DatabaseOutages#isConflict}) did nothing wrong, and the binder's attempts are not spent on it. It is held a while
- * (200 ms, doubling up to 5 s) and given back to be delivered again, with all its attempts, up to {@code
- * idempotency.conflicts.max-give-backs} times; after that it fails as any message does, so that one that always
+ * with another transaction (a serialization failure, a deadlock, a lock or statement timeout:
+ * {@link DatabaseOutageClassifier#isConflict}) did nothing wrong, and the binder's attempts are not spent on it. It is
+ * held a while (200 ms, doubling up to 5 s) and given back to be delivered again, with all its attempts, up to
+ * {@code idempotency.conflicts.max-give-backs} times; after that it fails as any message does, so that one that always
  * conflicts (a statement that always times out) still reaches the dead-letter queue.
  *
  * <p>A message is known again by its body: a broker redelivers the same bytes. What it counts is kept for the last
  * {@value #REMEMBERED} messages that conflicted. A batch is not given back here: its events are tried one by one
- * ({@link FailedBatches}).
+ * ({@code FailedBatches} of the guard).
  */
 public final class ConflictGiveBack implements ChannelInterceptor {
 
@@ -65,7 +64,7 @@ public final class ConflictGiveBack implements ChannelInterceptor {
     public Message<?> preSend(Message<?> message, MessageChannel channel) {
         if (!(message instanceof ErrorMessage error)
                 || !(body(error) instanceof byte[] bytes)
-                || !DatabaseOutages.isConflict(error.getPayload())) {
+                || !DatabaseOutageClassifier.isConflict(error.getPayload())) {
             return message;
         }
         Body body = new Body(Arrays.hashCode(bytes), bytes.length);

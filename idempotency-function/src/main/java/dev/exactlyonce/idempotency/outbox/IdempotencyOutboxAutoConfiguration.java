@@ -5,7 +5,7 @@ import dev.exactlyonce.idempotency.IdempotencyAutoConfiguration;
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.OutboxProperties;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
-import dev.exactlyonce.idempotency.internal.Schedule;
+import dev.exactlyonce.idempotency.internal.PeriodicTask;
 import javax.sql.DataSource;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
@@ -145,14 +145,14 @@ public class IdempotencyOutboxAutoConfiguration {
     static class Purge {
 
         @Bean
-        Schedule idempotencyOutboxPurgeSchedule(
+        PeriodicTask idempotencyOutboxPurgeSchedule(
                 DataSource dataSource, IdempotencyProperties idempotency, OutboxProperties properties) {
             OutboxPurge purge = new OutboxPurge(
                     dataSource,
                     properties.retention(),
                     idempotency.purge().batchSize(),
                     properties.relay().enabled());
-            return new Schedule(
+            return new PeriodicTask(
                     "idempotency-outbox-purge",
                     purge::purge,
                     idempotency.purge().initialDelay(),

@@ -3,7 +3,6 @@ package dev.exactlyonce.idempotency.outbox;
 import dev.exactlyonce.idempotency.IdempotencyException;
 import dev.exactlyonce.idempotency.jdbc.BatchedDelete;
 import dev.exactlyonce.idempotency.jdbc.SessionLock;
-import dev.exactlyonce.idempotency.retention.ProcessedEventPurge;
 import java.sql.SQLException;
 import java.time.Duration;
 import javax.sql.DataSource;
@@ -13,7 +12,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * Deletes the outbox rows published longer ago than the retention, in batches, one instance at a time (as
- * {@link ProcessedEventPurge} does for processed event ids). Rows not yet published are never deleted, however old,
+ * {@code ProcessedEventPurge} does for processed event ids). Rows not yet published are never deleted, however old,
  * unless the relay is off: another process (Debezium) publishes them, and nothing marks them.
  */
 final class OutboxPurge {

@@ -11,6 +11,8 @@ import org.springframework.messaging.support.MessageBuilder;
  * by its auto-configuration ({@code binder.rabbit}: publisher confirms; {@code binder.kafka}: a send that waits for the
  * broker's acknowledgement, keyed by the row's key). A row sent to a destination of another binder counts as confirmed
  * once the binder took it.
+ *
+ * <p>Not API: implemented by the library's binder packages, and may change in any release.
  */
 public interface PublishConfirmation {
 

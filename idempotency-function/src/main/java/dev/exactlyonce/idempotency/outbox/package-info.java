@@ -1,5 +1,6 @@
 /**
- * The outbox: {@link dev.exactlyonce.idempotency.outbox.Outbox}, its per-database statements, the relay that publishes committed rows in each key's order, parked rows, the outbox's purge, health and endpoint.
+ * The outbox: {@link dev.exactlyonce.idempotency.outbox.Outbox}, its per-database statements, the relay that publishes
+ * committed rows in each key's order, parked rows, the outbox's purge, health and endpoint.
  */
 @NullMarked
 package dev.exactlyonce.idempotency.outbox;

@@ -4,7 +4,7 @@ import dev.exactlyonce.idempotency.IdempotencyAutoConfiguration;
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.internal.ConditionalOnGuardedDefinition;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
-import dev.exactlyonce.idempotency.internal.Schedule;
+import dev.exactlyonce.idempotency.internal.PeriodicTask;
 import dev.exactlyonce.idempotency.jdbc.Dialect;
 import java.time.Clock;
 import javax.sql.DataSource;
@@ -49,8 +49,8 @@ public class IdempotencyRetentionAutoConfiguration {
 
         @Bean
         @ConditionalOnBooleanProperty(name = "idempotency.purge.enabled", matchIfMissing = true)
-        Schedule idempotencyPurgeSchedule(ProcessedEventPurge purge, IdempotencyProperties properties) {
-            return new Schedule(
+        PeriodicTask idempotencyPurgeSchedule(ProcessedEventPurge purge, IdempotencyProperties properties) {
+            return new PeriodicTask(
                     "idempotency-purge",
                     purge::purge,
                     properties.purge().initialDelay(),
@@ -85,8 +85,9 @@ public class IdempotencyRetentionAutoConfiguration {
         }
 
         @Bean
-        Schedule idempotencyPartitionSchedule(ProcessedEventPartitions partitions, IdempotencyProperties properties) {
-            return new Schedule(
+        PeriodicTask idempotencyPartitionSchedule(
+                ProcessedEventPartitions partitions, IdempotencyProperties properties) {
+            return new PeriodicTask(
                     "idempotency-partitions",
                     partitions::maintain,
                     properties.purge().interval(),

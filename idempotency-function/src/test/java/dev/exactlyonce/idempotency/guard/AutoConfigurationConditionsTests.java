@@ -9,6 +9,7 @@ import dev.exactlyonce.idempotency.observability.IdempotencyEndpointAutoConfigur
 import dev.exactlyonce.idempotency.observability.IdempotencyMetricsAutoConfiguration;
 import dev.exactlyonce.idempotency.observability.PurgingIdempotencyEndpoint;
 import dev.exactlyonce.idempotency.outage.DatabaseAtStartup;
+import dev.exactlyonce.idempotency.outage.IdempotencyOutageAutoConfiguration;
 import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outbox.IdempotencyOutboxAutoConfiguration;
 import dev.exactlyonce.idempotency.outbox.Outbox;
@@ -45,6 +46,7 @@ class AutoConfigurationConditionsTests {
             .withConfiguration(AutoConfigurations.of(
                     IdempotencyAutoConfiguration.class,
                     IdempotencyGuardAutoConfiguration.class,
+                    IdempotencyOutageAutoConfiguration.class,
                     IdempotencyMetricsAutoConfiguration.class,
                     IdempotencyFlywayAutoConfiguration.class,
                     IdempotencyRetentionAutoConfiguration.class,
@@ -170,6 +172,7 @@ class AutoConfigurationConditionsTests {
                 .withConfiguration(AutoConfigurations.of(
                         IdempotencyAutoConfiguration.class,
                         IdempotencyGuardAutoConfiguration.class,
+                        IdempotencyOutageAutoConfiguration.class,
                         IdempotencyRetentionAutoConfiguration.class,
                         IdempotencyEndpointAutoConfiguration.class,
                         IdempotencyOutboxAutoConfiguration.class))

@@ -4,6 +4,7 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.exactlyonce.idempotency.ThingHappened;
+import dev.exactlyonce.idempotency.binder.rabbit.TestBinderDeliversAsRabbit;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.EventDeliveries;
@@ -19,6 +20,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Import;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.support.ErrorMessage;
@@ -109,6 +111,7 @@ class EventIdSourceTests {
     @Nested
     @SpringBootTest(properties = "idempotency.event-id.source=message-id")
     @EnableIdempotencyTestKit
+    @Import(TestBinderDeliversAsRabbit.class)
     class FromTheAmqpMessageId extends Deliveries {
 
         @Test

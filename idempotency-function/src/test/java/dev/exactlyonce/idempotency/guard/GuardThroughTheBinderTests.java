@@ -284,7 +284,8 @@ class GuardThroughTheBinderTests {
         // What an invocation leaves on the consumer thread when a Throwable escapes every catch of the channel: its
         // transaction, with the event's effect written, and the invocation itself, still bound.
         TransactionStatus transaction = this.transactionManager.getTransaction(new DefaultTransactionDefinition());
-        GuardedInvocation.open(this.guardedBindings.bindings().get(0), this.transactionManager, transaction, null);
+        GuardedInvocation.open(
+                this.guardedBindings.bindings().get(0), this.transactionManager, transaction, null, null);
         this.jdbcTemplate.update(
                 "INSERT INTO thing_effect (thing_id, amount) VALUES (?, ?)",
                 abandoned.payload().thingId(),

@@ -439,7 +439,7 @@ public final class PipelineBenchmark {
                 // The outbox's events go to the run's exchange, which routes them nowhere (no queue is bound).
                 "idempotency.outbox.destination=" + exchange,
                 "logging.level.root=WARN",
-                "logging.level.dev.exactlyonce.idempotency.IdempotencyGuard=ERROR"));
+                "logging.level.dev.exactlyonce.idempotency.guard.IdempotencyGuard=ERROR"));
         if (scenario.batch()) {
             // A guarded binding gets the library's batch defaults (enable-batching, batches of up to 100, a batch
             // handed on within idempotency.batch.max-wait); the ceiling, unguarded, gets the same settings.

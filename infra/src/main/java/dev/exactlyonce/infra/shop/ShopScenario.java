@@ -534,7 +534,7 @@ public final class ShopScenario implements AutoCloseable {
                         "spring.cloud.stream.rabbit.bindings[" + this.exchange + "].producer.declare-exchange=false",
                         // The scenario says what the relay's failure was; the relay's own warning would repeat it, and
                         // so would MariaDB's driver, which logs every error the server answers.
-                        "logging.level.dev.exactlyonce.idempotency.OutboxRelay=ERROR",
+                        "logging.level.dev.exactlyonce.idempotency.outbox.OutboxRelay=ERROR",
                         "logging.level.org.mariadb.jdbc.message.server.ErrorPacket=ERROR"),
                 42);
     }

@@ -2,14 +2,15 @@ package dev.exactlyonce.idempotency.binder.kafka;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.guard.IdempotencyGuardAutoConfiguration;
+import dev.exactlyonce.idempotency.outage.IdempotencyOutageAutoConfiguration;
 import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outage.OutageException;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
-import javax.sql.DataSource;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
+import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnMissingBean;
-import org.springframework.boot.autoconfigure.condition.ConditionalOnSingleCandidate;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
@@ -22,8 +23,13 @@ import org.springframework.util.backoff.FixedBackOff;
  * What Kafka's binder needs of the library: the consumer defaults and checks of guarded bindings, and their error
  * handlers. Only where the binder is; used by the bindings whose binder it is.
  */
-@AutoConfiguration(after = IdempotencyGuardAutoConfiguration.class)
-@ConditionalOnClass(name = KafkaConsumerDefaults.PROPERTIES)
+@AutoConfiguration(after = {IdempotencyGuardAutoConfiguration.class, IdempotencyOutageAutoConfiguration.class})
+@ConditionalOnClass(
+        name = {
+            KafkaConsumerDefaults.PROPERTIES,
+            "org.springframework.cloud.stream.binder.kafka.KafkaMessageChannelBinder"
+        })
+@EnableConfigurationProperties(IdempotencyProperties.class)
 public class IdempotencyKafkaAutoConfiguration {
 
     @Bean
@@ -48,7 +54,7 @@ public class IdempotencyKafkaAutoConfiguration {
      */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(name = "org.springframework.kafka.listener.DefaultErrorHandler")
-    @ConditionalOnSingleCandidate(DataSource.class)
+    @ConditionalOnBean(Outage.class)
     static class ErrorHandlers {
 
         @Bean(KafkaConsumerDefaults.ERROR_HANDLER)

@@ -4,11 +4,17 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 
 import dev.exactlyonce.idempotency.guard.EventRoutes;
 import org.jspecify.annotations.Nullable;
+import org.springframework.cloud.stream.binder.kafka.KafkaMessageChannelBinder;
 import org.springframework.kafka.support.KafkaHeaders;
 import org.springframework.messaging.MessageHeaders;
 
 /** A Kafka record's route: the topic it was received from, which the consumer's client sets. */
 final class KafkaEventRoutes implements EventRoutes {
+
+    @Override
+    public boolean binds(Object binder) {
+        return binder instanceof KafkaMessageChannelBinder;
+    }
 
     @Override
     public @Nullable String route(MessageHeaders headers) {

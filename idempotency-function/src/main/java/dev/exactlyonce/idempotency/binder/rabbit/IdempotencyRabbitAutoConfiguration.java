@@ -7,6 +7,7 @@ import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
+import org.springframework.boot.context.properties.EnableConfigurationProperties;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.context.annotation.Bean;
 
@@ -19,9 +20,11 @@ import org.springframework.context.annotation.Bean;
 @ConditionalOnClass(
         name = {
             RabbitConsumerDefaults.PROPERTIES,
+            "org.springframework.cloud.stream.binder.rabbit.RabbitMessageChannelBinder",
             "org.springframework.amqp.rabbit.listener.SimpleMessageListenerContainer",
             "org.springframework.cloud.stream.config.ListenerContainerCustomizer"
         })
+@EnableConfigurationProperties(IdempotencyProperties.class)
 public class IdempotencyRabbitAutoConfiguration {
 
     @Bean

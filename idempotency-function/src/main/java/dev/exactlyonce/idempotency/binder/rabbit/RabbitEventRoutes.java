@@ -9,6 +9,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.amqp.core.Message;
 import org.springframework.amqp.core.MessageProperties;
 import org.springframework.amqp.support.AmqpHeaders;
+import org.springframework.cloud.stream.binder.rabbit.RabbitMessageChannelBinder;
 import org.springframework.integration.IntegrationMessageHeaderAccessor;
 import org.springframework.messaging.MessageHeaders;
 
@@ -25,6 +26,11 @@ final class RabbitEventRoutes implements EventRoutes {
      * dead-letter queue only, that dead letters are moved back through by a user that may write nothing else.
      */
     static final String REPLAY_EXCHANGE_SUFFIX = ".replay";
+
+    @Override
+    public boolean binds(Object binder) {
+        return binder instanceof RabbitMessageChannelBinder;
+    }
 
     @Override
     public @Nullable String route(MessageHeaders headers) {

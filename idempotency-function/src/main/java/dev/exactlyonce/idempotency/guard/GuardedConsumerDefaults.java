@@ -19,11 +19,11 @@ import org.springframework.cloud.stream.config.BindingServiceProperties;
  *       messages were processed ({@link PartlyFailedBatch}).
  * </ul>
  */
-final class GuardedBindingConsumers implements BeanPostProcessor {
+final class GuardedConsumerDefaults implements BeanPostProcessor {
 
     private final Set<String> bindingNames;
 
-    GuardedBindingConsumers(Set<String> bindingNames) {
+    GuardedConsumerDefaults(Set<String> bindingNames) {
         this.bindingNames = Set.copyOf(bindingNames);
     }
 

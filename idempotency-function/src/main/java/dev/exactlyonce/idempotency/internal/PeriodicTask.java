@@ -13,9 +13,9 @@ import org.springframework.context.SmartLifecycle;
  * Runs a task of the library (the purge, the partition maintenance) on a thread of its own, with a fixed delay
  * between runs, while the application runs. A failed run is logged and the next one comes at its time.
  */
-public final class Schedule implements SmartLifecycle {
+public final class PeriodicTask implements SmartLifecycle {
 
-    private static final Logger logger = LoggerFactory.getLogger(Schedule.class);
+    private static final Logger logger = LoggerFactory.getLogger(PeriodicTask.class);
 
     private final String name;
 
@@ -27,7 +27,7 @@ public final class Schedule implements SmartLifecycle {
 
     private @Nullable ScheduledExecutorService executor;
 
-    public Schedule(String name, Runnable task, Duration initialDelay, Duration interval) {
+    public PeriodicTask(String name, Runnable task, Duration initialDelay, Duration interval) {
         this.name = name;
         this.task = task;
         this.initialDelay = initialDelay;

@@ -33,7 +33,7 @@ import org.springframework.transaction.CannotCreateTransactionException;
  *       beans recognize.
  * </ul>
  */
-public final class DatabaseOutages implements OutageClassifier {
+public final class DatabaseOutageClassifier implements OutageClassifier {
 
     private static final Set<String> SQL_STATES = Set.of("57P01", "57P02", "57P03", "25006");
 
@@ -49,7 +49,7 @@ public final class DatabaseOutages implements OutageClassifier {
 
     private final List<OutageClassifier> classifiers;
 
-    public DatabaseOutages(List<Class<? extends Throwable>> declared, List<OutageClassifier> classifiers) {
+    public DatabaseOutageClassifier(List<Class<? extends Throwable>> declared, List<OutageClassifier> classifiers) {
         this.declared = List.copyOf(declared);
         this.classifiers = List.copyOf(classifiers);
     }
@@ -64,7 +64,7 @@ public final class DatabaseOutages implements OutageClassifier {
         if (found(failure, depth, states)) {
             return true;
         }
-        return states.isEmpty() ? typed(failure, 0) : states.stream().anyMatch(DatabaseOutages::isOutageError);
+        return states.isEmpty() ? typed(failure, 0) : states.stream().anyMatch(DatabaseOutageClassifier::isOutageError);
     }
 
     /**

@@ -14,9 +14,9 @@ import org.springframework.jdbc.CannotGetJdbcConnectionException;
 import org.springframework.messaging.MessagingException;
 
 /** Which failures are the database's (or a declared dependency's) rather than the message's. */
-class DatabaseOutagesTests {
+class DatabaseOutageClassifierTests {
 
-    private final DatabaseOutages outages = new DatabaseOutages(List.of(), List.of());
+    private final DatabaseOutageClassifier outages = new DatabaseOutageClassifier(List.of(), List.of());
 
     @ParameterizedTest
     @ValueSource(
@@ -51,7 +51,7 @@ class DatabaseOutagesTests {
 
         assertThat(this.outages.isOutage(new DataAccessResourceFailureException("wrapped", cause)))
                 .isTrue();
-        assertThat(DatabaseOutages.isConflict(cause)).isFalse();
+        assertThat(DatabaseOutageClassifier.isConflict(cause)).isFalse();
     }
 
     @Test
@@ -76,7 +76,7 @@ class DatabaseOutagesTests {
 
         assertThat(this.outages.isOutage(new DataAccessResourceFailureException("translated", cause)))
                 .isFalse();
-        assertThat(DatabaseOutages.isConflict(cause)).isFalse();
+        assertThat(DatabaseOutageClassifier.isConflict(cause)).isFalse();
     }
 
     @ParameterizedTest
@@ -84,7 +84,8 @@ class DatabaseOutagesTests {
     void mariaDbCodesOfAConflictWithAnotherTransactionAreConflicts(int errorCode) {
         SQLException cause = new SQLException("lock wait timeout", "HY000", errorCode);
 
-        assertThat(DatabaseOutages.isConflict(new IllegalStateException(cause))).isTrue();
+        assertThat(DatabaseOutageClassifier.isConflict(new IllegalStateException(cause)))
+                .isTrue();
         assertThat(this.outages.isOutage(cause)).isFalse();
     }
 
@@ -100,12 +101,12 @@ class DatabaseOutagesTests {
 
     @Test
     void typesTheServiceDeclaresAreOutagesToo() {
-        DatabaseOutages declared = new DatabaseOutages(List.of(ConnectException.class), List.of());
+        DatabaseOutageClassifier declared = new DatabaseOutageClassifier(List.of(ConnectException.class), List.of());
         RuntimeException providerDown = new IllegalStateException(new ConnectException("connection refused"));
 
         assertThat(declared.isOutage(providerDown)).isTrue();
         assertThat(this.outages.isOutage(providerDown)).isFalse();
-        assertThat(new DatabaseOutages(List.of(), List.of(failure -> failure instanceof IllegalStateException))
+        assertThat(new DatabaseOutageClassifier(List.of(), List.of(failure -> failure instanceof IllegalStateException))
                         .isOutage(providerDown))
                 .isTrue();
     }
