@@ -1,13 +1,12 @@
 package dev.exactlyonce.idempotency;
 
-import dev.exactlyonce.idempotency.outbox.Outbox;
 import org.springframework.util.Assert;
 
 /**
  * An event the service emits: returned by a guarded {@code Function} (alone, or several in a list), or passed to
- * {@link Outbox#emit(OutgoingEvent)}. It is written to the outbox in the transaction of its effect, where it gets its
- * event id (a UUID v7), and published after that transaction committed, never before; every publication of it carries
- * that id.
+ * {@link dev.exactlyonce.idempotency.outbox.Outbox#emit(OutgoingEvent)}. It is written to the outbox in the
+ * transaction of its effect, where it gets its event id (a UUID v7), and published after that transaction committed,
+ * never before; every publication of it carries that id.
  *
  * @param name the event's name, such as {@code stock.stock.reserved.v1}: the {@code event_name} of its envelope and
  *     the routing key it is published with

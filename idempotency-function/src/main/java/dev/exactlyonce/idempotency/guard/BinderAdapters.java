@@ -3,11 +3,12 @@ package dev.exactlyonce.idempotency.guard;
 import dev.exactlyonce.idempotency.outage.BinderGiveBack;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
+import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
 
 /**
  * What the binders' packages plug into a guarded binding, each registered by its binder's auto-configuration and used
- * for the bindings of that binder: the consumer defaults and checks, the give-back of a delivery, and the route a
- * message came by.
+ * for the bindings of that binder (known by the type of their extended consumer properties): the consumer defaults
+ * and checks, the give-back of a delivery, and the route a message came by.
  */
 record BinderAdapters(
         List<BinderConsumerDefaults<?>> consumerDefaults, List<BinderGiveBack> giveBacks, List<EventRoutes> routes) {
@@ -18,12 +19,33 @@ record BinderAdapters(
         routes = List.copyOf(routes);
     }
 
-    /** The binder's reading of a message's route, if it has one. */
+    /** The binding's binder's reading of a message's route, if it has one. */
     @Nullable
-    EventRoutes routesOf(Object binder) {
+    EventRoutes routesOf(Object binder, String bindingName) {
+        Object consumer = consumerProperties(binder, bindingName);
         return this.routes.stream()
-                .filter(routes -> routes.binds(binder))
+                .filter(routes -> routes.binds(binder, consumer))
                 .findFirst()
                 .orElse(null);
+    }
+
+    /** The binding's binder's own give-back, if it has one. */
+    @Nullable
+    BinderGiveBack giveBackOf(Object binder, String bindingName) {
+        Object consumer = consumerProperties(binder, bindingName);
+        return this.giveBacks.stream()
+                .filter(giveBack -> giveBack.binds(binder, consumer))
+                .findFirst()
+                .orElse(null);
+    }
+
+    /**
+     * The binding's extended consumer properties, whose type says the binder, as for the consumer defaults
+     * ({@link BinderConsumers}): a binder the service wraps, or a proxy of it, has them too.
+     */
+    private static @Nullable Object consumerProperties(Object binder, String bindingName) {
+        return binder instanceof ExtendedPropertiesBinder<?, ?, ?> extended
+                ? extended.getExtendedConsumerProperties(bindingName)
+                : null;
     }
 }

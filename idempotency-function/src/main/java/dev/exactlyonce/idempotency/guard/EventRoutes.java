@@ -13,8 +13,11 @@ import org.springframework.messaging.MessageHeaders;
  */
 public interface EventRoutes {
 
-    /** Whether the binding's binder is this one's. */
-    boolean binds(Object binder);
+    /**
+     * Whether the binding's binder is this one's: known by the type of the binding's extended consumer properties
+     * (which a binder the service wraps, or a proxy of it, keeps), {@code null} for a binder without them.
+     */
+    boolean binds(Object binder, @Nullable Object consumerProperties);
 
     /** The message's route, or {@code null} when the binder did not say it.*/
     @Nullable

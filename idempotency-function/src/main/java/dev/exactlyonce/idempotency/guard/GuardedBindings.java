@@ -18,6 +18,7 @@ import java.util.Collections;
 import java.util.List;
 import java.util.stream.Collectors;
 import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.beans.BeanWrapper;
@@ -28,6 +29,7 @@ import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.cloud.stream.binder.Binder;
 import org.springframework.cloud.stream.binder.BinderFactory;
 import org.springframework.cloud.stream.binder.ConsumerProperties;
+import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
 import org.springframework.core.ResolvableType;
@@ -175,7 +177,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                             outage,
                             this.metrics,
                             this.outbox.getIfAvailable(),
-                            this.binders.routesOf(binder)));
+                            routes(binder, bindingName)));
             outage.guard(bindingName);
             interceptErrors(binding, binder, inputChannel, outage);
             this.binderConsumers.apply(binder, bindingName, payloadTypes.eventNames());
@@ -199,6 +201,24 @@ public final class GuardedBindings implements SmartInitializingSingleton {
     }
 
     /**
+     * How the binding's binder tells the route a message came by. A binder of extended properties the library does not
+     * know (neither RabbitMQ's nor Kafka's) tells none, and the route check cannot apply: said once at start-up.
+     */
+    private @Nullable EventRoutes routes(Binder<?, ?, ?> binder, String bindingName) {
+        EventRoutes routes = this.binders.routesOf(binder, bindingName);
+        if (routes == null
+                && binder instanceof ExtendedPropertiesBinder<?, ?, ?>
+                && this.properties.eventId().routeCheck()) {
+            logger.warn(
+                    "Binding {}: its binder ({}) is not one whose routes the library reads, so an event's name is not"
+                            + " checked against the route it arrived by (idempotency.event-id.route-check)",
+                    bindingName,
+                    binder.getClass().getName());
+        }
+        return routes;
+    }
+
+    /**
      * On the binding's error channel, where the binder sends a message it gives up on, in this order: an outage gives
      * the message back ({@link OutageGiveBack}), so does a conflict ({@link ConflictGiveBack}), a failed batch is
      * dead-lettered message by message ({@link FailedBatches}), and the dead letter records the real cause
@@ -208,7 +228,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
             GuardedBinding binding, Binder<?, ?, ?> binder, InterceptableChannel inputChannel, Outage outage) {
         String bindingName = binding.bindingName();
         InterceptableChannel errorChannel = errorChannel(binder, bindingName);
-        OutageGiveBack giveBack = new OutageGiveBack(outage, bindingName, binder, this.binders.giveBacks());
+        OutageGiveBack giveBack = new OutageGiveBack(outage, bindingName, this.binders.giveBackOf(binder, bindingName));
         errorChannel.addInterceptor(0, giveBack);
         errorChannel.addInterceptor(
                 1, new ConflictGiveBack(bindingName, this.properties.conflicts().maxGiveBacks(), giveBack));

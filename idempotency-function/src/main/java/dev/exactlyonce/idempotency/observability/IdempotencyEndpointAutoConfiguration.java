@@ -3,6 +3,7 @@ package dev.exactlyonce.idempotency.observability;
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.guard.IdempotencyGuardAutoConfiguration;
 import dev.exactlyonce.idempotency.internal.ConditionalOnGuardedDefinition;
+import dev.exactlyonce.idempotency.outage.IdempotencyOutageAutoConfiguration;
 import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.retention.ProcessedEventPurge;
 import javax.sql.DataSource;
@@ -22,7 +23,7 @@ import org.springframework.context.annotation.Configuration;
 /**
  * The {@code idempotency} Actuator endpoint and health contributor, when the service has Actuator and uses the guard.
  */
-@AutoConfiguration(after = IdempotencyGuardAutoConfiguration.class)
+@AutoConfiguration(after = {IdempotencyGuardAutoConfiguration.class, IdempotencyOutageAutoConfiguration.class})
 @ConditionalOnClass(Endpoint.class)
 @ConditionalOnGuardedDefinition
 @ConditionalOnSingleCandidate(DataSource.class)

@@ -1,5 +1,7 @@
 package dev.exactlyonce.idempotency.outage;
 
+import org.jspecify.annotations.Nullable;
+
 /**
  * How a binder takes a delivery back, to deliver it again, when an {@link OutageException} would not do it: one per
  * such binder, registered by its auto-configuration ({@code binder.rabbit}: the exception Spring AMQP's container
@@ -10,8 +12,11 @@ package dev.exactlyonce.idempotency.outage;
  */
 public interface BinderGiveBack {
 
-    /** Whether the binding's binder is this one's. */
-    boolean binds(Object binder);
+    /**
+     * Whether the binding's binder is this one's: known by the type of the binding's extended consumer properties
+     * (which a binder the service wraps, or a proxy of it, keeps), {@code null} for a binder without them.
+     */
+    boolean binds(Object binder, @Nullable Object consumerProperties);
 
     /** The exception that gives the delivery back to this binder. */
     RuntimeException givenBack(String reason, Throwable failure);

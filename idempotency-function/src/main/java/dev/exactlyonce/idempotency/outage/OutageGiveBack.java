@@ -1,7 +1,6 @@
 package dev.exactlyonce.idempotency.outage;
 
 import dev.exactlyonce.idempotency.internal.Failures;
-import java.util.List;
 import org.jspecify.annotations.Nullable;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageChannel;
@@ -24,19 +23,16 @@ public final class OutageGiveBack implements ChannelInterceptor {
     private final String bindingName;
 
     /** The binding's binder's own give-back, if it has one. */
-    private final @Nullable BinderGiveBack binder;
+    private final @Nullable BinderGiveBack ownGiveBack;
 
     /**
-     * @param binder the binder of the binding
-     * @param giveBacks the binders' own give-backs, one of which may be the binding's binder's
+     * @param ownGiveBack the binding's binder's own give-back; {@code null} for a binder that takes an
+     *     {@link OutageException}
      */
-    public OutageGiveBack(Outage outage, String bindingName, Object binder, List<BinderGiveBack> giveBacks) {
+    public OutageGiveBack(Outage outage, String bindingName, @Nullable BinderGiveBack ownGiveBack) {
         this.outage = outage;
         this.bindingName = bindingName;
-        this.binder = giveBacks.stream()
-                .filter(giveBack -> giveBack.binds(binder))
-                .findFirst()
-                .orElse(null);
+        this.ownGiveBack = ownGiveBack;
     }
 
     @Override
@@ -64,7 +60,9 @@ public final class OutageGiveBack implements ChannelInterceptor {
      * dead-lettered nor skipped: on RabbitMQ requeued with {@code basic.nack}; on Kafka the container seeks back to it.
      */
     public RuntimeException givenBack(String reason, Throwable failure) {
-        return this.binder != null ? this.binder.givenBack(reason, failure) : new OutageException(reason, failure);
+        return this.ownGiveBack != null
+                ? this.ownGiveBack.givenBack(reason, failure)
+                : new OutageException(reason, failure);
     }
 
     /**

@@ -4,7 +4,7 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 
 import dev.exactlyonce.idempotency.guard.EventRoutes;
 import org.jspecify.annotations.Nullable;
-import org.springframework.cloud.stream.binder.kafka.KafkaMessageChannelBinder;
+import org.springframework.cloud.stream.binder.kafka.properties.KafkaConsumerProperties;
 import org.springframework.kafka.support.KafkaHeaders;
 import org.springframework.messaging.MessageHeaders;
 
@@ -12,8 +12,8 @@ import org.springframework.messaging.MessageHeaders;
 final class KafkaEventRoutes implements EventRoutes {
 
     @Override
-    public boolean binds(Object binder) {
-        return binder instanceof KafkaMessageChannelBinder;
+    public boolean binds(Object binder, @Nullable Object consumerProperties) {
+        return consumerProperties instanceof KafkaConsumerProperties;
     }
 
     @Override

@@ -9,7 +9,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.amqp.core.Message;
 import org.springframework.amqp.core.MessageProperties;
 import org.springframework.amqp.support.AmqpHeaders;
-import org.springframework.cloud.stream.binder.rabbit.RabbitMessageChannelBinder;
+import org.springframework.cloud.stream.binder.rabbit.properties.RabbitConsumerProperties;
 import org.springframework.integration.IntegrationMessageHeaderAccessor;
 import org.springframework.messaging.MessageHeaders;
 
@@ -28,8 +28,8 @@ final class RabbitEventRoutes implements EventRoutes {
     static final String REPLAY_EXCHANGE_SUFFIX = ".replay";
 
     @Override
-    public boolean binds(Object binder) {
-        return binder instanceof RabbitMessageChannelBinder;
+    public boolean binds(Object binder, @Nullable Object consumerProperties) {
+        return consumerProperties instanceof RabbitConsumerProperties;
     }
 
     @Override

@@ -2,8 +2,9 @@ package dev.exactlyonce.idempotency.binder.rabbit;
 
 import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.outage.BinderGiveBack;
+import org.jspecify.annotations.Nullable;
 import org.springframework.amqp.ImmediateRequeueAmqpException;
-import org.springframework.cloud.stream.binder.rabbit.RabbitMessageChannelBinder;
+import org.springframework.cloud.stream.binder.rabbit.properties.RabbitConsumerProperties;
 
 /**
  * Gives a delivery back to RabbitMQ: with an {@code ImmediateRequeueAmqpException}, which the listener container
@@ -13,8 +14,8 @@ import org.springframework.cloud.stream.binder.rabbit.RabbitMessageChannelBinder
 final class RabbitGiveBack implements BinderGiveBack {
 
     @Override
-    public boolean binds(Object binder) {
-        return binder instanceof RabbitMessageChannelBinder;
+    public boolean binds(Object binder, @Nullable Object consumerProperties) {
+        return consumerProperties instanceof RabbitConsumerProperties;
     }
 
     @Override

@@ -21,7 +21,7 @@ public class TestBinderDeliversAsRabbit {
         return new EventRoutes() {
 
             @Override
-            public boolean binds(Object binder) {
+            public boolean binds(Object binder, @Nullable Object consumerProperties) {
                 return binder instanceof TestChannelBinder;
             }
 
