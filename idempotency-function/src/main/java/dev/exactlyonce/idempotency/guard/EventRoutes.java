@@ -19,7 +19,7 @@ public interface EventRoutes {
      */
     boolean binds(Object binder, @Nullable Object consumerProperties);
 
-    /** The message's route, or {@code null} when the binder did not say it.*/
+    /** The message's route, or {@code null} when the binder did not say it. */
     @Nullable
     String route(MessageHeaders headers);
 
