@@ -166,38 +166,49 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                     batch,
                     batch && !takesList,
                     outputDestination);
-            Binder<?, ?, ?> binder = binder(bindingName);
-            InterceptableChannel inputChannel = inputChannel(binding);
-            inputChannel.addInterceptor(
-                    0,
-                    new TransactionPerMessage(
-                            binding,
-                            transactionManager,
-                            this.dataSources.getObject(),
-                            outage,
-                            this.metrics,
-                            this.outbox.getIfAvailable(),
-                            routes(binder, bindingName)));
-            outage.guard(bindingName);
-            interceptErrors(binding, binder, inputChannel, outage);
-            this.binderConsumers.apply(binder, bindingName, payloadTypes.eventNames());
-            this.bindings.add(binding);
-            logger.info(
-                    "Guarding binding {} ({}): one transaction per {}, claims under scope '{}'{}, events {}",
-                    bindingName,
-                    definition,
-                    !batch
-                            ? "message"
-                            : binding.oneEventPerCall() ? "batch, the function called once per event" : "batch",
-                    binding.scope(),
-                    binding.takenOverScopes().isEmpty()
-                            ? ""
-                            : binding.takenOverScopes().stream()
-                                    .map(former -> "'" + former + "'")
-                                    .collect(Collectors.joining(", ", " and, while former-scopes lists them, ", "")),
-                    payloadTypes.eventNames().isEmpty() ? "of any name" : payloadTypes.eventNames());
+            guard(binding, transactionManager, outage);
         }
         return transactionManager;
+    }
+
+    /**
+     * Puts the binding's messages in a transaction each (or a batch's in one), its failures through the give-backs and
+     * the dead letters of {@link #interceptErrors}, and its binder's consumer defaults in place.
+     */
+    private void guard(GuardedBinding binding, PlatformTransactionManager transactionManager, Outage outage) {
+        String bindingName = binding.bindingName();
+        Binder<?, ?, ?> binder = binder(bindingName);
+        InterceptableChannel inputChannel = inputChannel(binding);
+        inputChannel.addInterceptor(
+                0,
+                new TransactionPerMessage(
+                        binding,
+                        transactionManager,
+                        this.dataSources.getObject(),
+                        outage,
+                        this.metrics,
+                        this.outbox.getIfAvailable(),
+                        routes(binder, bindingName)));
+        outage.guard(bindingName);
+        interceptErrors(binding, binder, inputChannel, outage);
+        this.binderConsumers.apply(binder, bindingName, binding.payloadTypes().eventNames());
+        this.bindings.add(binding);
+        logger.info(
+                "Guarding binding {} ({}): one transaction per {}, claims under scope '{}'{}, events {}",
+                bindingName,
+                binding.definition(),
+                !binding.batch()
+                        ? "message"
+                        : binding.oneEventPerCall() ? "batch, the function called once per event" : "batch",
+                binding.scope(),
+                binding.takenOverScopes().isEmpty()
+                        ? ""
+                        : binding.takenOverScopes().stream()
+                                .map(former -> "'" + former + "'")
+                                .collect(Collectors.joining(", ", " and, while former-scopes lists them, ", "")),
+                binding.payloadTypes().eventNames().isEmpty()
+                        ? "of any name"
+                        : binding.payloadTypes().eventNames());
     }
 
     /**

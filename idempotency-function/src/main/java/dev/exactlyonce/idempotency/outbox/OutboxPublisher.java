@@ -201,72 +201,125 @@ final class OutboxPublisher {
      */
     Published publish(List<Row> rows) {
         long deadline = System.nanoTime() + this.confirmTimeout.toNanos();
-        Map<String, Deque<Row>> keys = new LinkedHashMap<>();
-        rows.forEach(row ->
-                keys.computeIfAbsent(row.orderKey(), key -> new ArrayDeque<>()).add(row));
-        Deque<Deque<Row>> ready = new ArrayDeque<>(keys.values());
-        BlockingQueue<Outcome> outcomes = new LinkedBlockingQueue<>();
-        Map<Future<?>, @Nullable String> sends = new LinkedHashMap<>();
-        List<UUID> confirmed = new ArrayList<>(rows.size());
-        List<Refusal> refused = new ArrayList<>();
-        String unanswered = null;
-        String stillSending = null;
         int closing = this.closings.get();
-        int inFlight = 0;
-        while (true) {
-            while (unanswered == null && inFlight < MAX_IN_FLIGHT && !ready.isEmpty()) {
-                Row row = ready.poll().peek();
-                boolean waits = waitsForTheBroker(row.destination());
-                if (waits && !this.sending.add(row.orderKey())) {
-                    // A send of an earlier run is still waiting for the broker: the key waits for it.
-                    stillSending = "an earlier send of event(s) of key %s to %s has not returned yet"
-                            .formatted(row.key(), row.destination());
-                    continue;
-                }
-                Future<?> sent = (waits ? waitingSenders() : sender())
-                        .submit(() -> send(row).whenComplete((outcome, ex) -> {
-                            if (waits) {
-                                // Before the outcome is told: the run may send the key's next row at once.
-                                this.sending.remove(row.orderKey());
-                            }
-                            outcomes.add(outcome);
-                        }));
-                sends.put(sent, waits ? row.orderKey() : null);
-                inFlight++;
+        Run run = new Run(rows);
+        while (run.sendReady() > 0) {
+            Outcome outcome = poll(run.outcomes, deadline);
+            if (outcome == null) {
+                return run.end(("no confirm of %d event(s) within %s (idempotency.outbox.relay.confirm-timeout): the"
+                                + " broker is slow or cannot be reached")
+                        .formatted(run.inFlight, this.confirmTimeout));
             }
-            if (inFlight == 0) {
-                break;
+            if (this.closings.get() != closing) {
+                return run.end("the relay stopped while event(s) were in flight");
             }
-            Outcome outcome = poll(outcomes, deadline);
-            if (outcome == null || this.closings.get() != closing) {
-                unanswered = outcome == null
-                        ? ("no confirm of %d event(s) within %s (idempotency.outbox.relay.confirm-timeout): the"
-                                        + " broker is slow or cannot be reached")
-                                .formatted(inFlight, this.confirmTimeout)
-                        : "the relay stopped while event(s) were in flight";
-                break;
+            run.take(outcome);
+        }
+        return run.end(null);
+    }
+
+    /** One publication of rows: the rows of each key in their order, and what became of each. */
+    private final class Run {
+
+        /** The rows not confirmed yet, by key, in their order. */
+        private final Map<String, Deque<Row>> keys = new LinkedHashMap<>();
+
+        /** The keys whose first row is ready to send. */
+        private final Deque<Deque<Row>> ready;
+
+        private final BlockingQueue<Outcome> outcomes = new LinkedBlockingQueue<>();
+
+        /** The sends submitted, each with its key if it waits for the broker. */
+        private final Map<Future<?>, @Nullable String> sends = new LinkedHashMap<>();
+
+        private final List<UUID> confirmed;
+
+        private final List<Refusal> refused = new ArrayList<>();
+
+        /** Why a row went unanswered, once one did: no further row is sent. */
+        private @Nullable String unanswered;
+
+        /** Why a key waited for a send of an earlier run, if one did. */
+        private @Nullable String stillSending;
+
+        private int inFlight;
+
+        Run(List<Row> rows) {
+            rows.forEach(row -> this.keys
+                    .computeIfAbsent(row.orderKey(), key -> new ArrayDeque<>())
+                    .add(row));
+            this.ready = new ArrayDeque<>(this.keys.values());
+            this.confirmed = new ArrayList<>(rows.size());
+        }
+
+        /**
+         * Sends the first row of each key that is ready, up to {@value OutboxPublisher#MAX_IN_FLIGHT} in flight, unless a row went
+         * unanswered.
+         *
+         * @return the rows in flight
+         */
+        int sendReady() {
+            while (this.unanswered == null && this.inFlight < MAX_IN_FLIGHT && !this.ready.isEmpty()) {
+                start(this.ready.poll().peek());
             }
-            inFlight--;
-            Deque<Row> key = keys.get(outcome.row().orderKey());
+            return this.inFlight;
+        }
+
+        private void start(Row row) {
+            boolean waits = waitsForTheBroker(row.destination());
+            if (waits && !OutboxPublisher.this.sending.add(row.orderKey())) {
+                // A send of an earlier run is still waiting for the broker: the key waits for it.
+                this.stillSending = "an earlier send of event(s) of key %s to %s has not returned yet"
+                        .formatted(row.key(), row.destination());
+                return;
+            }
+            Future<?> sent = (waits ? waitingSenders() : sender())
+                    .submit(() -> send(row).whenComplete((outcome, ex) -> {
+                        if (waits) {
+                            // Before the outcome is told: the run may send the key's next row at once.
+                            OutboxPublisher.this.sending.remove(row.orderKey());
+                        }
+                        this.outcomes.add(outcome);
+                    }));
+            this.sends.put(sent, waits ? row.orderKey() : null);
+            this.inFlight++;
+        }
+
+        /** Takes what became of a row in flight: a confirmed row makes its key's next row ready. */
+        void take(Outcome outcome) {
+            this.inFlight--;
+            Deque<Row> key = this.keys.get(outcome.row().orderKey());
             if (outcome.failure() == null) {
-                confirmed.add(outcome.row().id());
+                this.confirmed.add(outcome.row().id());
                 key.poll();
                 if (!key.isEmpty()) {
-                    ready.add(key);
+                    this.ready.add(key);
                 }
             } else if (outcome.refused()) {
-                refused.add(new Refusal(outcome.row(), outcome.failure()));
-            } else if (unanswered == null) {
-                unanswered = outcome.failure();
+                this.refused.add(new Refusal(outcome.row(), outcome.failure()));
+            } else if (this.unanswered == null) {
+                this.unanswered = outcome.failure();
             }
         }
-        // A send still waiting for the sender (behind one stuck in the network) is not made after the run gave it up.
-        sends.forEach((send, key) -> {
-            if (send.cancel(false) && key != null) {
-                this.sending.remove(key);
+
+        /**
+         * Ends the publication, the rows still in flight given up for the reason given, if any.
+         *
+         * @param givenUp why the rows still in flight were given up, or {@code null} when none is
+         */
+        Published end(@Nullable String givenUp) {
+            if (givenUp != null) {
+                this.unanswered = givenUp;
             }
-        });
-        return new Published(confirmed, refused, unanswered != null ? unanswered : stillSending);
+            // A send still waiting for the sender (behind one stuck in the network) is not made once the run ended.
+            this.sends.forEach((send, key) -> {
+                if (send.cancel(false) && key != null) {
+                    OutboxPublisher.this.sending.remove(key);
+                }
+            });
+            return new Published(
+                    this.confirmed, this.refused, this.unanswered != null ? this.unanswered : this.stillSending);
+        }
     }
 
     /**
