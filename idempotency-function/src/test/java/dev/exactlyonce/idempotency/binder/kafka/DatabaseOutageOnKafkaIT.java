@@ -1,9 +1,11 @@
-package dev.exactlyonce.stock;
+package dev.exactlyonce.idempotency.binder.kafka;
 
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.idempotency.ThingHappened;
+import dev.exactlyonce.idempotency.Things;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.DeliveryRecorder;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
@@ -14,6 +16,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
+import java.util.function.Consumer;
 import java.util.stream.IntStream;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -22,52 +25,84 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.boot.health.contributor.Status;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
 import org.springframework.kafka.test.EmbeddedKafkaBroker;
 import org.springframework.kafka.test.context.EmbeddedKafka;
 import org.springframework.test.annotation.DirtiesContext;
-import org.springframework.test.context.ActiveProfiles;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
 /**
- * The same outage on the Kafka binder: PostgreSQL away for longer than all the attempts of a record would last, while
- * records with copies arrive on four partitions for four consumers; nothing reaches the dead-letter topic, and every
- * event is applied once when PostgreSQL answers again. The service's bindings are batch bindings, which the library
- * does not pause ({@link OutagePausesTheBindingOnKafkaIT} shows a single-message binding paused): a short
- * {@code max-hold} makes the consumers give their records back (the container seeks back to them) during the outage,
- * as they would before Kafka's poll interval runs out.
+ * The database outage on the Kafka binder: PostgreSQL away for longer than all the attempts of a record would last,
+ * while records with copies arrive on four partitions for four consumers; nothing reaches the dead-letter topic, and
+ * every event is applied once when PostgreSQL answers again. The binding is a batch binding ({@code recordThings}),
+ * which the library does not pause ({@link OutagePausesTheBindingOnKafkaIT} shows a single-message binding paused): a
+ * short {@code max-hold} makes the consumers give their records back (the container seeks back to them) during the
+ * outage, as they would before Kafka's poll interval runs out.
  */
 @SpringBootTest(
+        classes = DatabaseOutageOnKafkaIT.Service.class,
         properties = {
+            "spring.cloud.function.definition=idempotencyGuard|recordThings",
+            "spring.cloud.stream.default-binder=kafka",
             "spring.cloud.stream.kafka.binder.brokers=${spring.embedded.kafka.brokers}",
-            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.concurrency=4",
-            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.back-off-initial-interval=200",
-            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.back-off-max-interval=400",
-            "spring.cloud.stream.kafka.bindings.idempotencyGuardreserveStock-in-0.consumer.start-offset=earliest",
+            "spring.cloud.stream.bindings.idempotencyGuardrecordThings-in-0.destination="
+                    + DatabaseOutageOnKafkaIT.TOPIC,
+            "spring.cloud.stream.bindings.idempotencyGuardrecordThings-in-0.group=kafka-outage",
+            "spring.cloud.stream.bindings.idempotencyGuardrecordThings-in-0.consumer.batch-mode=true",
+            "spring.cloud.stream.bindings.idempotencyGuardrecordThings-in-0.consumer.concurrency=4",
+            "spring.cloud.stream.bindings.idempotencyGuardrecordThings-in-0.consumer.max-attempts=3",
+            "spring.cloud.stream.bindings.idempotencyGuardrecordThings-in-0.consumer.back-off-initial-interval=200",
+            "spring.cloud.stream.bindings.idempotencyGuardrecordThings-in-0.consumer.back-off-max-interval=400",
+            "spring.cloud.stream.kafka.bindings.idempotencyGuardrecordThings-in-0.consumer.start-offset=earliest",
+            "spring.cloud.stream.kafka.bindings.idempotencyGuardrecordThings-in-0.consumer.dlq-name="
+                    + DatabaseOutageOnKafkaIT.DEAD_LETTERS,
             "spring.datasource.hikari.connection-timeout=1000",
             "spring.datasource.hikari.validation-timeout=500",
             "idempotency.outage.max-hold=3s"
         })
-@ActiveProfiles("kafka")
 @EmbeddedKafka(
         partitions = 4,
         topics = {DatabaseOutageOnKafkaIT.TOPIC, DatabaseOutageOnKafkaIT.DEAD_LETTERS})
 @EnableIdempotencyTestKit(testBinder = false)
+@Tag("kafka")
 // Its @AfterAll closes what the context connects through: the context must not stay cached, its threads
 // logging failures into later tests.
 @DirtiesContext
 class DatabaseOutageOnKafkaIT {
 
-    static final String TOPIC = "order.order.placed.v1";
+    /** The service: its business function of the payloads of a batch, and Spring Boot's auto-configuration. */
+    @Configuration(proxyBeanMethods = false)
+    @EnableAutoConfiguration
+    static class Service {
 
-    static final String DEAD_LETTERS = "stock.events.dlq";
+        @Bean
+        Consumer<List<ThingHappened>> recordThings(JdbcTemplate jdbcTemplate) {
+            return things -> jdbcTemplate.batchUpdate(
+                    "INSERT INTO thing_effect (thing_id, amount) VALUES (?, ?)",
+                    things,
+                    things.size(),
+                    (statement, thing) -> {
+                        statement.setObject(1, thing.thingId());
+                        statement.setBigDecimal(2, thing.amount());
+                    });
+        }
+    }
+
+    /** The event's name: the route check accepts an event only from the topic of its own name. */
+    static final String TOPIC = ThingHappened.NAME;
+
+    static final String DEAD_LETTERS = "kafka-outage.dlq";
 
     private static final TestDatabase database = TestPostgres.newDatabase("kafkaoutage");
 
@@ -101,13 +136,13 @@ class DatabaseOutageOnKafkaIT {
 
     @Test
     void anOutageLongerThanEveryAttemptDeadLettersNoRecordAndEachEventIsAppliedOnce() {
-        EventEnvelope<Map<String, Object>> before = Orders.placed(1);
+        EventEnvelope<ThingHappened> before = Things.thingHappened();
         send(before, 0);
-        await().atMost(Duration.ofSeconds(60)).until(() -> Orders.reservations(this.jdbcTemplate, before) == 1);
+        await().atMost(Duration.ofSeconds(60)).until(() -> effects(before) == 1);
 
         postgres.cut();
-        List<EventEnvelope<Map<String, Object>>> during =
-                IntStream.range(0, 12).mapToObj(i -> Orders.placed(2)).toList();
+        List<EventEnvelope<ThingHappened>> during =
+                IntStream.range(0, 12).mapToObj(i -> Things.thingHappened()).toList();
         for (int i = 0; i < during.size(); i++) {
             send(during.get(i), i % 4);
             send(during.get(i), (i + 1) % 4);
@@ -125,9 +160,7 @@ class DatabaseOutageOnKafkaIT {
         postgres.restore();
 
         await().atMost(Duration.ofSeconds(60)).until(() -> applied(during) == during.size());
-        assertThat(during)
-                .allSatisfy(event -> assertThat(Orders.reservations(this.jdbcTemplate, event))
-                        .isEqualTo(2));
+        assertThat(during).allSatisfy(event -> assertThat(effects(event)).isEqualTo(1));
         assertThat(this.jdbcTemplate.queryForObject("SELECT count(*) FROM processed_event", Integer.class))
                 .isEqualTo(1 + during.size());
         assertThat(deadLetters()).as("nothing dead-lettered").isZero();
@@ -162,9 +195,15 @@ class DatabaseOutageOnKafkaIT {
         }
     }
 
-    private long applied(List<EventEnvelope<Map<String, Object>>> events) {
-        return events.stream()
-                .filter(event -> Orders.reservations(this.jdbcTemplate, event) > 0)
-                .count();
+    private long applied(List<EventEnvelope<ThingHappened>> events) {
+        return events.stream().filter(event -> effects(event) > 0).count();
+    }
+
+    private int effects(EventEnvelope<ThingHappened> event) {
+        Integer count = this.jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM thing_effect WHERE thing_id = ?",
+                Integer.class,
+                event.payload().thingId());
+        return count != null ? count : 0;
     }
 }

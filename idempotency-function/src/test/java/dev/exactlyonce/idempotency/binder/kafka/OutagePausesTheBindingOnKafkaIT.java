@@ -1,8 +1,10 @@
-package dev.exactlyonce.stock;
+package dev.exactlyonce.idempotency.binder.kafka;
 
 import static org.awaitility.Awaitility.await;
 
 import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.idempotency.ThingHappened;
+import dev.exactlyonce.idempotency.Things;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.DeliveryRecorder;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
@@ -11,21 +13,24 @@ import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.time.Duration;
 import java.util.List;
-import java.util.Map;
+import java.util.function.Consumer;
 import java.util.stream.IntStream;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.cloud.stream.binder.Binding;
 import org.springframework.cloud.stream.binding.BindingService;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
 import org.springframework.kafka.test.EmbeddedKafkaBroker;
 import org.springframework.kafka.test.context.EmbeddedKafka;
 import org.springframework.test.annotation.DirtiesContext;
-import org.springframework.test.context.ActiveProfiles;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -35,28 +40,47 @@ import org.springframework.test.context.DynamicPropertySource;
  * while PostgreSQL is away; the binding resumes when it answers, and every event is applied once.
  */
 @SpringBootTest(
+        classes = OutagePausesTheBindingOnKafkaIT.Service.class,
         properties = {
+            "spring.cloud.function.definition=idempotencyGuard|recordThing",
+            "spring.cloud.stream.default-binder=kafka",
             "spring.cloud.stream.kafka.binder.brokers=${spring.embedded.kafka.brokers}",
-            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.batch-mode=false",
-            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.concurrency=2",
-            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.back-off-initial-interval=100",
-            "spring.cloud.stream.bindings.idempotencyGuardreserveStock-in-0.consumer.back-off-max-interval=200",
-            "spring.cloud.stream.kafka.bindings.idempotencyGuardreserveStock-in-0.consumer.start-offset=earliest",
+            "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.destination="
+                    + OutagePausesTheBindingOnKafkaIT.TOPIC,
+            "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.group=kafka-pause",
+            "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.consumer.concurrency=2",
+            "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.consumer.max-attempts=3",
+            "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.consumer.back-off-initial-interval=100",
+            "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.consumer.back-off-max-interval=200",
+            "spring.cloud.stream.kafka.bindings.idempotencyGuardrecordThing-in-0.consumer.start-offset=earliest",
             "spring.datasource.hikari.connection-timeout=1000",
             "spring.datasource.hikari.validation-timeout=500",
             "idempotency.outage.probe-initial-interval=500ms",
             "idempotency.outage.probe-max-interval=2s"
         })
-@ActiveProfiles("kafka")
 @EmbeddedKafka(partitions = 2, topics = OutagePausesTheBindingOnKafkaIT.TOPIC)
 @EnableIdempotencyTestKit(testBinder = false)
+@Tag("kafka")
 // Its @AfterAll closes what the context connects through: the context must not stay cached.
 @DirtiesContext
 class OutagePausesTheBindingOnKafkaIT {
 
-    static final String TOPIC = "order.order.placed.v1";
+    /** The service: its business function, and Spring Boot's auto-configuration. */
+    @Configuration(proxyBeanMethods = false)
+    @EnableAutoConfiguration
+    static class Service {
 
-    private static final String BINDING = "idempotencyGuardreserveStock-in-0";
+        @Bean
+        Consumer<ThingHappened> recordThing(JdbcTemplate jdbcTemplate) {
+            return thing -> jdbcTemplate.update(
+                    "INSERT INTO thing_effect (thing_id, amount) VALUES (?, ?)", thing.thingId(), thing.amount());
+        }
+    }
+
+    /** The event's name: the route check accepts an event only from the topic of its own name. */
+    static final String TOPIC = ThingHappened.NAME;
+
+    private static final String BINDING = "idempotencyGuardrecordThing-in-0";
 
     private static final TestDatabase database = TestPostgres.newDatabase("kafkapause");
 
@@ -77,6 +101,7 @@ class OutagePausesTheBindingOnKafkaIT {
     @Autowired
     BindingService bindingService;
 
+    /** Straight to the database, not through the proxy the service uses. */
     private final JdbcTemplate jdbcTemplate =
             new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
 
@@ -87,13 +112,13 @@ class OutagePausesTheBindingOnKafkaIT {
 
     @Test
     void theBindingIsPausedWhileTheDatabaseIsAwayAndResumedWhenItAnswers() {
-        EventEnvelope<Map<String, Object>> before = Orders.placed(1);
+        EventEnvelope<ThingHappened> before = Things.thingHappened();
         send(before, 0);
-        await().atMost(Duration.ofSeconds(60)).until(() -> Orders.reservations(this.jdbcTemplate, before) == 1);
+        await().atMost(Duration.ofSeconds(60)).until(() -> effects(before) == 1);
 
         postgres.cut();
-        List<EventEnvelope<Map<String, Object>>> during =
-                IntStream.range(0, 4).mapToObj(i -> Orders.placed(1)).toList();
+        List<EventEnvelope<ThingHappened>> during =
+                IntStream.range(0, 4).mapToObj(i -> Things.thingHappened()).toList();
         for (int i = 0; i < during.size(); i++) {
             send(during.get(i), i % 2);
         }
@@ -109,8 +134,7 @@ class OutagePausesTheBindingOnKafkaIT {
                 .until(() -> this.recorder.attempts().size() == attempts);
         postgres.restore();
 
-        await().atMost(Duration.ofSeconds(60))
-                .until(() -> during.stream().allMatch(event -> Orders.reservations(this.jdbcTemplate, event) == 1));
+        await().atMost(Duration.ofSeconds(60)).until(() -> during.stream().allMatch(event -> effects(event) == 1));
         await().atMost(Duration.ofSeconds(10)).alias("the binding resumed").until(() -> !paused());
     }
 
@@ -122,6 +146,14 @@ class OutagePausesTheBindingOnKafkaIT {
     private void send(EventEnvelope<?> event, int partition) {
         KafkaRecords.send(
                 this.kafka,
-                List.of(new ProducerRecord<>(TOPIC, partition, "order", new EnvelopeCodec().encode(event))));
+                List.of(new ProducerRecord<>(TOPIC, partition, "thing", new EnvelopeCodec().encode(event))));
+    }
+
+    private int effects(EventEnvelope<ThingHappened> event) {
+        Integer count = this.jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM thing_effect WHERE thing_id = ?",
+                Integer.class,
+                event.payload().thingId());
+        return count != null ? count : 0;
     }
 }

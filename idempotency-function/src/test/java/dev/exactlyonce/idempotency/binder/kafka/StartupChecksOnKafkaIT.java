@@ -1,9 +1,10 @@
-package dev.exactlyonce.stock;
+package dev.exactlyonce.idempotency.binder.kafka;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
 
+import dev.exactlyonce.idempotency.ThingHappened;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.time.Duration;
@@ -11,6 +12,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.function.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -19,10 +21,17 @@ import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
+import org.apache.kafka.common.serialization.LongDeserializer;
+import org.apache.kafka.common.serialization.StringDeserializer;
 import org.apache.kafka.common.serialization.StringSerializer;
+import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.annotation.Bean;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.kafka.test.EmbeddedKafkaBroker;
 import org.springframework.kafka.test.context.EmbeddedKafka;
 
@@ -31,38 +40,58 @@ import org.springframework.kafka.test.context.EmbeddedKafka;
  *
  * <ul>
  *   <li>it reads records natively, so its dead-letter producer needs serializers for the key and value as the consumer
- *       deserialized them. The library writes back bytes (ReserveStockOnKafkaIT dead-letters a keyed record with the
- *       profile's configuration, which sets none) and strings; a consumer that deserializes keys to anything else,
- *       with no serializer for its dead letters, would lose every rejected record with a key, and is refused;
+ *       deserialized them. The library writes back bytes (the binder's default, which the other tests of this package
+ *       keep: they set no deserializer) and strings; a consumer that deserializes keys to anything else, with no
+ *       serializer for its dead letters, would lose every rejected record with a key, and is refused;
  *   <li>a record held during an outage ({@code max-hold}, plus the statement that met it) must fit in the consumer's
  *       {@code max.poll.interval.ms}, or the consumer would leave its group each time: a binding where it does not
  *       is refused.
  * </ul>
  */
 @EmbeddedKafka(partitions = 1)
+@Tag("kafka")
 class StartupChecksOnKafkaIT {
 
-    private static final String CONSUMER =
-            "spring.cloud.stream.kafka.bindings.idempotencyGuardreserveStock-in-0.consumer.";
+    /** The service: its business function, and Spring Boot's auto-configuration. */
+    @Configuration(proxyBeanMethods = false)
+    @EnableAutoConfiguration
+    static class Service {
+
+        @Bean
+        Consumer<ThingHappened> recordThing(JdbcTemplate jdbcTemplate) {
+            return thing -> jdbcTemplate.update(
+                    "INSERT INTO thing_effect (thing_id, amount) VALUES (?, ?)", thing.thingId(), thing.amount());
+        }
+    }
+
+    /** The event's name: the route check accepts an event only from the topic of its own name. */
+    private static final String TOPIC = ThingHappened.NAME;
+
+    private static final String DEAD_LETTERS = "kafka-startup.dlq";
+
+    private static final String BINDING = "idempotencyGuardrecordThing-in-0";
+
+    private static final String CONSUMER = "spring.cloud.stream.kafka.bindings." + BINDING + ".consumer.";
+
+    private static final String KEY_DESERIALIZER = CONSUMER + "configuration.key.deserializer=";
 
     @Test
     void aConsumerThatReadsKeysAsStringsDeadLettersAKeyedRecordAsItCame(EmbeddedKafkaBroker kafka) throws Exception {
         String poison = "{\"event_id\": \"" + UUID.randomUUID() + "\"}";
         try (ConfigurableApplicationContext service = start(
                         kafka,
-                        CONSUMER
-                                + "configuration.key.deserializer=org.apache.kafka.common.serialization.StringDeserializer",
+                        KEY_DESERIALIZER + StringDeserializer.class.getName(),
                         CONSUMER + "start-offset=earliest");
                 KafkaProducer<String, byte[]> producer = new KafkaProducer<>(
                         Map.of(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, kafka.getBrokersAsString()),
                         new StringSerializer(),
                         new ByteArraySerializer())) {
-            producer.send(new ProducerRecord<>("order.order.placed.v1", "order-42", poison.getBytes(UTF_8)))
+            producer.send(new ProducerRecord<>(TOPIC, "thing-42", poison.getBytes(UTF_8)))
                     .get();
 
             ConsumerRecord<byte[], byte[]> deadLetter = firstDeadLetter(kafka);
 
-            assertThat(new String(deadLetter.key(), UTF_8)).isEqualTo("order-42");
+            assertThat(new String(deadLetter.key(), UTF_8)).isEqualTo("thing-42");
             assertThat(new String(deadLetter.value(), UTF_8)).isEqualTo(poison);
             assertThat(new String(
                             deadLetter
@@ -76,10 +105,7 @@ class StartupChecksOnKafkaIT {
 
     @Test
     void aConsumerThatReadsKeysAsLongsWithoutASerializerForItsDeadLettersIsRefusedAtStartUp(EmbeddedKafkaBroker kafka) {
-        Throwable failure = catchThrowable(() -> start(
-                        kafka,
-                        CONSUMER
-                                + "configuration.key.deserializer=org.apache.kafka.common.serialization.LongDeserializer")
+        Throwable failure = catchThrowable(() -> start(kafka, KEY_DESERIALIZER + LongDeserializer.class.getName())
                 .close());
 
         assertThat(messages(failure))
@@ -92,8 +118,7 @@ class StartupChecksOnKafkaIT {
     void theSameConsumerWithASerializerForTheBindersProducersStarts(EmbeddedKafkaBroker kafka) {
         start(
                         kafka,
-                        CONSUMER
-                                + "configuration.key.deserializer=org.apache.kafka.common.serialization.LongDeserializer",
+                        KEY_DESERIALIZER + LongDeserializer.class.getName(),
                         "spring.cloud.stream.kafka.binder.producer-properties[key.serializer]="
                                 + "org.apache.kafka.common.serialization.LongSerializer")
                 .close();
@@ -106,7 +131,7 @@ class StartupChecksOnKafkaIT {
 
         assertThat(messages(failure))
                 .anySatisfy(message -> assertThat(message)
-                        .contains("Binding idempotencyGuardreserveStock-in-0 may hold a record PT4M30S")
+                        .contains("Binding " + BINDING + " may hold a record PT4M30S")
                         .contains("max.poll.interval.ms (PT1M)"));
     }
 
@@ -128,19 +153,23 @@ class StartupChecksOnKafkaIT {
                 .close();
     }
 
+    /** The test service on Kafka, with its guarded binding {@value #BINDING} on {@value #TOPIC}. */
     private static ConfigurableApplicationContext start(EmbeddedKafkaBroker kafka, String... properties) {
-        TestDatabase database = TestPostgres.newDatabase("stockdlqser");
+        TestDatabase database = TestPostgres.newDatabase("kafkastartup");
         List<String> all = new ArrayList<>(List.of(
                 "spring.datasource.url=" + database.jdbcUrl(),
                 "spring.datasource.username=" + database.username(),
                 "spring.datasource.password=" + database.password(),
+                "spring.cloud.function.definition=idempotencyGuard|recordThing",
+                "spring.cloud.stream.default-binder=kafka",
                 "spring.cloud.stream.kafka.binder.brokers=" + kafka.getBrokersAsString(),
-                "server.port=0",
-                "management.server.port=0"));
+                "spring.cloud.stream.bindings." + BINDING + ".destination=" + TOPIC,
+                "spring.cloud.stream.bindings." + BINDING + ".group=kafka-startup",
+                CONSUMER + "dlq-name=" + DEAD_LETTERS,
+                "server.port=0"));
         all.addAll(List.of(properties));
         // As arguments: the builder's properties are defaults, below application.yml's.
-        return new SpringApplicationBuilder(StockServiceApplication.class)
-                .profiles("kafka")
+        return new SpringApplicationBuilder(Service.class)
                 .run(all.stream().map(property -> "--" + property).toArray(String[]::new));
     }
 
@@ -155,7 +184,7 @@ class StartupChecksOnKafkaIT {
                         "earliest"),
                 new ByteArrayDeserializer(),
                 new ByteArrayDeserializer())) {
-            consumer.subscribe(List.of("stock.events.dlq"));
+            consumer.subscribe(List.of(DEAD_LETTERS));
             long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
             while (System.nanoTime() < deadline) {
                 for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(500))) {
@@ -163,7 +192,7 @@ class StartupChecksOnKafkaIT {
                 }
             }
         }
-        throw new AssertionError("Nothing reached stock.events.dlq within 60 s: the record was not dead-lettered");
+        throw new AssertionError("Nothing reached " + DEAD_LETTERS + " within 60 s: the record was not dead-lettered");
     }
 
     private static List<String> messages(Throwable failure) {
