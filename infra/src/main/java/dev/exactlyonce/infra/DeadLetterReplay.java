@@ -8,6 +8,7 @@ import com.rabbitmq.client.ReturnListener;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.Printable;
 import dev.exactlyonce.idempotency.RejectedMessageException;
+import dev.exactlyonce.idempotency.binder.rabbit.RabbitDeadLetters;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import java.io.IOException;
 import java.io.PrintStream;
@@ -216,7 +217,7 @@ final class DeadLetterReplay {
             // recorded.
             Object deadLetteredFrom = headers.get("x-original-exchange");
             if (deadLetteredFrom == null || !exchange.equals(deadLetteredFrom.toString())) {
-                String firstKey = EventHeaders.deadLetteredRoutingKey(headers);
+                String firstKey = RabbitDeadLetters.firstRoutingKey(headers);
                 if (firstKey != null) {
                     headers.put(EventHeaders.REPLAYED_ROUTING_KEY, firstKey);
                 } else {

@@ -63,7 +63,7 @@ final class RabbitEventRoutes implements EventRoutes {
      * The routing key the event was published with. A message that arrives through the default exchange, or through
      * its queue's replay exchange ({@code <queue>.replay}), was sent to its queue directly (a dead letter moved back
      * to its queue), with the queue's name as routing key: the event's routing key is then the one recorded when it
-     * was dead-lettered ({@link EventHeaders#deadLetteredRoutingKey}). Whoever may write to those exchanges may put
+     * was dead-lettered ({@link RabbitDeadLetters#firstRoutingKey}). Whoever may write to those exchanges may put
      * any event into the queue: give that right to the replay's user alone.
      */
     private static @Nullable String publishedRoutingKey(
@@ -77,7 +77,7 @@ final class RabbitEventRoutes implements EventRoutes {
         if (first != null) {
             return first;
         }
-        String recorded = EventHeaders.deadLetteredRoutingKey(headers);
+        String recorded = RabbitDeadLetters.firstRoutingKey(headers);
         return recorded != null ? recorded : routingKey;
     }
 
