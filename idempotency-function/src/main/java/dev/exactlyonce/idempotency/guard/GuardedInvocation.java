@@ -37,7 +37,10 @@ final class GuardedInvocation {
 
     private final PlatformTransactionManager transactionManager;
 
-    private final TransactionStatus transaction;
+    /** The message's transaction: begun again when its first statement meets an outage. */
+    private TransactionStatus transaction;
+
+    private final BeginAgain beginAgain;
 
     private final @Nullable Outbox outbox;
 
@@ -58,12 +61,21 @@ final class GuardedInvocation {
             PlatformTransactionManager transactionManager,
             TransactionStatus transaction,
             @Nullable Outbox outbox,
-            @Nullable EventRoutes routes) {
+            @Nullable EventRoutes routes,
+            BeginAgain beginAgain) {
         this.binding = binding;
         this.transactionManager = transactionManager;
         this.transaction = transaction;
         this.outbox = outbox;
         this.routes = routes;
+        this.beginAgain = beginAgain;
+    }
+
+    /** Begins a message's transaction again after its first statement failed, or throws that failure. */
+    @FunctionalInterface
+    interface BeginAgain {
+
+        TransactionStatus after(TransactionStatus failed, RuntimeException failure);
     }
 
     static GuardedInvocation open(
@@ -71,10 +83,27 @@ final class GuardedInvocation {
             PlatformTransactionManager transactionManager,
             TransactionStatus transaction,
             @Nullable Outbox outbox,
-            @Nullable EventRoutes routes) {
-        GuardedInvocation invocation = new GuardedInvocation(binding, transactionManager, transaction, outbox, routes);
+            @Nullable EventRoutes routes,
+            BeginAgain beginAgain) {
+        GuardedInvocation invocation =
+                new GuardedInvocation(binding, transactionManager, transaction, outbox, routes, beginAgain);
         CURRENT.set(invocation);
         return invocation;
+    }
+
+    /**
+     * Runs the first statement of the message's transaction (the claim). Nothing of the message ran before it, so
+     * when it fails for a reason that is not the message's (an outage), the transaction can be begun again and the
+     * statement run again in the same attempt ({@link TransactionPerMessage}); any other failure is thrown.
+     */
+    <T> T firstStatement(Supplier<T> statement) {
+        while (true) {
+            try {
+                return statement.get();
+            } catch (RuntimeException ex) {
+                this.transaction = this.beginAgain.after(this.transaction, ex);
+            }
+        }
     }
 
     /** How the binding's binder tells the route a message came by; {@code null} on a binder that does not. */

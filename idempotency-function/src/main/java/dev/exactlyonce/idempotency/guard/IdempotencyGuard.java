@@ -160,7 +160,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         Type type = checked(event, invocation.binding());
         if (eventId == null) {
             logger.debug("Passing event {} through unguarded: it has no id", event.eventName());
-        } else if (this.store.claim(new ProcessedEventStore.Key(eventId, event.eventName()), invocation.binding())) {
+        } else if (invocation.firstStatement(() ->
+                this.store.claim(new ProcessedEventStore.Key(eventId, event.eventName()), invocation.binding()))) {
             invocation.countClaimed(1);
             logger.debug("Claimed event {} ({})", eventId, event.eventName());
         } else {
@@ -192,7 +193,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         putInMdc(read);
         Set<ProcessedEventStore.Key> claimed = read.firstCopies().isEmpty()
                 ? Set.of()
-                : this.store.claimAll(read.firstCopies().keySet(), binding);
+                : invocation.firstStatement(
+                        () -> this.store.claimAll(read.firstCopies().keySet(), binding));
         FirstDeliveries first = firstDeliveries(delivered, read, claimed, invocation);
         List<GuardedInvocation.Delivery> firstDeliveries = first.deliveries();
         int duplicates = bodies.size() - invocation.rejected().size() - firstDeliveries.size();

@@ -38,7 +38,9 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * <ol>
  *   <li>{@code preSend} holds the message while an {@link Outage} halts consumption (up to {@code max-hold}, then
  *       gives it back with an {@link OutageException}), then begins the transaction and opens the
- *       {@link GuardedInvocation}. It never joins a transaction
+ *       {@link GuardedInvocation}. A transaction that cannot begin, or whose first statement (the claim) meets an
+ *       outage, halts consumption, and is begun again once the database answers, in the same attempt: the attempt
+ *       that finds the outage uses none of the message's attempts. It never joins a transaction
  *       already on the thread: one left open by an earlier message (an {@link Error} escaped it) is rolled back
  *       first, and a database transaction of the caller's own is refused, since the claim must commit with this
  *       message's effect only (a transaction of another resource, such as a Kafka transaction the binder runs, is
@@ -113,29 +115,68 @@ final class TransactionPerMessage implements ChannelInterceptor {
                     .formatted(this.binding.bindingName()));
         }
         this.outage.delivering(message);
-        // Asked only during a halt: nothing of the hold is worked out for a message while consumption runs.
-        if (this.outage.halt() != null && !this.outage.awaitEnd(this.outage.holdLeft(this.binding.bindingName()))) {
-            throw new OutageException(
-                    ("A message of %s was held while a dependency is unavailable (max-hold %s from its first attempt,"
-                                    + " none where the binding is paused): given back to the broker, to be delivered"
-                                    + " again")
-                            .formatted(this.binding.bindingName(), this.outage.maxHold()),
-                    null);
-        }
-        TransactionStatus transaction;
-        try {
-            transaction = this.transactionManager.getTransaction(this.definition);
-        } catch (RuntimeException ex) {
-            // Nothing in a message makes a transaction fail to begin: a refused connection (a role locked out, a
-            // password rotated, a database renamed) is the database's condition, whatever its SQLSTATE.
-            TransactionNotBegun failure = new TransactionNotBegun(this.binding.bindingName(), ex);
-            this.outage.detected(failure);
-            throw failure;
-        }
-        limitNetworkWait();
-        GuardedInvocation.open(this.binding, this.transactionManager, transaction, this.outbox, this.routes);
+        GuardedInvocation.open(
+                this.binding, this.transactionManager, begin(), this.outbox, this.routes, this::beginAfterOutage);
         logger.debug("Began the transaction of a message of {}", this.binding.bindingName());
         return message;
+    }
+
+    /**
+     * Begins the message's transaction once consumption is not halted. Nothing in a message makes a transaction fail to
+     * begin: a refused connection (a role locked out, a password rotated, a database renamed) is the database's
+     * condition, whatever its SQLSTATE. It halts consumption, and the message is held in place until the database
+     * answers, then its transaction begun again: the attempt uses none of the message's attempts.
+     *
+     * @throws OutageException once the delivery was held {@code max-hold}, to give it back
+     */
+    private TransactionStatus begin() {
+        while (true) {
+            // Asked only during a halt: nothing of the hold is worked out for a message while consumption runs.
+            if (this.outage.halt() != null && !this.outage.awaitEnd(this.outage.holdLeft(this.binding.bindingName()))) {
+                throw new OutageException(
+                        ("A message of %s was held while a dependency is unavailable (max-hold %s from its first"
+                                        + " attempt, none where the binding is paused): given back to the broker, to"
+                                        + " be delivered again")
+                                .formatted(this.binding.bindingName(), this.outage.maxHold()),
+                        null);
+            }
+            try {
+                TransactionStatus transaction = this.transactionManager.getTransaction(this.definition);
+                limitNetworkWait();
+                return transaction;
+            } catch (RuntimeException ex) {
+                TransactionNotBegun failure = new TransactionNotBegun(this.binding.bindingName(), ex);
+                this.outage.detected(failure);
+                if (this.outage.halt() == null) {
+                    // Not halted (the service is stopping): the attempt fails, as any other.
+                    throw failure;
+                }
+            }
+        }
+    }
+
+    /**
+     * The first statement of the message's transaction, its claim, failed: when the failure is an outage (a connection
+     * handed out dead, a database turned read-only or out of disk), nothing of the message ran before it, so the
+     * transaction is rolled back and begun again once the database answers ({@link #begin()}), in the same attempt.
+     *
+     * @return the new transaction
+     * @throws RuntimeException the failure itself when it is not an outage, or consumption did not halt for it
+     */
+    private TransactionStatus beginAfterOutage(TransactionStatus failed, RuntimeException failure) {
+        if (!this.outage.isOutage(failure)) {
+            throw failure;
+        }
+        this.outage.detected(failure);
+        rollBack(failed, true);
+        if (this.outage.halt() == null) {
+            throw failure;
+        }
+        logger.debug(
+                "The claim of a message of {} met an outage: the message is held, and its transaction begun again"
+                        + " once the database answers",
+                this.binding.bindingName());
+        return begin();
     }
 
     /**
@@ -205,9 +246,18 @@ final class TransactionPerMessage implements ChannelInterceptor {
             rejected(Failures.find(failure, RejectedMessageException.class), "");
         }
         try {
-            if (!invocation.transaction().isCompleted()) {
+            rollBack(invocation.transaction(), outage);
+        } finally {
+            invocation.close();
+        }
+    }
+
+    /** Rolls back the transaction unless it completed; a rollback that fails is only logged. */
+    private void rollBack(TransactionStatus transaction, boolean outage) {
+        try {
+            if (!transaction.isCompleted()) {
                 logger.debug("Rolling back the transaction of a message of {}", this.binding.bindingName());
-                this.transactionManager.rollback(invocation.transaction());
+                this.transactionManager.rollback(transaction);
             }
         } catch (TransactionException ex) {
             // The connection is gone (the usual cause): the database has already discarded the transaction.
@@ -222,8 +272,6 @@ final class TransactionPerMessage implements ChannelInterceptor {
                         this.binding.bindingName(),
                         ex.getMessage());
             }
-        } finally {
-            invocation.close();
         }
     }
 

@@ -285,7 +285,14 @@ class GuardThroughTheBinderTests {
         // transaction, with the event's effect written, and the invocation itself, still bound.
         TransactionStatus transaction = this.transactionManager.getTransaction(new DefaultTransactionDefinition());
         GuardedInvocation.open(
-                this.guardedBindings.bindings().get(0), this.transactionManager, transaction, null, null);
+                this.guardedBindings.bindings().get(0),
+                this.transactionManager,
+                transaction,
+                null,
+                null,
+                (failed, failure) -> {
+                    throw failure;
+                });
         this.jdbcTemplate.update(
                 "INSERT INTO thing_effect (thing_id, amount) VALUES (?, ?)",
                 abandoned.payload().thingId(),

@@ -192,6 +192,10 @@ class DatabaseConditionsTests {
                         .value())
                 .isZero();
         assertThat(effects(event)).as("applied once").isEqualTo(1);
+        assertThat(this.recorder.attempts(event.eventId()))
+                .as("one attempt: the one that met the fault (beginning its transaction, or at its claim) held in"
+                        + " place, none of the message's attempts used")
+                .hasSize(1);
         assertThat(this.deliveries.lastError()).as("nothing dead-lettered").isNull();
         assertThat(count(MicrometerIdempotencyMetrics.HALTS) - halts)
                 .as("one halt, not one per probe that found a connection")
