@@ -120,7 +120,9 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
      * Guards a message, observed as {@value #OBSERVATION} (the guard's own work: reading the message and claiming its
      * id), with the binding, the business function and the outcome: {@code processed} (a first delivery, claimed and
      * handed to the business function; the {@code idempotency.events.processed} counter counts those that committed),
-     * {@code duplicate}, {@code rejected}, {@code passed} (no id, let through as configured) or {@code failed}.
+     * {@code duplicate}, {@code rejected}, {@code passed} (no id, let through as configured) or {@code failed}. A claim
+     * that met an outage is held until the database answers (see {@link TransactionPerMessage}): its observation
+     * includes the hold.
      */
     @Override
     public @Nullable Message<Object> apply(Message<Object> message) {

@@ -39,8 +39,11 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *   <li>{@code preSend} holds the message while an {@link Outage} halts consumption (up to {@code max-hold}, then
  *       gives it back with an {@link OutageException}), then begins the transaction and opens the
  *       {@link GuardedInvocation}. A transaction that cannot begin, or whose first statement (the claim) meets an
- *       outage, halts consumption, and is begun again once the database answers, in the same attempt: the attempt
- *       that finds the outage uses none of the message's attempts. It never joins a transaction
+ *       outage, halts consumption, and is begun again once the database answers, in the same attempt (or, where the
+ *       binding is paused or the hold ran out, the message is given back): the attempt that finds the outage uses
+ *       none of the message's attempts. An interceptor placed after this one must not count on the transaction its
+ *       {@code preSend} ran in: it may be rolled back and begun again (its {@code postSend} runs in the one that
+ *       commits). It never joins a transaction
  *       already on the thread: one left open by an earlier message (an {@link Error} escaped it) is rolled back
  *       first, and a database transaction of the caller's own is refused, since the claim must commit with this
  *       message's effect only (a transaction of another resource, such as a Kafka transaction the binder runs, is
@@ -147,10 +150,11 @@ final class TransactionPerMessage implements ChannelInterceptor {
             } catch (RuntimeException ex) {
                 TransactionNotBegun failure = new TransactionNotBegun(this.binding.bindingName(), ex);
                 this.outage.detected(failure);
-                if (this.outage.halt() == null) {
-                    // Not halted (the service is stopping): the attempt fails, as any other.
+                if (this.outage.isStopping()) {
+                    // Nothing halts while the service stops: the attempt fails, as any other.
                     throw failure;
                 }
+                // Halted (or resumed meanwhile, by a message that committed): held, or tried again at once.
             }
         }
     }
@@ -169,7 +173,7 @@ final class TransactionPerMessage implements ChannelInterceptor {
         }
         this.outage.detected(failure);
         rollBack(failed, true);
-        if (this.outage.halt() == null) {
+        if (this.outage.isStopping()) {
             throw failure;
         }
         logger.debug(

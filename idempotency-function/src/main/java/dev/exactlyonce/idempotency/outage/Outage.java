@@ -28,8 +28,10 @@ import org.springframework.messaging.Message;
  *       the cause and the bindings, the halt meter, and a probe thread;
  *   <li>while it lasts, every consumer thread of a guarded binding holds the message it is about to process, before
  *       its transaction begins ({@link #awaitEnd(Duration)}), so nothing touches the database and no attempt is used
- *       up; a message whose attempt failed with the outage is held the same way in its error path instead of being
- *       dead-lettered, then given back to the broker to be delivered again. A delivery is held {@code max-hold} in
+ *       up; so is a message whose transaction could not begin, or whose claim met the outage (its transaction is begun
+ *       again afterwards, in the same attempt); a message whose attempt failed with the outage later on is held the
+ *       same way in its error path instead of being dead-lettered, then given back to the broker to be delivered
+ *       again. A delivery is held {@code max-hold} in
  *       all, counted from its first attempt ({@link #holdLeft()}), however many of its attempts wait. Where the binder
  *       can pause a binding (Kafka, single-message bindings), the probe pauses the binding instead
  *       ({@link PausedBindings}) and its messages are given back at once: the consumer goes on polling, and nothing is
@@ -245,6 +247,11 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         synchronized (this.lock) {
             this.lock.notifyAll();
         }
+    }
+
+    /** Whether the service is stopping: a failure then halts nothing, and nothing is held long. */
+    public boolean isStopping() {
+        return this.stopped;
     }
 
     @Override

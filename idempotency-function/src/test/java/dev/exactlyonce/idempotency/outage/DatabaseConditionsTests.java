@@ -19,6 +19,7 @@ import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
@@ -169,6 +170,8 @@ class DatabaseConditionsTests {
         EventEnvelope<ThingHappened> event = Things.thingHappened();
         double halts = count(MicrometerIdempotencyMetrics.HALTS);
         fault.run();
+        AtomicBoolean committed = new AtomicBoolean();
+        this.recorder.afterCommit(event.eventId(), () -> committed.set(true));
 
         CompletableFuture<Void> delivery = this.deliveries.deliverUntilTakenAsync(event, Duration.ofSeconds(60));
         await().atMost(Duration.ofSeconds(10)).until(() -> this.outage.halt() != null);
@@ -196,6 +199,9 @@ class DatabaseConditionsTests {
                 .as("one attempt: the one that met the fault (beginning its transaction, or at its claim) held in"
                         + " place, none of the message's attempts used")
                 .hasSize(1);
+        assertThat(committed)
+                .as("the test kit's action after the commit ran, in the transaction begun again")
+                .isTrue();
         assertThat(this.deliveries.lastError()).as("nothing dead-lettered").isNull();
         assertThat(count(MicrometerIdempotencyMetrics.HALTS) - halts)
                 .as("one halt, not one per probe that found a connection")

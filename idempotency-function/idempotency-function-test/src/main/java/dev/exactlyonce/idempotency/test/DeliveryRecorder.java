@@ -113,7 +113,7 @@ public final class DeliveryRecorder implements SmartLifecycle {
 
     /**
      * Installs the recorder on each guarded binding before the bindings start: first on the input channel, so that
-     * it sees every attempt, even one whose transaction could not begin; and last, to act after the commit.
+     * it sees every attempt, even one whose transaction could not begin, and acts after the commit.
      */
     @Override
     public void start() {
@@ -129,14 +129,16 @@ public final class DeliveryRecorder implements SmartLifecycle {
                 }
             }
         };
-        // Last on the channel, so that its preSend runs in the message's transaction: the actions run when it commits
-        // (after a batch commits too, though the guard then sets rejected messages aside with an exception).
+        // Before the transaction's interceptor, so that its postSend runs before the commit, in the transaction that
+        // commits (not in preSend: a transaction whose claim met an outage is begun again after it): the actions run
+        // when it commits (after a batch commits too, though the guard then sets rejected messages aside with an
+        // exception).
         ChannelInterceptor afterCommit = new ChannelInterceptor() {
             @Override
-            public Message<?> preSend(Message<?> message, MessageChannel channel) {
+            public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
                 if (DeliveryRecorder.this.afterCommit.isEmpty()
                         || !TransactionSynchronizationManager.isSynchronizationActive()) {
-                    return message;
+                    return;
                 }
                 List<UUID> eventIds = new ArrayList<>();
                 List<?> bodies = bodies(message);
@@ -157,7 +159,6 @@ public final class DeliveryRecorder implements SmartLifecycle {
                         }
                     }
                 });
-                return message;
             }
         };
         BusinessFunctionProbe probe =
@@ -168,7 +169,7 @@ public final class DeliveryRecorder implements SmartLifecycle {
                 channel.addInterceptor(0, probe.failAtCommit());
             }
             channel.addInterceptor(0, recording);
-            channel.addInterceptor(afterCommit);
+            channel.addInterceptor(0, afterCommit);
         }
         this.running = true;
     }
