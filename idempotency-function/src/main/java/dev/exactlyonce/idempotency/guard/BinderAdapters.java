@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency.guard;
 
 import dev.exactlyonce.idempotency.outage.BinderGiveBack;
 import java.util.List;
+import java.util.function.BiPredicate;
 import org.jspecify.annotations.Nullable;
 import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
 
@@ -22,19 +23,21 @@ record BinderAdapters(
     /** The binding's binder's reading of a message's route, if it has one. */
     @Nullable
     EventRoutes routesOf(Object binder, String bindingName) {
-        Object consumer = consumerProperties(binder, bindingName);
-        return this.routes.stream()
-                .filter(routes -> routes.binds(binder, consumer))
-                .findFirst()
-                .orElse(null);
+        return partOf(this.routes, (routes, consumer) -> routes.binds(binder, consumer), binder, bindingName);
     }
 
     /** The binding's binder's own give-back, if it has one. */
     @Nullable
     BinderGiveBack giveBackOf(Object binder, String bindingName) {
+        return partOf(this.giveBacks, (giveBack, consumer) -> giveBack.binds(binder, consumer), binder, bindingName);
+    }
+
+    /** The first of the parts that binds the binding's binder, told by its extended consumer properties. */
+    private static <T> @Nullable T partOf(
+            List<T> parts, BiPredicate<T, @Nullable Object> binds, Object binder, String bindingName) {
         Object consumer = consumerProperties(binder, bindingName);
-        return this.giveBacks.stream()
-                .filter(giveBack -> giveBack.binds(binder, consumer))
+        return parts.stream()
+                .filter(part -> binds.test(part, consumer))
                 .findFirst()
                 .orElse(null);
     }

@@ -87,6 +87,9 @@ final class TransactionPerMessage implements ChannelInterceptor {
 
     private final @Nullable Outbox outbox;
 
+    /** {@link #beginAfterOutage}, made once rather than per message. */
+    private final GuardedInvocation.BeginAgain beginAgain = this::beginAfterOutage;
+
     TransactionPerMessage(
             GuardedBinding binding,
             PlatformTransactionManager transactionManager,
@@ -119,7 +122,7 @@ final class TransactionPerMessage implements ChannelInterceptor {
         }
         this.outage.delivering(message);
         GuardedInvocation.open(
-                this.binding, this.transactionManager, begin(), this.outbox, this.routes, this::beginAfterOutage);
+                this.binding, this.transactionManager, begin(), this.outbox, this.routes, this.beginAgain);
         logger.debug("Began the transaction of a message of {}", this.binding.bindingName());
         return message;
     }
