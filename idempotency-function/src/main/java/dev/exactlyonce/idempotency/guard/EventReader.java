@@ -17,8 +17,10 @@ import java.time.Instant;
 import java.time.format.DateTimeParseException;
 import java.util.List;
 import java.util.UUID;
+import java.util.function.Supplier;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
+import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageHeaders;
 import tools.jackson.databind.JsonNode;
 
@@ -51,19 +53,28 @@ final class EventReader {
     }
 
     /**
-     * Whether events are read from the message's own headers: from every source but the envelope, and to check the
-     * name against the route the message arrived by (in a batch, each message's own).
-     */
-    boolean readsHeaders() {
-        return this.settings.source() != EventIdSource.ENVELOPE || this.settings.routeCheck();
-    }
-
-    /**
      * @param routes how the binding's binder tells the route a message came by; {@code null} where it does not (the
      *     test binder): no route check then
      */
     IncomingEvent read(MessageHeaders headers, byte[] body, @Nullable EventRoutes routes) {
-        IncomingEvent event = readEvent(headers, body, routes);
+        return checked(readEvent(headers, body, routes), () -> routes != null ? routes.route(headers) : null);
+    }
+
+    /**
+     * The event of the message at that index of a batch the binder delivered (its payload the list of their bodies),
+     * read as {@link #read} reads a message alone. From the envelope, only the message's route is asked of the batch;
+     * headers of its own are built for it only when the event is read from them.
+     */
+    IncomingEvent readInBatch(Message<?> batch, int index, byte[] body, @Nullable EventRoutes routes) {
+        if (this.settings.source() != EventIdSource.ENVELOPE) {
+            return read(new MessageHeaders(EventHeaders.ofMessageInBatch(batch, index)), body, routes);
+        }
+        return checked(
+                readEvent(batch.getHeaders(), body, routes), () -> routes != null ? routes.route(batch, index) : null);
+    }
+
+    /** The event, once its name is checked, and its route where {@code route-check} is on. */
+    private IncomingEvent checked(IncomingEvent event, Supplier<@Nullable String> routeOf) {
         if (!NAME.matcher(event.eventName()).matches()) {
             throw new RejectedMessageException(
                     Reason.INVALID_EVENT_NAME,
@@ -73,7 +84,7 @@ final class EventReader {
                             .formatted(Printable.of(event.eventName())));
         }
         if (this.settings.routeCheck()) {
-            String route = routes != null ? routes.route(headers) : null;
+            String route = routeOf.get();
             if (route != null && !route.equals(event.eventName())) {
                 throw new RejectedMessageException(
                         Reason.ROUTE_MISMATCH,

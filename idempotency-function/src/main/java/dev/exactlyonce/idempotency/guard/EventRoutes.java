@@ -1,6 +1,8 @@
 package dev.exactlyonce.idempotency.guard;
 
+import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import org.jspecify.annotations.Nullable;
+import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageHeaders;
 
 /**
@@ -22,6 +24,15 @@ public interface EventRoutes {
     /** The message's route, or {@code null} when the binder did not say it. */
     @Nullable
     String route(MessageHeaders headers);
+
+    /**
+     * The route of the message at that index of a batch the binder delivered (a message whose payload is the list of
+     * their bodies), or {@code null} when the binder did not say it. By default, read from that message's own headers,
+     * built for it.
+     */
+    default @Nullable String route(Message<?> batch, int index) {
+        return route(new MessageHeaders(EventHeaders.ofMessageInBatch(batch, index)));
+    }
 
     /**
      * The event's name when the message carries none (no {@code event_name} header): on RabbitMQ the routing key it

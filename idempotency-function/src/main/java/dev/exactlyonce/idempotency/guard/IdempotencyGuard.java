@@ -236,10 +236,10 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         for (int index = 0; index < bodies.size(); index++) {
             Checked checked = null;
             try {
-                IncomingEvent event = this.reader.read(
-                        this.reader.readsHeaders() ? headersOf(delivered, index) : delivered.getHeaders(),
-                        body(bodies.get(index)),
-                        invocation.routes());
+                byte[] body = body(bodies.get(index));
+                IncomingEvent event = delivered.getPayload() instanceof List<?>
+                        ? this.reader.readInBatch(delivered, index, body, invocation.routes())
+                        : this.reader.read(delivered.getHeaders(), body, invocation.routes());
                 checked = new Checked(event, checked(event, invocation.binding()));
                 if (event.eventId() != null) {
                     firstCopies.putIfAbsent(new ProcessedEventStore.Key(event.eventId(), event.eventName()), index);

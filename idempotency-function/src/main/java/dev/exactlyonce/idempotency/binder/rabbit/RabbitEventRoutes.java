@@ -4,6 +4,7 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import dev.exactlyonce.idempotency.guard.EventRoutes;
+import java.util.List;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
 import org.springframework.amqp.core.Message;
@@ -35,12 +36,7 @@ final class RabbitEventRoutes implements EventRoutes {
     @Override
     public @Nullable String route(MessageHeaders headers) {
         if (headers.get(IntegrationMessageHeaderAccessor.SOURCE_DATA) instanceof Message source) {
-            MessageProperties properties = source.getMessageProperties();
-            return publishedRoutingKey(
-                    properties.getReceivedExchange(),
-                    properties.getReceivedRoutingKey(),
-                    properties.getConsumerQueue(),
-                    properties.getHeaders());
+            return route(source);
         }
         if (!headers.containsKey(AmqpHeaders.RECEIVED_ROUTING_KEY)) {
             return null;
@@ -51,6 +47,30 @@ final class RabbitEventRoutes implements EventRoutes {
                 text(headers.get(AmqpHeaders.RECEIVED_ROUTING_KEY)),
                 text(headers.get(AmqpHeaders.CONSUMER_QUEUE)),
                 headers);
+    }
+
+    /**
+     * The message of a batch as received, taken from the batch's list of them ({@code sourceData}): no headers of its
+     * own are built for it.
+     */
+    @Override
+    public @Nullable String route(org.springframework.messaging.Message<?> batch, int index) {
+        if (batch.getHeaders().get(IntegrationMessageHeaderAccessor.SOURCE_DATA) instanceof List<?> received
+                && batch.getPayload() instanceof List<?> bodies
+                && received.size() == bodies.size()
+                && received.get(index) instanceof Message source) {
+            return route(source);
+        }
+        return EventRoutes.super.route(batch, index);
+    }
+
+    private static @Nullable String route(Message received) {
+        MessageProperties properties = received.getMessageProperties();
+        return publishedRoutingKey(
+                properties.getReceivedExchange(),
+                properties.getReceivedRoutingKey(),
+                properties.getConsumerQueue(),
+                properties.getHeaders());
     }
 
     /** The routing key: an event is published under its own name. */
