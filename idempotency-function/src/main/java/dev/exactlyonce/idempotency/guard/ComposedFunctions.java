@@ -119,6 +119,14 @@ final class ComposedFunctions {
         }
     }
 
+    /** Whether the business function takes a {@code Message} rather than a payload. */
+    boolean takesMessage(String businessFunction) {
+        FunctionInvocationWrapper function = this.catalog.lookup(businessFunction);
+        return function != null
+                && function.getInputType() != null
+                && FunctionTypeUtils.isMessage(function.getInputType());
+    }
+
     Type payloadType(String definition, String businessFunction) {
         FunctionInvocationWrapper function = this.catalog.lookup(businessFunction);
         if (function == null || function.isSupplier() || function.getInputType() == null) {

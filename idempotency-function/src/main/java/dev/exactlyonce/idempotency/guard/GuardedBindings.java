@@ -153,6 +153,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
         PlatformTransactionManager transactionManager = transactionManager(definition);
         String outputDestination = functions.outputDestination(definition, businessFunctions, bindable);
         Outage outage = this.outages.getObject();
+        boolean takesMessages = businessFunctions.stream().anyMatch(functions::takesMessage);
         for (String bindingName : bindable.getInputs()) {
             boolean batch = functions.checkBatchMode(definition, businessFunctions, bindingName, takesList);
             String scope = ClaimScopes.scopeOf(this.properties, bindingName, businessFunctions);
@@ -165,7 +166,8 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                     ClaimScopes.takenOver(this.properties, bindingName, scope),
                     batch,
                     batch && !takesList,
-                    outputDestination);
+                    outputDestination,
+                    takesMessages);
             guard(binding, transactionManager, outage);
         }
         return transactionManager;

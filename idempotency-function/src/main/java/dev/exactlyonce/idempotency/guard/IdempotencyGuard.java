@@ -14,6 +14,7 @@ import java.lang.reflect.Type;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -30,6 +31,7 @@ import org.slf4j.LoggerFactory;
 import org.slf4j.MDC;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageHeaders;
+import org.springframework.messaging.support.GenericMessage;
 import org.springframework.messaging.support.MessageBuilder;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
@@ -173,7 +175,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             return null;
         }
         Object payload = this.codec.readPayload(event.payload(), type, event.eventName(), eventId);
-        return eventMessage(payload, event, message.getHeaders());
+        return eventMessage(payload, event, invocation.binding().takesMessages() ? message.getHeaders() : Map.of());
     }
 
     /**
@@ -303,9 +305,12 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                 Object payload = this.codec.readPayload(event.payload(), checked.type(), event.eventName(), eventId);
                 unguarded += eventId == null ? 1 : 0;
                 int position = index;
-                // The event's message is built only for a function that takes one.
+                // The event's message is built only for a function that takes one, or the first event of the batch,
+                // which the guard returns; with the headers of its message where a business function takes a Message.
+                boolean headers = invocation.binding().takesMessages();
                 firstDeliveries.add(new GuardedInvocation.Delivery(
-                        payload, () -> eventMessage(payload, event, headersOf(delivered, position))));
+                        payload,
+                        () -> eventMessage(payload, event, headers ? headersOf(delivered, position) : Map.of())));
             } catch (RejectedMessageException ex) {
                 if (key != null) {
                     this.store.unclaim(key, invocation.binding());
@@ -326,18 +331,25 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                 : delivered.getHeaders();
     }
 
-    /** The message of one event, as its business function takes it: the payload, and the event's headers. */
+    /**
+     * The message of one event, as its business function takes it: the payload, the headers given (the message's, or
+     * none when no business function takes a {@code Message}) and the event's. They are copied once (a
+     * {@code MessageBuilder} would copy them twice).
+     */
     private static Message<Object> eventMessage(Object payload, IncomingEvent event, Map<String, ?> headers) {
-        MessageBuilder<Object> builder = MessageBuilder.withPayload(payload)
-                .copyHeaders(headers)
-                .setHeader(EventHeaders.EVENT_NAME, event.eventName());
+        Map<String, Object> eventHeaders = new HashMap<>(headers);
+        eventHeaders.put(EventHeaders.EVENT_NAME, event.eventName());
         if (event.eventId() != null) {
-            builder.setHeader(EventHeaders.EVENT_ID, event.eventId());
+            eventHeaders.put(EventHeaders.EVENT_ID, event.eventId());
         }
         if (event.occurredAt() != null) {
-            builder.setHeader(EventHeaders.OCCURRED_AT, event.occurredAt());
+            eventHeaders.put(EventHeaders.OCCURRED_AT, event.occurredAt());
         }
-        return builder.build();
+        // A new id and timestamp, as MessageBuilder gives a message it builds, and no header without a value.
+        eventHeaders.remove(MessageHeaders.ID);
+        eventHeaders.remove(MessageHeaders.TIMESTAMP);
+        eventHeaders.values().removeIf(Objects::isNull);
+        return new GenericMessage<>(payload, eventHeaders);
     }
 
     /**

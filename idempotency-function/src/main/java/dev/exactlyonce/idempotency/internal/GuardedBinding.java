@@ -20,6 +20,9 @@ import org.jspecify.annotations.Nullable;
  *     then calls it once per event of the batch, all in the batch's transaction
  * @param outputDestination where the events the last function returns are published (through the outbox): the
  *     destination of the definition's output binding; {@code null} when the last function is a {@code Consumer}
+ * @param takesMessages whether a business function takes a {@code Message}: the event's message then carries the
+ *     headers the binder delivered; otherwise only the event's own ({@code event_id}, {@code event_name},
+ *     {@code occurred_at}), which nothing reads, and the binder's are not copied for each event
  */
 public record GuardedBinding(
         String bindingName,
@@ -30,7 +33,8 @@ public record GuardedBinding(
         List<String> takenOverScopes,
         boolean batch,
         boolean oneEventPerCall,
-        @Nullable String outputDestination) {
+        @Nullable String outputDestination,
+        boolean takesMessages) {
 
     /**
      * The scopes it claims under: its own and those it takes over, sorted, so that every instance of every version
