@@ -12,6 +12,7 @@ import org.springframework.amqp.core.MessageProperties;
 import org.springframework.amqp.support.AmqpHeaders;
 import org.springframework.cloud.stream.binder.rabbit.properties.RabbitConsumerProperties;
 import org.springframework.integration.IntegrationMessageHeaderAccessor;
+import org.springframework.integration.amqp.inbound.AmqpInboundChannelAdapter;
 import org.springframework.messaging.MessageHeaders;
 
 /**
@@ -28,6 +29,9 @@ final class RabbitEventRoutes implements EventRoutes {
      */
     static final String REPLAY_EXCHANGE_SUFFIX = ".replay";
 
+    /** The header of a batch that holds its messages' mapped headers, one map per message. */
+    private static final String BATCHED_HEADERS = AmqpInboundChannelAdapter.CONSOLIDATED_HEADERS;
+
     @Override
     public boolean binds(Object binder, @Nullable Object consumerProperties) {
         return consumerProperties instanceof RabbitConsumerProperties;
@@ -38,30 +42,37 @@ final class RabbitEventRoutes implements EventRoutes {
         if (headers.get(IntegrationMessageHeaderAccessor.SOURCE_DATA) instanceof Message source) {
             return route(source);
         }
+        // Without the received message (a binder that does not hand it on): the mapped headers, the best there is.
+        return mappedRoute(headers);
+    }
+
+    /**
+     * A message of a batch: the binder hands on a batch's messages with their mapped headers only, one map per message
+     * ({@code amqp_batchedHeaders}), from which the library removed what a publisher set under the broker's names
+     * ({@link RabbitContainers}). Read from that map, with no headers of the message's own built for it.
+     */
+    @Override
+    public @Nullable String route(org.springframework.messaging.Message<?> batch, int index) {
+        if (batch.getHeaders().get(BATCHED_HEADERS) instanceof List<?> batched
+                && batch.getPayload() instanceof List<?> bodies
+                && batched.size() == bodies.size()
+                && batched.get(index) instanceof Map<?, ?> own) {
+            @SuppressWarnings("unchecked")
+            Map<String, ?> headers = (Map<String, ?>) own;
+            return mappedRoute(headers);
+        }
+        return EventRoutes.super.route(batch, index);
+    }
+
+    private static @Nullable String mappedRoute(Map<String, ?> headers) {
         if (!headers.containsKey(AmqpHeaders.RECEIVED_ROUTING_KEY)) {
             return null;
         }
-        // Without the received message (a binder that does not hand it on): the mapped headers, the best there is.
         return publishedRoutingKey(
                 text(headers.get(AmqpHeaders.RECEIVED_EXCHANGE)),
                 text(headers.get(AmqpHeaders.RECEIVED_ROUTING_KEY)),
                 text(headers.get(AmqpHeaders.CONSUMER_QUEUE)),
                 headers);
-    }
-
-    /**
-     * The message of a batch as received, taken from the batch's list of them ({@code sourceData}): no headers of its
-     * own are built for it.
-     */
-    @Override
-    public @Nullable String route(org.springframework.messaging.Message<?> batch, int index) {
-        if (batch.getHeaders().get(IntegrationMessageHeaderAccessor.SOURCE_DATA) instanceof List<?> received
-                && batch.getPayload() instanceof List<?> bodies
-                && received.size() == bodies.size()
-                && received.get(index) instanceof Message source) {
-            return route(source);
-        }
-        return EventRoutes.super.route(batch, index);
     }
 
     private static @Nullable String route(Message received) {
