@@ -323,25 +323,60 @@ public final class EnvelopeCodec {
      * Rejects a JSON number, anywhere in the tree, of more digits than the limit, or written with an exponent beyond
      * ten times it: whatever the field's type, converting it (to a {@code long}, a {@code BigInteger}) or computing
      * with it costs in proportion. The exponent's bound is looser here than for a {@code BigDecimal} field, so that a
-     * field the payload type ignores may hold any {@code double} ({@code 1.0E-200}, {@code Double.MAX_VALUE}).
+     * field the payload type ignores may hold any {@code double} ({@code 1.0E-200}, {@code Double.MAX_VALUE}). The
+     * tree is walked without naming where each node is: the path is worked out for a number refused only.
      */
     private void checkNumbers(JsonNode node, String path, @Nullable UUID eventId) {
+        BigDecimal refused = refusedNumber(node);
+        if (refused != null) {
+            throw new RejectedMessageException(
+                    Reason.INVALID_PAYLOAD,
+                    eventId,
+                    "%s at %s".formatted(this.limits.refusal(refused), pathOf(node, refused, path)));
+        }
+    }
+
+    /** The first number of the tree beyond the limits, or {@code null}. */
+    private @Nullable BigDecimal refusedNumber(JsonNode node) {
+        if (node.isContainer()) {
+            for (JsonNode child : node) {
+                BigDecimal refused = refusedNumber(child);
+                if (refused != null) {
+                    return refused;
+                }
+            }
+            return null;
+        }
+        if (node.isBigDecimal() || node.isBigInteger()) {
+            BigDecimal value = node.isBigDecimal() ? node.decimalValue() : new BigDecimal(node.bigIntegerValue());
+            return this.limits.allowsAnywhere(value) ? null : value;
+        }
+        return null;
+    }
+
+    /** Where that refused number is in the tree, as {@code payload.lines[0].quantity}; {@code null} if not there. */
+    private @Nullable String pathOf(JsonNode node, BigDecimal refused, String path) {
         if (node.isObject()) {
             for (Map.Entry<String, JsonNode> property : node.properties()) {
-                String name = path.isEmpty() ? property.getKey() : path + "." + property.getKey();
-                checkNumbers(property.getValue(), name, eventId);
+                String found = pathOf(
+                        property.getValue(),
+                        refused,
+                        path.isEmpty() ? property.getKey() : path + "." + property.getKey());
+                if (found != null) {
+                    return found;
+                }
             }
         } else if (node.isArray()) {
             for (int i = 0; i < node.size(); i++) {
-                checkNumbers(node.get(i), path + "[" + i + "]", eventId);
+                String found = pathOf(node.get(i), refused, path + "[" + i + "]");
+                if (found != null) {
+                    return found;
+                }
             }
-        } else if (node.isBigDecimal() || node.isBigInteger()) {
-            BigDecimal value = node.isBigDecimal() ? node.decimalValue() : new BigDecimal(node.bigIntegerValue());
-            if (!this.limits.allowsAnywhere(value)) {
-                throw new RejectedMessageException(
-                        Reason.INVALID_PAYLOAD, eventId, "%s at %s".formatted(this.limits.refusal(value), path));
-            }
+        } else if (refused.equals(refusedNumber(node))) {
+            return path;
         }
+        return null;
     }
 
     private static String location(JacksonException ex) {

@@ -191,6 +191,16 @@ class EnvelopeCodecTests {
     }
 
     @Test
+    void aNumberBeyondTheBoundIsNamedWhereverItIsInThePayload() {
+        assertThatExceptionOfType(RejectedMessageException.class)
+                .isThrownBy(
+                        () -> this.codec.decode("""
+                        {"event_id": "%s", "event_name": "measured",
+                         "payload": {"lines": [{"quantity": 1.5, "note": [1, 2]}, {"quantity": 1e100000000}]}}""".formatted(UUID.randomUUID()).getBytes(UTF_8)))
+                .withMessageContaining("at payload.lines[1].quantity");
+    }
+
+    @Test
     void anyDoubleMayBeInAFieldThePayloadTypeIgnores() {
         EventEnvelope<JsonNode> envelope = this.codec.decode(
                 """
