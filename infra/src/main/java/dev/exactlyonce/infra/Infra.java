@@ -72,9 +72,8 @@ public final class Infra {
                   and without a bound on a batch's wait), with the ratios between them. <n> events (default
                   10,000) per throughput run; <s> seconds (default 5) of events at <r> per second (default 400,
                   the same offered load for every scenario) for latency; <c> consumers per binding (default 2);
-                  one message per transaction, a broker ack every <a> messages and <p> unacknowledged messages per
-                  consumer (default: the library's defaults for a guarded binding, 50 and 100, given to the
-                  unguarded scenarios too). Every scenario runs <k> times (default 3),
+                  one message per transaction, a broker ack every <a> messages (default 1) and <p> unacknowledged
+                  messages per consumer (default 100). Every scenario runs <k> times (default 3),
                   in turn, and the median run is reported: the machine's noise hits all scenarios alike.
                   --scenarios runs only those (ids: without-guard, guard, emit, emit-without-relay, duplicates,
                   peer, batch, batch-of-lists, batch-duplicates, batch-unbounded, batch-ceiling,
@@ -197,9 +196,9 @@ public final class Infra {
                         System.getenv(),
                         out,
                         Integer.parseInt(options.getOrDefault("--concurrency", "2")),
-                        Integer.parseInt(options.getOrDefault("--ack-every", "0")),
+                        Integer.parseInt(options.getOrDefault("--ack-every", "1")),
                         Double.parseDouble(options.getOrDefault("--rate", "400")),
-                        Integer.parseInt(options.getOrDefault("--prefetch", "0")),
+                        Integer.parseInt(options.getOrDefault("--prefetch", "100")),
                         Integer.parseInt(options.getOrDefault("--rounds", "3")),
                         options.containsKey("--scenarios")
                                 ? List.of(options.get("--scenarios").split(","))

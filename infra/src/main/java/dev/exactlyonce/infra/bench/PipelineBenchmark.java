@@ -46,9 +46,8 @@ import org.springframework.messaging.support.InterceptableChannel;
  * idempotent receiver, and in batches. For each it measures:
  *
  * <ol>
- *   <li>throughput: {@code messages} events published to the queue first, then consumed (two consumers, at the
- *       library's defaults: a broker acknowledgement every 50 messages, 100 in flight; in batches, batches of up to
- *       100, 200 in flight) until all are committed;
+ *   <li>throughput: {@code messages} events published to the queue first, then consumed (two consumers, prefetch
+ *       100) until all are committed;
  *   <li>latency: events published at the same rate for every scenario ({@code rate}, or half the scenario's
  *       throughput if lower) for {@code seconds}, each timed from its publication to the commit of its transaction
  *       (just before the ack).
@@ -61,14 +60,6 @@ import org.springframework.messaging.support.InterceptableChannel;
 public final class PipelineBenchmark {
 
     private static final String PUBLISHED_AT = "bench-published-at";
-
-    /**
-     * What the library sets on a guarded binding of one message per transaction, and the benchmark on the unguarded
-     * ones: messages per broker acknowledgement (the Rabbit binder's {@code batch-size}), and in flight.
-     */
-    private static final int DEFAULT_ACK_EVERY = 50;
-
-    private static final int DEFAULT_PREFETCH = 100;
 
     /**
      * A scenario: what consumes the events, whether in batches, whether every event is a copy of a processed one,
@@ -192,12 +183,10 @@ public final class PipelineBenchmark {
      *
      * @param concurrency consumers per binding
      * @param ackEvery messages per broker acknowledgement (the Rabbit binder's {@code batch-size}), each message still
-     *     in a transaction of its own; 0: the library's default on a guarded binding, {@value #DEFAULT_ACK_EVERY}, the
-     *     same on the others
+     *     in a transaction of its own
      * @param latencyRate the events per second published while latency is measured: the same offered load for every
      *     scenario (half the scenario's throughput if that is lower)
-     * @param prefetch unacknowledged messages each consumer may hold; 0: the library's default on a guarded binding,
-     *     {@value #DEFAULT_PREFETCH}, the same on the others
+     * @param prefetch unacknowledged messages each consumer may hold
      * @param rounds how many times every scenario runs, in turn; the median run of each is reported
      * @param scenarios the ids of the scenarios to run, all of them when empty
      * @throws IllegalArgumentException naming the scenarios, when an id is not one of them
@@ -251,7 +240,7 @@ public final class PipelineBenchmark {
         String database = "bench_pipeline_" + run;
         this.out.printf(
                 "%s %s, RabbitMQ %s:%s; %,d events per throughput run, %s of paced events for latency;"
-                        + " %d consumers, prefetch %s, an ack every %s message(s)%n",
+                        + " %d consumers, prefetch %d, an ack every %d message(s)%n",
                 this.server.product(),
                 this.server,
                 this.rabbit.getOrDefault("SPRING_RABBITMQ_HOST", "localhost"),
@@ -259,8 +248,8 @@ public final class PipelineBenchmark {
                 messages,
                 latencySpan,
                 this.concurrency,
-                this.prefetch > 0 ? this.prefetch : DEFAULT_PREFETCH + " (the library's default)",
-                this.ackEvery > 0 ? this.ackEvery : DEFAULT_ACK_EVERY + " (the library's default)");
+                this.prefetch,
+                this.ackEvery);
         this.server.createDatabase(database);
         List<Figures> figures = new ArrayList<>();
         List<List<Figures>> rounds = new ArrayList<>();
@@ -445,34 +434,24 @@ public final class PipelineBenchmark {
                 bindings + "consumer.use-native-decoding=true",
                 rabbitBindings + "queue-name-group-only=true",
                 rabbitBindings + "binding-routing-key=" + PipelineBenchmarkApplication.EVENT,
+                rabbitBindings + "prefetch=" + (scenario.batch() ? 200 : this.prefetch),
                 "idempotency.purge.enabled=false",
                 // The outbox's events go to the run's exchange, which routes them nowhere (no queue is bound).
                 "idempotency.outbox.destination=" + exchange,
                 "logging.level.root=WARN",
                 "logging.level.dev.exactlyonce.idempotency.guard.IdempotencyGuard=ERROR"));
-        boolean guarded = scenario.definition().startsWith("idempotencyGuard");
         if (scenario.batch()) {
-            // A guarded binding gets the library's batch defaults (enable-batching, batches of up to 100, twice that
-            // many in flight, a batch handed on within idempotency.batch.max-wait); the ceiling, unguarded, gets the
-            // same settings.
+            // A guarded binding gets the library's batch defaults (enable-batching, batches of up to 100, a batch
+            // handed on within idempotency.batch.max-wait); the ceiling, unguarded, gets the same settings.
             properties.add(bindings + "consumer.batch-mode=true");
-            if (!guarded) {
+            if (!scenario.definition().startsWith("idempotencyGuard")) {
                 properties.add(rabbitBindings + "enable-batching=true");
                 properties.add(rabbitBindings + "batch-size=100");
-                properties.add(rabbitBindings + "prefetch=200");
                 properties.add(rabbitBindings + "receive-timeout=10");
             }
-        } else {
-            // A guarded binding gets the library's defaults (an acknowledgement every 50 messages, 100 in flight);
-            // the unguarded ones get the same, so that every scenario asks the broker for the same work.
-            int prefetch = this.prefetch > 0 ? this.prefetch : guarded ? 0 : DEFAULT_PREFETCH;
-            int ackEvery = this.ackEvery > 0 ? this.ackEvery : guarded ? 0 : DEFAULT_ACK_EVERY;
-            if (prefetch > 0) {
-                properties.add(rabbitBindings + "prefetch=" + prefetch);
-            }
-            if (ackEvery > 0) {
-                properties.add(rabbitBindings + "batch-size=" + ackEvery);
-            }
+        } else if (this.ackEvery > 1) {
+            properties.add(rabbitBindings + "batch-size=" + this.ackEvery);
+            properties.add(rabbitBindings + "receive-timeout=20");
         }
         for (String property : scenario.properties()) {
             properties.add(property.startsWith("idempotency.") ? property : rabbitBindings + property);

@@ -2,7 +2,6 @@ package dev.exactlyonce.idempotency.binder.rabbit;
 
 import com.rabbitmq.client.Channel;
 import dev.exactlyonce.idempotency.IdempotencyProperties;
-import dev.exactlyonce.idempotency.IdempotencyProperties.MissingEventId;
 import dev.exactlyonce.idempotency.guard.BinderConsumerDefaults;
 import dev.exactlyonce.idempotency.guard.BinderConsumers;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
@@ -15,13 +14,11 @@ import java.util.concurrent.TimeoutException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.amqp.AmqpException;
-import org.springframework.amqp.core.AcknowledgeMode;
 import org.springframework.amqp.rabbit.connection.Connection;
 import org.springframework.amqp.rabbit.connection.ConnectionFactory;
 import org.springframework.amqp.rabbit.core.RabbitAdmin;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.cloud.stream.binder.rabbit.properties.RabbitConsumerProperties;
-import org.springframework.cloud.stream.binder.rabbit.properties.RabbitConsumerProperties.ContainerType;
 
 /**
  * What the library sets and checks on a guarded RabbitMQ binding (see {@link BinderConsumers}):
@@ -34,7 +31,7 @@ import org.springframework.cloud.stream.binder.rabbit.properties.RabbitConsumerP
  *   <li>a binding that declares no exchange ({@code declare-exchange: false}, {@code declare-dlx: false}: the service's
  *       broker user may not configure them) finds them at start-up, or start-up fails saying which is missing;
  *   <li>batches gathered by the listener container, with a bound on how long a batch waits
- *       ({@link #setBatchDefaults}); one message at a time, acknowledged in groups ({@link #setAckGroups});
+ *       ({@link #setBatchDefaults});
  *   <li>the queue bound with the names of the events the functions map ({@link #setRoutingKeys}).
  * </ul>
  */
@@ -46,9 +43,6 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
 
     /** The batch size of a guarded batch binding that sets none. */
     static final int BATCH_SIZE = 100;
-
-    /** The most messages of a binding of one message per transaction acknowledged at once, by default. */
-    static final int ACK_GROUP = 50;
 
     /** The listener container's own receive timeout, when the binding sets none. */
     private static final long CONTAINER_RECEIVE_TIMEOUT_MS = 1_000;
@@ -64,13 +58,10 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
 
     private final boolean routeCheck;
 
-    private final boolean everyMessageClaimed;
-
     public RabbitConsumerDefaults(ListableBeanFactory beanFactory, IdempotencyProperties properties) {
         this.beanFactory = beanFactory;
         this.maxWait = properties.batch().maxWait();
         this.routeCheck = properties.eventId().routeCheck();
-        this.everyMessageClaimed = properties.eventId().whenMissing() == MissingEventId.REJECT;
     }
 
     @Override
@@ -92,8 +83,6 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
                 });
         if (binding.batch()) {
             setBatchDefaults(consumer, binding);
-        } else {
-            setAckGroups(consumer, binding);
         }
         checkExchanges(consumer, binding);
         setRoutingKeys(consumer, binding);
@@ -179,44 +168,6 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
                             + " to its dead-letter queue with the events the batch processed. Leave republish-to-dlq"
                             + " on, so that only the messages that fail go there",
                     binding.name());
-        }
-    }
-
-    /**
-     * One message per transaction, acknowledged to the broker in groups: up to {@value #ACK_GROUP} messages (the
-     * binder's {@code batch-size}, which outside batch mode is the number of messages per acknowledgement), with twice
-     * that many in flight unless {@code prefetch} is set (a group of at most half the prefetch otherwise). Each message
-     * still commits on its own before the next one; only the broker's acknowledgement waits, at most until the group
-     * is full, no next message comes within {@code receive-timeout}, or it is {@link RabbitContainers#ACK_GROUP_AGE}
-     * old. An acknowledgement costs the consumer and the broker about what a duplicate's empty transaction costs, so
-     * this is what lets copies be discarded at several times the rate of processing.
-     *
-     * <p>It is safe because every message the group may give back is claimed: a service that stops, or a connection
-     * lost, before the group's acknowledgement has the broker deliver its committed messages again, and the guard
-     * discards them as copies. So only where that holds, and the group's acknowledgement is the container's: every
-     * message needs an event id ({@code when-missing: reject}; one passed through unguarded would be processed again),
-     * a failed message is republished to the dead-letter queue and acknowledged ({@code republish-to-dlq}, the
-     * default; otherwise the container rejects the failed message with {@code multiple}, and the committed messages of
-     * its group would go to the dead-letter queue with it), the container acknowledges ({@code acknowledge-mode: auto},
-     * not transacted) and is the simple one (the direct container acknowledges each message). A group given back by an
-     * outage is delivered again; its committed messages are then discarded as copies.
-     */
-    private void setAckGroups(RabbitConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
-        if (binding.isSet("batch-size")
-                || !this.everyMessageClaimed
-                || !consumer.isRepublishToDlq()
-                || consumer.isTransacted()
-                || consumer.getContainerType() != ContainerType.SIMPLE
-                || (consumer.getAcknowledgeMode() != null && consumer.getAcknowledgeMode() != AcknowledgeMode.AUTO)) {
-            return;
-        }
-        int group = binding.isSet("prefetch") ? Math.min(ACK_GROUP, consumer.getPrefetch() / 2) : ACK_GROUP;
-        if (group < 2) {
-            return;
-        }
-        consumer.setBatchSize(group);
-        if (!binding.isSet("prefetch")) {
-            consumer.setPrefetch(2 * group);
         }
     }
 

@@ -32,19 +32,12 @@ import org.springframework.util.ErrorHandler;
  *   <li>the age of a batch, on guarded batch bindings: a batch is handed on when it is full or once
  *       {@code idempotency.batch.max-wait} has passed since the container started gathering it, whichever comes first.
  *       Without it, a batch is handed on only when full or when no message comes for a whole {@code receive-timeout},
- *       so at a steady low rate every event waits about the time a batch takes to fill;
- *   <li>the age of a group of acknowledgements, on guarded bindings of one message per transaction (see
- *       {@link RabbitConsumerDefaults}): a group is acknowledged once {@link #ACK_GROUP_AGE} has passed since its first
- *       message, whatever comes next, so that a delivery stays unacknowledged for about that long plus one message's
- *       processing, never near the broker's consumer timeout.
+ *       so at a steady low rate every event waits about the time a batch takes to fill.
  * </ul>
  *
  * <p>The RabbitMQ binder applies every {@code ListenerContainerCustomizer} bean, the service's own as well.
  */
 final class RabbitContainers implements ListenerContainerCustomizer<MessageListenerContainer> {
-
-    /** The longest a committed message waits for its group's acknowledgement, checked between two messages. */
-    static final Duration ACK_GROUP_AGE = Duration.ofSeconds(1);
 
     private static final Logger logger = LoggerFactory.getLogger(RabbitContainers.class);
 
@@ -71,18 +64,13 @@ final class RabbitContainers implements ListenerContainerCustomizer<MessageListe
             quietGiveBacks(listening);
             listening.addAfterReceivePostProcessors(RabbitContainers::withoutForgedRoute);
         }
-        if (!(container instanceof SimpleMessageListenerContainer simple)) {
+        if (this.maxWait.isZero()
+                || !(container instanceof SimpleMessageListenerContainer simple)
+                || !simple.isConsumerBatchEnabled()
+                || !isGuardedBatchGroup(group)) {
             return;
         }
-        GuardedBinding binding = guardedBinding(group);
-        if (binding == null) {
-            return;
-        }
-        if (!binding.batch()) {
-            simple.setBatchReceiveTimeout(ACK_GROUP_AGE.toMillis());
-        } else if (!this.maxWait.isZero() && simple.isConsumerBatchEnabled()) {
-            simple.setBatchReceiveTimeout(this.maxWait.toMillis());
-        }
+        simple.setBatchReceiveTimeout(this.maxWait.toMillis());
     }
 
     /**
@@ -113,19 +101,15 @@ final class RabbitContainers implements ListenerContainerCustomizer<MessageListe
         });
     }
 
-    /** The guarded binding that consumes as that group; {@code null} when none does. */
-    private @Nullable GuardedBinding guardedBinding(String group) {
+    private boolean isGuardedBatchGroup(String group) {
         GuardedBindings guarded = this.guardedBindings.getIfAvailable();
-        if (guarded == null) {
-            return null;
-        }
-        return guarded.bindings().stream()
-                .filter(binding -> Objects.equals(
-                        this.bindings
-                                .getBindingProperties(binding.bindingName())
-                                .getGroup(),
-                        group))
-                .findFirst()
-                .orElse(null);
+        return guarded != null
+                && guarded.bindings().stream()
+                        .filter(GuardedBinding::batch)
+                        .anyMatch(binding -> Objects.equals(
+                                this.bindings
+                                        .getBindingProperties(binding.bindingName())
+                                        .getGroup(),
+                                group));
     }
 }
