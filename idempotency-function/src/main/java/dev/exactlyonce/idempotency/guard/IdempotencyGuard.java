@@ -13,7 +13,6 @@ import io.micrometer.observation.ObservationRegistry;
 import java.lang.reflect.Type;
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
-import java.util.Collection;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
@@ -23,7 +22,6 @@ import java.util.Objects;
 import java.util.Set;
 import java.util.UUID;
 import java.util.function.Function;
-import java.util.stream.Collectors;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -254,19 +252,25 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         return new Read(events, firstCopies);
     }
 
-    /** The batch's event ids and names, for the lines logged while it is processed. */
+    /**
+     * The batch's event ids and names, for the lines logged while it is processed: each written once, in the batch's
+     * order, straight into one string.
+     */
     private static void putInMdc(Read read) {
-        MDC.put(
-                EventHeaders.EVENT_ID,
-                joined(read.firstCopies().keySet().stream()
-                        .map(ProcessedEventStore.Key::eventId)
-                        .collect(Collectors.toCollection(LinkedHashSet::new))));
-        MDC.put(
-                EventHeaders.EVENT_NAME,
-                joined(read.events().stream()
-                        .filter(Objects::nonNull)
-                        .map(checked -> checked.event().eventName())
-                        .collect(Collectors.toCollection(LinkedHashSet::new))));
+        Set<UUID> distinct = new LinkedHashSet<>();
+        read.firstCopies().keySet().forEach(key -> distinct.add(key.eventId()));
+        StringBuilder ids = new StringBuilder(37 * distinct.size());
+        for (UUID id : distinct) {
+            ids.append(ids.isEmpty() ? "" : ",").append(id);
+        }
+        MDC.put(EventHeaders.EVENT_ID, ids.toString());
+        Set<String> names = new LinkedHashSet<>();
+        for (Checked checked : read.events()) {
+            if (checked != null) {
+                names.add(checked.event().eventName());
+            }
+        }
+        MDC.put(EventHeaders.EVENT_NAME, String.join(",", names));
     }
 
     /**
@@ -363,10 +367,6 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             this.partitions.check(event.eventId());
         }
         return type;
-    }
-
-    private static String joined(Collection<?> values) {
-        return values.stream().map(String::valueOf).collect(Collectors.joining(","));
     }
 
     private static byte[] body(Object payload) {
