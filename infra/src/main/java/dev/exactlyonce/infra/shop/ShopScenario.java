@@ -24,6 +24,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeoutException;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
@@ -784,12 +785,22 @@ public final class ShopScenario implements AutoCloseable {
         return factory;
     }
 
+    /**
+     * A port free now, below the ephemeral ports (from 32768 on Linux, 49152 on macOS and Windows), that the service
+     * started next binds: a free port of that range, as the system hands out for port 0, may be taken by an outgoing
+     * connection (another service's to the database or the broker) in the seconds before the service binds it, which
+     * then fails to start.
+     */
     private static int freePort() {
-        try (ServerSocket socket = new ServerSocket(0)) {
-            return socket.getLocalPort();
-        } catch (IOException ex) {
-            throw new IllegalStateException("No free port", ex);
+        for (int attempt = 0; attempt < 200; attempt++) {
+            int port = ThreadLocalRandom.current().nextInt(20_000, 32_000);
+            try (ServerSocket socket = new ServerSocket(port)) {
+                return port;
+            } catch (IOException taken) {
+                // Taken: another one.
+            }
         }
+        throw new IllegalStateException("No free port between 20000 and 32000 after 200 tries");
     }
 
     private void say(String format, Object... args) {
