@@ -64,7 +64,8 @@ class EventHeadersTests {
         @Autowired
         Service service;
 
-        void deliverAndCheckTheHeaders() {
+        @Test
+        void theFunctionGetsTheEventsHeadersAndTheDeliveredOnes() {
             EventEnvelope<ThingHappened> event = Things.thingHappened();
             this.deliveries.deliverMessage(MessageBuilder.withPayload(new EnvelopeCodec().encode(event))
                     .setHeader("x-tenant", "blue")
@@ -85,24 +86,12 @@ class EventHeadersTests {
             classes = Service.class,
             properties = "spring.cloud.function.definition=idempotencyGuard|recordThingMessage")
     @EnableIdempotencyTestKit
-    class FirstAfterTheGuard extends Deliveries {
-
-        @Test
-        void theFunctionGetsTheEventsHeadersAndTheDeliveredOnes() {
-            deliverAndCheckTheHeaders();
-        }
-    }
+    class FirstAfterTheGuard extends Deliveries {}
 
     @Nested
     @SpringBootTest(
             classes = Service.class,
             properties = "spring.cloud.function.definition=idempotencyGuard|checkThing|recordThingMessage")
     @EnableIdempotencyTestKit
-    class FurtherDownTheComposition extends Deliveries {
-
-        @Test
-        void theFunctionGetsTheEventsHeadersAndTheDeliveredOnes() {
-            deliverAndCheckTheHeaders();
-        }
-    }
+    class FurtherDownTheComposition extends Deliveries {}
 }
