@@ -6,15 +6,20 @@ import dev.exactlyonce.idempotency.internal.Instants;
 import java.lang.reflect.Type;
 import java.math.BigDecimal;
 import java.math.BigInteger;
+import java.nio.charset.StandardCharsets;
 import java.time.Instant;
 import java.time.format.DateTimeParseException;
-import java.util.Map;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Set;
 import java.util.UUID;
 import java.util.stream.Collectors;
 import org.jspecify.annotations.Nullable;
 import org.springframework.util.Assert;
 import tools.jackson.core.JacksonException;
 import tools.jackson.core.JsonParser;
+import tools.jackson.core.JsonToken;
+import tools.jackson.core.TokenStreamContext;
 import tools.jackson.databind.DeserializationContext;
 import tools.jackson.databind.DeserializationFeature;
 import tools.jackson.databind.JavaType;
@@ -113,19 +118,33 @@ public final class EnvelopeCodec {
      * @throws RejectedMessageException when the body is not a valid envelope
      */
     public EventEnvelope<JsonNode> decode(byte[] body) {
-        JsonNode root = parseObject(body, "message body");
-        UUID eventId = parseEventId(requiredText(root, EVENT_ID, null));
-        checkNumbers(root, "", eventId);
-        String eventName = requiredText(root, EVENT_NAME, eventId);
-        JsonNode payload = root.get(PAYLOAD);
-        if (payload == null || payload.isNull()) {
+        EventEnvelope<RawPayload> envelope = read(body);
+        return new EventEnvelope<>(
+                envelope.eventId(), envelope.eventName(), envelope.occurredAt(), tree(envelope.payload()));
+    }
+
+    /**
+     * Reads an envelope as {@link #decode} does, with the same checks and rejections, leaving its payload as the bytes
+     * it came as: read once, as a stream of tokens, and not built into a tree. The guard reads every message so, and
+     * maps the payload ({@link #readPayload(RawPayload, Type, String, UUID)}) only for an event it processes: a copy it
+     * discards costs no more than reading its id.
+     *
+     * @throws RejectedMessageException when the body is not a valid envelope
+     */
+    public EventEnvelope<RawPayload> read(byte[] body) {
+        Scan scan = scan(body, "message body", true);
+        UUID eventId = parseEventId(requiredText(body, scan.eventId, EVENT_ID, null));
+        scan.refuseNumber(eventId);
+        String eventName = requiredText(body, scan.eventName, EVENT_NAME, eventId);
+        if (scan.payload == null || scan.payload.token() == JsonToken.VALUE_NULL) {
             throw missing(PAYLOAD, eventId);
         }
-        if (!payload.isObject()) {
+        if (scan.payload.token() != JsonToken.START_OBJECT) {
             throw new RejectedMessageException(
                     Reason.INVALID_PAYLOAD, eventId, "the envelope's payload is not a JSON object");
         }
-        return new EventEnvelope<>(eventId, eventName, occurredAt(root, eventId), payload);
+        return new EventEnvelope<>(
+                eventId, eventName, occurredAt(body, scan.occurredAt, eventId), scan.payload.raw(body));
     }
 
     /**
@@ -145,9 +164,18 @@ public final class EnvelopeCodec {
      * @throws RejectedMessageException when the body is not a JSON object, or is beyond the limits
      */
     public JsonNode decodePayload(byte[] body, @Nullable UUID eventId) {
-        JsonNode root = parseObject(body, "payload");
-        checkNumbers(root, PAYLOAD, eventId);
-        return root;
+        return tree(readPayload(body, eventId));
+    }
+
+    /**
+     * Reads a bare payload as {@link #decodePayload(byte[], UUID)} does, leaving it as the bytes it came as, as
+     * {@link #read} leaves an envelope's.
+     *
+     * @throws RejectedMessageException when the body is not a JSON object, or is beyond the limits
+     */
+    public RawPayload readPayload(byte[] body, @Nullable UUID eventId) {
+        scan(body, "payload", false).refuseNumber(eventId);
+        return new RawPayload(body, 0, body.length);
     }
 
     /**
@@ -157,6 +185,21 @@ public final class EnvelopeCodec {
      */
     public <T> T readPayload(EventEnvelope<JsonNode> envelope, Type type) {
         return readPayload(envelope.payload(), type, envelope.eventName(), envelope.eventId());
+    }
+
+    /**
+     * Maps a payload {@link #read} left as it came to the given type, straight from its bytes; the event's name and id
+     * only serve the message of the exception.
+     *
+     * @throws RejectedMessageException when the payload does not map to the type
+     */
+    public <T> T readPayload(RawPayload payload, Type type, String eventName, @Nullable UUID eventId) {
+        JavaType javaType = this.jsonMapper.constructType(type);
+        try {
+            return this.jsonMapper.readValue(payload.body(), payload.offset(), payload.length(), javaType);
+        } catch (JacksonException ex) {
+            throw notMapped(ex, javaType, eventName, eventId);
+        }
     }
 
     /**
@@ -172,17 +215,43 @@ public final class EnvelopeCodec {
         try {
             return this.jsonMapper.treeToValue(payload, javaType);
         } catch (JacksonException ex) {
-            throw new RejectedMessageException(
-                    Reason.INVALID_PAYLOAD,
-                    eventId,
-                    "the payload of %s does not map to %s%s: %s"
-                            .formatted(
-                                    eventName,
-                                    javaType.getRawClass().getSimpleName(),
-                                    location(ex),
-                                    ex.getOriginalMessage()),
-                    ex);
+            throw notMapped(ex, javaType, eventName, eventId);
         }
+    }
+
+    private static RejectedMessageException notMapped(
+            JacksonException ex, JavaType javaType, String eventName, @Nullable UUID eventId) {
+        return new RejectedMessageException(
+                Reason.INVALID_PAYLOAD,
+                eventId,
+                "the payload of %s does not map to %s%s: %s"
+                        .formatted(
+                                eventName,
+                                javaType.getRawClass().getSimpleName(),
+                                location(ex),
+                                ex.getOriginalMessage()),
+                ex);
+    }
+
+    /**
+     * An envelope's payload, or a bare one, as it came: checked by {@link #read} (a JSON object, its numbers within the
+     * limits) but not parsed into a tree or an object.
+     *
+     * @param body the message body it is part of
+     * @param offset where it starts in the body
+     * @param length its length in bytes
+     */
+    public record RawPayload(byte[] body, int offset, int length) {
+
+        /** The payload's JSON text. */
+        @Override
+        public String toString() {
+            return new String(this.body, this.offset, this.length, StandardCharsets.UTF_8);
+        }
+    }
+
+    private JsonNode tree(RawPayload payload) {
+        return this.jsonMapper.readTree(payload.body(), payload.offset(), payload.length());
     }
 
     /**
@@ -239,7 +308,13 @@ public final class EnvelopeCodec {
         return UUID.fromString(text);
     }
 
-    private JsonNode parseObject(byte[] body, String what) {
+    /**
+     * Reads a body once, as a stream of tokens: it must be one JSON object (nothing after it), within the size limit.
+     * Of an envelope it keeps the envelope's fields (the last of a name given twice, as a tree would) and where its
+     * payload is; of every JSON number anywhere in it, it checks the digits and the exponent against the limits and
+     * keeps the first refused, with where it is, for {@link Scan#refuseNumber} (an envelope's id is checked first).
+     */
+    private Scan scan(byte[] body, String what, boolean envelope) {
         if (body.length == 0) {
             throw new RejectedMessageException(Reason.NOT_JSON, null, "the %s is empty".formatted(what));
         }
@@ -250,41 +325,175 @@ public final class EnvelopeCodec {
                     "the %s is %d bytes, over the limit of %d (idempotency.payload.max-size)"
                             .formatted(what, body.length, this.limits.maxBytes()));
         }
-        JsonNode root;
-        try {
-            root = this.jsonMapper.readTree(body);
+        Scan scan = new Scan(envelope ? "" : PAYLOAD);
+        JsonToken root;
+        try (JsonParser parser = this.jsonMapper.createParser(body)) {
+            root = parser.nextToken();
+            if (root == null) {
+                throw new RejectedMessageException(Reason.NOT_JSON, null, "the %s is blank".formatted(what));
+            }
+            if (root == JsonToken.START_OBJECT) {
+                while (parser.nextToken() == JsonToken.PROPERTY_NAME) {
+                    String name = parser.currentName();
+                    JsonToken token = parser.nextToken();
+                    int start = (int) parser.currentTokenLocation().getByteOffset();
+                    String text = token == JsonToken.VALUE_STRING ? parser.getString() : null;
+                    walk(parser, token, scan);
+                    if (envelope && ENVELOPE_FIELDS.contains(name)) {
+                        Field field = new Field(token, text, start, (int)
+                                parser.currentLocation().getByteOffset());
+                        switch (name) {
+                            case EVENT_ID -> scan.eventId = field;
+                            case EVENT_NAME -> scan.eventName = field;
+                            case OCCURRED_AT -> scan.occurredAt = field;
+                            default -> scan.payload = field;
+                        }
+                    }
+                }
+            } else {
+                walk(parser, root, scan);
+            }
+            if (parser.nextToken() != null) {
+                throw new RejectedMessageException(
+                        Reason.NOT_JSON, null, "the %s is not JSON: more follows its value".formatted(what));
+            }
         } catch (JacksonException ex) {
             throw new RejectedMessageException(
                     Reason.NOT_JSON, null, "the %s is not JSON: %s".formatted(what, ex.getOriginalMessage()), ex);
         }
-        if (root == null || root.isMissingNode()) {
-            throw new RejectedMessageException(Reason.NOT_JSON, null, "the %s is blank".formatted(what));
-        }
-        if (!root.isObject()) {
+        if (root != JsonToken.START_OBJECT) {
             throw new RejectedMessageException(
-                    Reason.NOT_AN_OBJECT,
-                    null,
-                    "the %s is JSON but not an object: %s".formatted(what, root.getNodeType()));
+                    Reason.NOT_AN_OBJECT, null, "the %s is JSON but not an object: %s".formatted(what, nodeType(root)));
         }
-        return root;
+        return scan;
     }
 
-    private static String requiredText(JsonNode root, String field, @Nullable UUID eventId) {
-        JsonNode node = root.get(field);
-        if (node == null || node.isNull()) {
+    /**
+     * Reads the value the parser is on to its end, its numbers checked ({@link #check}). Each number is read as a tree
+     * would read it: a JSON float as a {@code BigDecimal}, an integer beyond a {@code long} as a {@code BigInteger}.
+     */
+    private void walk(JsonParser parser, JsonToken token, Scan scan) {
+        check(parser, token, scan);
+        if (!token.isStructStart()) {
+            return;
+        }
+        int depth = 1;
+        while (depth > 0) {
+            JsonToken next = parser.nextToken();
+            if (next.isStructStart()) {
+                depth++;
+            } else if (next.isStructEnd()) {
+                depth--;
+            } else {
+                check(parser, next, scan);
+            }
+        }
+    }
+
+    private void check(JsonParser parser, JsonToken token, Scan scan) {
+        if (scan.refused != null) {
+            return;
+        }
+        BigDecimal value = null;
+        if (token == JsonToken.VALUE_NUMBER_FLOAT) {
+            value = parser.getDecimalValue();
+        } else if (token == JsonToken.VALUE_NUMBER_INT && parser.getNumberType() == JsonParser.NumberType.BIG_INTEGER) {
+            value = new BigDecimal(parser.getBigIntegerValue());
+        }
+        if (value != null && !this.limits.allowsAnywhere(value)) {
+            scan.refused = value;
+            scan.refusedAt = path(scan.root, parser.streamReadContext());
+        }
+    }
+
+    /** Where the parser is, as {@code payload.lines[0].quantity}: worked out for a number refused only. */
+    private static String path(String root, TokenStreamContext context) {
+        List<String> steps = new ArrayList<>();
+        for (TokenStreamContext at = context; at != null && !at.inRoot(); at = at.getParent()) {
+            steps.add(at.inArray() ? "[" + at.getCurrentIndex() + "]" : "." + at.currentName());
+        }
+        StringBuilder path = new StringBuilder(root);
+        for (int i = steps.size() - 1; i >= 0; i--) {
+            path.append(steps.get(i));
+        }
+        return path.isEmpty() || path.charAt(0) != '.' ? path.toString() : path.substring(1);
+    }
+
+    private static String nodeType(JsonToken token) {
+        return switch (token) {
+            case START_ARRAY -> "ARRAY";
+            case VALUE_STRING -> "STRING";
+            case VALUE_NUMBER_INT, VALUE_NUMBER_FLOAT -> "NUMBER";
+            case VALUE_TRUE, VALUE_FALSE -> "BOOLEAN";
+            case VALUE_NULL -> "NULL";
+            default -> token.name();
+        };
+    }
+
+    private static final Set<String> ENVELOPE_FIELDS = Set.of(EVENT_ID, EVENT_NAME, OCCURRED_AT, PAYLOAD);
+
+    /**
+     * A field of the envelope, as it came: its first token, its text when a string, and where its value is in the body.
+     */
+    private record Field(JsonToken token, @Nullable String text, int start, int end) {
+
+        /** The value's JSON, as the body has it, for the message of a rejection. */
+        String json(byte[] body) {
+            return new String(body, this.start, this.end - this.start, StandardCharsets.UTF_8);
+        }
+
+        RawPayload raw(byte[] body) {
+            return new RawPayload(body, this.start, this.end - this.start);
+        }
+    }
+
+    /** What {@link #scan} read of a body. */
+    private final class Scan {
+
+        private final String root;
+
+        private @Nullable Field eventId;
+
+        private @Nullable Field eventName;
+
+        private @Nullable Field occurredAt;
+
+        private @Nullable Field payload;
+
+        private @Nullable BigDecimal refused;
+
+        private @Nullable String refusedAt;
+
+        Scan(String root) {
+            this.root = root;
+        }
+
+        /** Rejects the body if a number in it is beyond the limits. */
+        void refuseNumber(@Nullable UUID eventId) {
+            if (this.refused != null) {
+                throw new RejectedMessageException(
+                        Reason.INVALID_PAYLOAD,
+                        eventId,
+                        "%s at %s".formatted(EnvelopeCodec.this.limits.refusal(this.refused), this.refusedAt));
+            }
+        }
+    }
+
+    private static String requiredText(byte[] body, @Nullable Field value, String field, @Nullable UUID eventId) {
+        if (value == null || value.token() == JsonToken.VALUE_NULL) {
             throw EVENT_ID.equals(field)
                     ? new RejectedMessageException(Reason.MISSING_EVENT_ID, null, "the envelope has no event_id")
                     : missing(field, eventId);
         }
-        if (!node.isString() || node.stringValue().isBlank()) {
+        String text = value.text();
+        if (text == null || text.isBlank()) {
             Reason reason = EVENT_ID.equals(field) ? Reason.INVALID_EVENT_ID : Reason.MISSING_FIELD;
             throw new RejectedMessageException(
                     reason,
                     eventId,
-                    "the envelope's %s is not a non-empty string: %s"
-                            .formatted(field, Printable.of(String.valueOf(node))));
+                    "the envelope's %s is not a non-empty string: %s".formatted(field, Printable.of(value.json(body))));
         }
-        return node.stringValue();
+        return text;
     }
 
     private static UUID parseEventId(String text) {
@@ -298,85 +507,26 @@ public final class EnvelopeCodec {
         return eventId;
     }
 
-    private static @Nullable Instant occurredAt(JsonNode root, UUID eventId) {
-        JsonNode node = root.get(OCCURRED_AT);
-        if (node == null || node.isNull()) {
+    private static @Nullable Instant occurredAt(byte[] body, @Nullable Field value, UUID eventId) {
+        if (value == null || value.token() == JsonToken.VALUE_NULL) {
             return null;
         }
+        // As a tree reads it as text: a string's text, another value's JSON (a number's digits), an object's nothing.
+        String text = value.text() != null ? value.text() : value.token().isScalarValue() ? value.json(body) : "";
         try {
-            return Instants.parse(node.asString());
+            return Instants.parse(text);
         } catch (DateTimeParseException ex) {
             throw new RejectedMessageException(
                     Reason.INVALID_OCCURRED_AT,
                     eventId,
                     "the envelope's occurred_at is not an ISO-8601 instant: %s"
-                            .formatted(Printable.of(String.valueOf(node))),
+                            .formatted(Printable.of(value.json(body))),
                     ex);
         }
     }
 
     private static RejectedMessageException missing(String field, @Nullable UUID eventId) {
         return new RejectedMessageException(Reason.MISSING_FIELD, eventId, "the envelope has no %s".formatted(field));
-    }
-
-    /**
-     * Rejects a JSON number, anywhere in the tree, of more digits than the limit, or written with an exponent beyond
-     * ten times it: whatever the field's type, converting it (to a {@code long}, a {@code BigInteger}) or computing
-     * with it costs in proportion. The exponent's bound is looser here than for a {@code BigDecimal} field, so that a
-     * field the payload type ignores may hold any {@code double} ({@code 1.0E-200}, {@code Double.MAX_VALUE}). The
-     * tree is walked without naming where each node is: the path is worked out for a number refused only.
-     */
-    private void checkNumbers(JsonNode node, String path, @Nullable UUID eventId) {
-        BigDecimal refused = refusedNumber(node);
-        if (refused != null) {
-            throw new RejectedMessageException(
-                    Reason.INVALID_PAYLOAD,
-                    eventId,
-                    "%s at %s".formatted(this.limits.refusal(refused), pathOf(node, refused, path)));
-        }
-    }
-
-    /** The first number of the tree beyond the limits, or {@code null}. */
-    private @Nullable BigDecimal refusedNumber(JsonNode node) {
-        if (node.isContainer()) {
-            for (JsonNode child : node) {
-                BigDecimal refused = refusedNumber(child);
-                if (refused != null) {
-                    return refused;
-                }
-            }
-            return null;
-        }
-        if (node.isBigDecimal() || node.isBigInteger()) {
-            BigDecimal value = node.isBigDecimal() ? node.decimalValue() : new BigDecimal(node.bigIntegerValue());
-            return this.limits.allowsAnywhere(value) ? null : value;
-        }
-        return null;
-    }
-
-    /** Where that refused number is in the tree, as {@code payload.lines[0].quantity}; {@code null} if not there. */
-    private @Nullable String pathOf(JsonNode node, BigDecimal refused, String path) {
-        if (node.isObject()) {
-            for (Map.Entry<String, JsonNode> property : node.properties()) {
-                String found = pathOf(
-                        property.getValue(),
-                        refused,
-                        path.isEmpty() ? property.getKey() : path + "." + property.getKey());
-                if (found != null) {
-                    return found;
-                }
-            }
-        } else if (node.isArray()) {
-            for (int i = 0; i < node.size(); i++) {
-                String found = pathOf(node.get(i), refused, path + "[" + i + "]");
-                if (found != null) {
-                    return found;
-                }
-            }
-        } else if (refused.equals(refusedNumber(node))) {
-            return path;
-        }
-        return null;
     }
 
     private static String location(JacksonException ex) {

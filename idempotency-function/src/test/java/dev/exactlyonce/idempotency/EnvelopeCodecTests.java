@@ -45,6 +45,50 @@ class EnvelopeCodecTests {
     }
 
     @Test
+    void readsAnEnvelopeLeavingItsPayloadAsItCameThenMapsItFromItsBytes() {
+        String payload = """
+                {"orderId": "%s", "lines": [{"productId": "%s", "quantity": 2.000}], "extra": [1.5, {"a": null}]}""".formatted(EVENT_ID, EVENT_ID);
+        EventEnvelope<EnvelopeCodec.RawPayload> envelope = this.codec.read(bytes("""
+                {"event_id": "%s", "event_name": "order.placed", "payload": %s, "after": true}""".formatted(EVENT_ID, payload)));
+
+        Order order = this.codec.readPayload(envelope.payload(), Order.class, "order.placed", envelope.eventId());
+
+        assertThat(envelope.payload()).hasToString(payload);
+        assertThat(order.lines())
+                .singleElement()
+                .satisfies(line -> assertThat(line.quantity()).isEqualTo(new BigDecimal("2.000")));
+        assertThat(this.codec
+                        .<JsonNode>readPayload(envelope.payload(), JsonNode.class, "order.placed", null)
+                        .get("extra")
+                        .get(1)
+                        .has("a"))
+                .isTrue();
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', textBlock = """
+            an object left open          | {"event_id": "%1$s", "event_name": "a", "payload": {}
+            a payload left open          | {"event_id": "%1$s", "event_name": "a", "payload": {"a": [1, 2}}
+            a second value after it      | {"event_id": "%1$s", "event_name": "a", "payload": {}} {}
+            text after it                | {"event_id": "%1$s", "event_name": "a", "payload": {}} x
+            """)
+    void rejectsABodyThatIsNotOneWholeJsonObjectAsNotJson(String kind, String body) {
+        assertThatExceptionOfType(RejectedMessageException.class)
+                .isThrownBy(() -> this.codec.read(bytes(body.formatted(EVENT_ID))))
+                .satisfies(ex -> assertThat(ex.reason()).isEqualTo(Reason.NOT_JSON));
+    }
+
+    @Test
+    void takesTheLastOfAFieldGivenTwiceAsATreeWould() {
+        UUID last = UUID.randomUUID();
+        EventEnvelope<EnvelopeCodec.RawPayload> envelope = this.codec.read(bytes("""
+                {"event_id": "%s", "event_name": "a", "payload": {"first": 1}, "event_id": "%s", "payload": {}}""".formatted(EVENT_ID, last)));
+
+        assertThat(envelope.eventId()).isEqualTo(last);
+        assertThat(envelope.payload()).hasToString("{}");
+    }
+
+    @Test
     void writesWhatItReads() {
         EventEnvelope<Order> envelope = new EventEnvelope<>(
                 UUID.randomUUID(),
@@ -93,6 +137,7 @@ class EnvelopeCodecTests {
             truncated JSON              | {"event_id":                                             | NOT_JSON
             JSON array                  | [1, 2]                                                   | NOT_AN_OBJECT
             JSON string                 | "text"                                                   | NOT_AN_OBJECT
+            a number beyond the limits  | 1e999999                                                 | NOT_AN_OBJECT
             no event_id                 | {"event_name": "a", "payload": {}}                       | MISSING_EVENT_ID
             null event_id               | {"event_id": null, "event_name": "a", "payload": {}}     | MISSING_EVENT_ID
             numeric event_id            | {"event_id": 12, "event_name": "a", "payload": {}}       | INVALID_EVENT_ID
@@ -140,6 +185,27 @@ class EnvelopeCodecTests {
                 .satisfies(ex -> assertThat(ex.eventId()).isEqualTo(UUID.fromString(EVENT_ID)))
                 .withMessageStartingWith("INVALID_PAYLOAD: the payload of order.placed does not map to Order")
                 .withMessageContaining(where);
+    }
+
+    @Test
+    void saysWhereARawPayloadDoesNotMapAsForATree() {
+        EventEnvelope<EnvelopeCodec.RawPayload> envelope = this.codec.read(bytes("""
+                {"event_id": "%s", "event_name": "order.placed",
+                 "payload": {"orderId": "%s", "lines": [{"productId": "p-1", "quantity": "1"}]}}""".formatted(EVENT_ID, EVENT_ID)));
+
+        assertThatExceptionOfType(RejectedMessageException.class)
+                .isThrownBy(() -> this.codec.readPayload(envelope.payload(), Order.class, "order.placed", null))
+                .satisfies(ex -> assertThat(ex.reason()).isEqualTo(Reason.INVALID_PAYLOAD))
+                .withMessageStartingWith("INVALID_PAYLOAD: the payload of order.placed does not map to Order")
+                .withMessageContaining("at payload.lines[0].productId");
+    }
+
+    @Test
+    void readsABarePayloadAsItCame() {
+        assertThat(this.codec.readPayload(bytes(" {\"orderId\": 1} "), null)).hasToString(" {\"orderId\": 1} ");
+        assertThatExceptionOfType(RejectedMessageException.class)
+                .isThrownBy(() -> this.codec.readPayload(bytes("{\"lines\": [{\"q\": 1e100000000}]}"), null))
+                .withMessageContaining("at payload.lines[0].q");
     }
 
     @Test

@@ -21,7 +21,6 @@ import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageHeaders;
-import tools.jackson.databind.JsonNode;
 
 /**
  * Reads the event a message carries, from the envelope or, per {@code idempotency.event-id.source}, from headers
@@ -118,7 +117,7 @@ final class EventReader {
 
     private IncomingEvent readEvent(MessageHeaders headers, byte[] body, @Nullable EventRoutes routes) {
         if (this.settings.source() == EventIdSource.ENVELOPE) {
-            EventEnvelope<JsonNode> envelope = this.codec.decode(body);
+            EventEnvelope<EnvelopeCodec.RawPayload> envelope = this.codec.read(body);
             return new IncomingEvent(
                     envelope.eventId(), envelope.eventName(), envelope.occurredAt(), envelope.payload());
         }
@@ -137,8 +136,7 @@ final class EventReader {
                             : "the message has no event_name header and no routing key");
         }
         String time = cloudEvent ? cloudEventHeader(headers, "time") : text(headers, EventHeaders.OCCURRED_AT);
-        return new IncomingEvent(
-                eventId, eventName, occurredAt(time, eventId), this.codec.decodePayload(body, eventId));
+        return new IncomingEvent(eventId, eventName, occurredAt(time, eventId), this.codec.readPayload(body, eventId));
     }
 
     private @Nullable UUID eventId(MessageHeaders headers) {

@@ -1,9 +1,9 @@
 package dev.exactlyonce.idempotency.internal;
 
+import dev.exactlyonce.idempotency.EnvelopeCodec;
 import java.time.Instant;
 import java.util.UUID;
 import org.jspecify.annotations.Nullable;
-import tools.jackson.databind.JsonNode;
 
 /**
  * The event a message carries, as the guard reads it.
@@ -12,7 +12,7 @@ import tools.jackson.databind.JsonNode;
  *     {@code idempotency.event-id.when-missing} lets it through
  * @param eventName the event's name
  * @param occurredAt when the event occurred, if the message says
- * @param payload the event's fields
+ * @param payload the event's fields, as they came: mapped only once the event is claimed
  */
 public record IncomingEvent(
-        @Nullable UUID eventId, String eventName, @Nullable Instant occurredAt, JsonNode payload) {}
+        @Nullable UUID eventId, String eventName, @Nullable Instant occurredAt, EnvelopeCodec.RawPayload payload) {}
