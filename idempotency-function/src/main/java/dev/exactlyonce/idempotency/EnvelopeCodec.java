@@ -11,7 +11,6 @@ import java.time.Instant;
 import java.time.format.DateTimeParseException;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Set;
 import java.util.UUID;
 import java.util.stream.Collectors;
 import org.jspecify.annotations.Nullable;
@@ -339,14 +338,17 @@ public final class EnvelopeCodec {
                     int start = (int) parser.currentTokenLocation().getByteOffset();
                     String text = token == JsonToken.VALUE_STRING ? parser.getString() : null;
                     walk(parser, token, scan);
-                    if (envelope && ENVELOPE_FIELDS.contains(name)) {
+                    if (envelope) {
                         Field field = new Field(token, text, start, (int)
                                 parser.currentLocation().getByteOffset());
                         switch (name) {
                             case EVENT_ID -> scan.eventId = field;
                             case EVENT_NAME -> scan.eventName = field;
                             case OCCURRED_AT -> scan.occurredAt = field;
-                            default -> scan.payload = field;
+                            case PAYLOAD -> scan.payload = field;
+                            default -> {
+                                // Not the envelope's: its numbers are checked, nothing more.
+                            }
                         }
                     }
                 }
@@ -429,8 +431,6 @@ public final class EnvelopeCodec {
             default -> token.name();
         };
     }
-
-    private static final Set<String> ENVELOPE_FIELDS = Set.of(EVENT_ID, EVENT_NAME, OCCURRED_AT, PAYLOAD);
 
     /**
      * A field of the envelope, as it came: its first token, its text when a string, and where its value is in the body.

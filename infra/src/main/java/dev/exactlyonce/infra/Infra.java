@@ -70,7 +70,8 @@ public final class Infra {
                   the relay publishing it, and without), with duplicates only, behind Spring Integration's
                   idempotent receiver, and in batches (one event per call, a function of a list, duplicates only,
                   and without a bound on a batch's wait), with the ratios between them. <n> events (default
-                  10,000) per throughput run; <s> seconds (default 5) of events at <r> per second (default 400,
+                  10,000) per throughput run (five times as many for the scenarios in batches and the ceilings,
+                  so that theirs last seconds too); <s> seconds (default 5) of events at <r> per second (default 400,
                   the same offered load for every scenario) for latency; <c> consumers per binding (default 2);
                   one message per transaction, a broker ack every <a> messages (default 1) and <p> unacknowledged
                   messages per consumer (default 100). Every scenario runs <k> times (default 3),

@@ -47,8 +47,9 @@ import org.springframework.messaging.support.InterceptableChannel;
  * idempotent receiver, and in batches. For each it measures:
  *
  * <ol>
- *   <li>throughput: {@code messages} events published to the queue first, then consumed (two consumers, prefetch
- *       100) until all are committed, timed from the first commit to the last;
+ *   <li>throughput: {@code messages} events (five times as many in batches and for the ceilings) published to the
+ *       queue first, then consumed (two consumers, prefetch 100) until all are committed, timed from the first commit
+ *       to the last;
  *   <li>latency: events published at the same rate for every scenario ({@code rate}, or half the scenario's
  *       throughput if lower) for {@code seconds}, each timed from its publication to the commit of its transaction
  *       (just before the ack).
@@ -61,6 +62,9 @@ import org.springframework.messaging.support.InterceptableChannel;
 public final class PipelineBenchmark {
 
     private static final String PUBLISHED_AT = "bench-published-at";
+
+    /** How many times more events a run of a scenario in batches, or of a ceiling, consumes. */
+    private static final int FAST_RUNS = 5;
 
     /**
      * A scenario: what consumes the events, whether in batches, whether every event is a copy of a processed one,
@@ -77,9 +81,23 @@ public final class PipelineBenchmark {
         Scenario(String id, String name, @Nullable String definition, boolean batch, boolean duplicates) {
             this(id, name, definition, batch, duplicates, List.of());
         }
+
+        /**
+         * The events of one throughput run: {@link #FAST_RUNS} times {@code messages} for the scenarios in batches
+         * and the ceilings, which consume ten to forty thousand events a second, so that theirs lasts seconds, as
+         * the others' does, rather than one: the moment a run catches on these shared cores weighs less.
+         */
+        int events(int messages) {
+            return this.batch || "discardOne".equals(this.definition) ? messages * FAST_RUNS : messages;
+        }
     }
 
-    private record Figures(Scenario scenario, double perSecond, double p50, double p99) {}
+    /**
+     * A run's figures: events per second, latencies, and the CPU time per event (microseconds) of the machine (every
+     * process on it: the broker, the database and this JVM) and of this JVM alone, over the throughput run.
+     */
+    private record Figures(
+            Scenario scenario, double perSecond, double p50, double p99, double cpuMicros, double jvmMicros) {}
 
     private static final Scenario WITHOUT_GUARD = new Scenario(
             "without-guard", "without guard (same transactional handler)", "recordEffectWithoutGuard", false, false);
@@ -240,13 +258,15 @@ public final class PipelineBenchmark {
         String run = Long.toHexString(ThreadLocalRandom.current().nextLong() & 0xffffffL);
         String database = "bench_pipeline_" + run;
         this.out.printf(
-                "%s %s, RabbitMQ %s:%s; %,d events per throughput run, %s of paced events for latency;"
+                "%s %s, RabbitMQ %s:%s; %,d events per throughput run (%d times as many in batches and for the"
+                        + " ceilings), %s of paced events for latency;"
                         + " %d consumers, prefetch %d, an ack every %d message(s)%n",
                 this.server.product(),
                 this.server,
                 this.rabbit.getOrDefault("SPRING_RABBITMQ_HOST", "localhost"),
                 this.rabbit.getOrDefault("SPRING_RABBITMQ_PORT", "5672"),
                 messages,
+                FAST_RUNS,
                 latencySpan,
                 this.concurrency,
                 this.prefetch,
@@ -275,7 +295,8 @@ public final class PipelineBenchmark {
                 List<Figures> thisRound = new ArrayList<>();
                 for (Scenario scenario : this.scenarios) {
                     this.server.emptyTables().forEach(jdbc::execute);
-                    thisRound.add(run(scenario, database, run, connection, jdbc, messages, latencySpan));
+                    thisRound.add(
+                            run(scenario, database, run, connection, jdbc, scenario.events(messages), latencySpan));
                 }
                 rounds.add(thisRound);
             }
@@ -332,11 +353,14 @@ public final class PipelineBenchmark {
                 }
                 channel.waitForConfirmsOrDie(60_000);
             }
+            completions.expect(messages);
             context.getBean(BindingsLifecycleController.class)
                     .changeState(binding, BindingsLifecycleController.State.STARTED);
             completions.await(messages, Duration.ofMinutes(5));
             double perSecond = completions.throughput();
-            this.out.printf("  %-56s %,9.0f events/s", scenario.name(), perSecond);
+            this.out.printf(
+                    "  %-56s %,9.0f events/s, CPU %s µs/event",
+                    scenario.name(), perSecond, micros(completions.cpuMicros()));
 
             double rate = Math.min(this.latencyRate, perSecond / 2);
             int paced = (int) (rate * latencySpan.toSeconds());
@@ -359,7 +383,13 @@ public final class PipelineBenchmark {
             this.out.printf(
                     ", at %,.0f/s: p50 %.2f ms, p99 %.2f ms%n",
                     rate, latencies.percentile(50), latencies.percentile(99));
-            return new Figures(scenario, perSecond, latencies.percentile(50), latencies.percentile(99));
+            return new Figures(
+                    scenario,
+                    perSecond,
+                    latencies.percentile(50),
+                    latencies.percentile(99),
+                    completions.cpuMicros(),
+                    completions.jvmMicros());
         } finally {
             try (Channel channel = broker.createChannel()) {
                 channel.queueDelete(queue);
@@ -382,6 +412,7 @@ public final class PipelineBenchmark {
         int perThread = messages / this.concurrency;
         try (HikariDataSource dataSource = this.server.dataSource(database, this.concurrency)) {
             List<CompletableFuture<Void>> threads = new ArrayList<>();
+            CpuTime cpuAtStart = CpuTime.now();
             long start = System.nanoTime();
             for (int thread = 0; thread < this.concurrency; thread++) {
                 threads.add(CompletableFuture.runAsync(() -> {
@@ -406,8 +437,12 @@ public final class PipelineBenchmark {
             }
             CompletableFuture.allOf(threads.toArray(CompletableFuture[]::new)).join();
             double perSecond = perThread * this.concurrency / ((System.nanoTime() - start) / 1e9);
-            this.out.printf("  %-56s %,9.0f events/s%n", scenario.name(), perSecond);
-            return new Figures(scenario, perSecond, Double.NaN, Double.NaN);
+            CpuTime cpuAtEnd = CpuTime.now();
+            int events = perThread * this.concurrency;
+            double cpu = cpuAtStart.machineMicrosPerEvent(cpuAtEnd, events);
+            this.out.printf("  %-56s %,9.0f events/s, CPU %s µs/event%n", scenario.name(), perSecond, micros(cpu));
+            return new Figures(
+                    scenario, perSecond, Double.NaN, Double.NaN, cpu, cpuAtStart.jvmMicrosPerEvent(cpuAtEnd, events));
         }
     }
 
@@ -511,6 +546,10 @@ public final class PipelineBenchmark {
         return Double.isNaN(value) ? "-" : "%.2f".formatted(value);
     }
 
+    private static String micros(double value) {
+        return Double.isNaN(value) ? "-" : "%.0f".formatted(value);
+    }
+
     private static Figures median(List<Figures> runs) {
         List<Figures> sorted = new ArrayList<>(runs);
         sorted.sort(Comparator.comparingDouble(Figures::perSecond));
@@ -519,12 +558,18 @@ public final class PipelineBenchmark {
 
     private void report(List<Figures> figures, List<List<Figures>> rounds) {
         this.out.printf(
-                "%nmedian of %d round(s), each scenario run in turn in every round%n%-56s %12s %9s %9s%n",
-                this.rounds, "scenario", "events/s", "p50 ms", "p99 ms");
+                "%nmedian of %d round(s), each scenario run in turn in every round; CPU: microseconds per event of"
+                        + " the machine (broker, database and this JVM), and of this JVM%n%-56s %12s %9s %9s %9s %9s%n",
+                this.rounds, "scenario", "events/s", "p50 ms", "p99 ms", "CPU µs", "JVM µs");
         for (Figures row : figures) {
             this.out.printf(
-                    "%-56s %,12.0f %9s %9s%n",
-                    row.scenario().name(), row.perSecond(), milliseconds(row.p50()), milliseconds(row.p99()));
+                    "%-56s %,12.0f %9s %9s %9s %9s%n",
+                    row.scenario().name(),
+                    row.perSecond(),
+                    milliseconds(row.p50()),
+                    milliseconds(row.p99()),
+                    micros(row.cpuMicros()),
+                    micros(row.jvmMicros()));
         }
         List<Map<Scenario, Figures>> byRound = rounds.stream()
                 .map(round -> {
@@ -543,18 +588,7 @@ public final class PipelineBenchmark {
             if (ratio.name().startsWith("batch mode / batch ceiling")) {
                 this.out.printf("what the broker and the binder leave, on the same cores (no database at all):%n");
             }
-            List<Double> values =
-                    byRound.stream().mapToDouble(ratio::value).sorted().boxed().toList();
-            double median = values.get(values.size() / 2);
-            String verdict = "";
-            if (!Double.isNaN(ratio.target())) {
-                boolean met = ratio.atMost() ? median <= ratio.target() : median >= ratio.target();
-                verdict = "(%s %.2f x: %s)"
-                        .formatted(ratio.atMost() ? "<=" : ">=", ratio.target(), met ? "met" : "missed");
-            }
-            this.out.printf(
-                    "  %-56s %6.2f x  [%.2f-%.2f]  %s%n",
-                    ratio.name(), median, values.get(0), values.get(values.size() - 1), verdict);
+            printRatio(ratio, byRound.stream().map(ratio::value).toList());
         }
         if (this.scenarios.containsAll(List.of(WITHOUT_GUARD, GUARD, SQL_EFFECT, SQL_CLAIM))) {
             // The time per event the claim's SQL adds (on JDBC), added to the pipeline's time per event without the
@@ -587,6 +621,80 @@ public final class PipelineBenchmark {
                     differences.get(differences.size() - 1),
                     difference >= -0.03 ? "met" : "missed");
         }
+        reportCpu(byRound);
+    }
+
+    private void printRatio(Ratio ratio, List<Double> byRound) {
+        List<Double> values = byRound.stream().sorted().toList();
+        double median = values.get(values.size() / 2);
+        String verdict = "";
+        if (!Double.isNaN(ratio.target())) {
+            boolean met = ratio.atMost() ? median <= ratio.target() : median >= ratio.target();
+            verdict = "(%s %.2f x: %s)".formatted(ratio.atMost() ? "<=" : ">=", ratio.target(), met ? "met" : "missed");
+        }
+        this.out.printf(
+                "  %-56s %6.2f x  [%.2f-%.2f]  %s%n",
+                ratio.name(), median, values.get(0), values.get(values.size() - 1), verdict);
+    }
+
+    /**
+     * The same ratios in events per CPU second: the machine's CPU time per event, which the disk's flushes and the
+     * other tenants of the cores do not move as they move events per second (a scenario as fast as the CPU allows
+     * would run at these ratios). Then with guard / without guard against what it would be if the guard cost its
+     * SQL's CPU (on JDBC) and nothing more.
+     */
+    private void reportCpu(List<Map<Scenario, Figures>> byRound) {
+        if (byRound.stream().flatMap(round -> round.values().stream()).anyMatch(row -> Double.isNaN(row.cpuMicros()))) {
+            this.out.printf("%n(no CPU time per event: this machine has no /proc/stat)%n");
+            return;
+        }
+        this.out.printf("%nthe same ratios in events per CPU second (the machine's CPU time per event), paired:%n");
+        for (Ratio ratio : RATIOS) {
+            if (!ratio.p99() && this.scenarios.containsAll(List.of(ratio.a(), ratio.b()))) {
+                printRatio(ratio, byRound.stream().map(ratio::cpuValue).toList());
+            }
+        }
+        if (!this.scenarios.containsAll(List.of(WITHOUT_GUARD, GUARD, SQL_EFFECT, SQL_CLAIM))) {
+            return;
+        }
+        List<Double> fromSql = new ArrayList<>();
+        List<Double> differences = new ArrayList<>();
+        List<Double> beyondSql = new ArrayList<>();
+        List<Double> jvmBeyond = new ArrayList<>();
+        for (Map<Scenario, Figures> round : byRound) {
+            double without = round.get(WITHOUT_GUARD).cpuMicros();
+            double guard = round.get(GUARD).cpuMicros();
+            double claim =
+                    round.get(SQL_CLAIM).cpuMicros() - round.get(SQL_EFFECT).cpuMicros();
+            fromSql.add(without / (without + claim));
+            differences.add(without / guard - without / (without + claim));
+            beyondSql.add(guard - without - claim);
+            jvmBeyond.add(
+                    round.get(GUARD).jvmMicros() - round.get(WITHOUT_GUARD).jvmMicros());
+        }
+        printMedian("the guard's SQL added to the pipeline", fromSql, "x", "");
+        double difference = middle(differences);
+        printMedian(
+                "with guard / without guard, measured - from its SQL",
+                differences,
+                " ",
+                "(the library's own cost; within 0.03: %s)".formatted(difference >= -0.03 ? "met" : "missed"));
+        printMedian("the guard's CPU beyond its SQL's, µs per event", beyondSql, "µs", "");
+        printMedian("the guard's JVM CPU beyond the handler's, µs per event", jvmBeyond, "µs", "");
+    }
+
+    private void printMedian(String name, List<Double> values, String unit, String verdict) {
+        List<Double> sorted = values.stream().sorted().toList();
+        String format = switch (unit) {
+            case " " -> "  %-56s %+6.2f %s  [%+.2f, %+.2f]  %s%n";
+            case "µs" -> "  %-56s %+6.0f %s  [%+.0f, %+.0f]  %s%n";
+            default -> "  %-56s %6.2f %s  [%.2f-%.2f]  %s%n";
+        };
+        this.out.printf(format, name, middle(sorted), unit, sorted.get(0), sorted.get(sorted.size() - 1), verdict);
+    }
+
+    private static double middle(List<Double> values) {
+        return values.stream().sorted().toList().get(values.size() / 2);
     }
 
     /**
@@ -599,6 +707,11 @@ public final class PipelineBenchmark {
 
         static Ratio atLeast(String name, Scenario a, Scenario b, double target) {
             return new Ratio(name, a, b, false, target, false);
+        }
+
+        /** The ratio in events per CPU second: the CPU time per event of {@code b}, over that of {@code a}. */
+        double cpuValue(Map<Scenario, Figures> round) {
+            return round.get(this.b).cpuMicros() / round.get(this.a).cpuMicros();
         }
 
         double value(Map<Scenario, Figures> round) {
@@ -639,10 +752,51 @@ public final class PipelineBenchmark {
 
         private final AtomicBoolean measuring = new AtomicBoolean();
 
+        /** The events of the throughput run, once known; the CPU time is read at the first commit and at the last. */
+        private volatile int expected = Integer.MAX_VALUE;
+
+        private volatile @Nullable CpuTime cpuAtFirst;
+
+        private volatile @Nullable CpuTime cpuAtLast;
+
+        private volatile int committedByTheLast;
+
         private final Latencies latencies = new Latencies();
 
         void measureLatency() {
             this.measuring.set(true);
+        }
+
+        void expect(int events) {
+            this.expected = events;
+            if (this.committed.get() >= events) {
+                lastOfTheRun(this.committed.get());
+            }
+        }
+
+        /** The machine's CPU time per event, in microseconds, from the first commit to the last of the run. */
+        double cpuMicros() {
+            CpuTime first = this.cpuAtFirst;
+            CpuTime last = this.cpuAtLast;
+            return first == null || last == null
+                    ? Double.NaN
+                    : first.machineMicrosPerEvent(last, this.committedByTheLast - this.committedByTheFirst);
+        }
+
+        /** This JVM's CPU time per event, in microseconds, over the same span. */
+        double jvmMicros() {
+            CpuTime first = this.cpuAtFirst;
+            CpuTime last = this.cpuAtLast;
+            return first == null || last == null
+                    ? Double.NaN
+                    : first.jvmMicrosPerEvent(last, this.committedByTheLast - this.committedByTheFirst);
+        }
+
+        private synchronized void lastOfTheRun(int total) {
+            if (this.cpuAtLast == null) {
+                this.cpuAtLast = CpuTime.now();
+                this.committedByTheLast = total;
+            }
         }
 
         /**
@@ -654,9 +808,10 @@ public final class PipelineBenchmark {
                     / ((this.lastCommit - this.firstCommit.get()) / 1e9);
         }
 
+        /** Waits for that many commits (and, for the throughput run's, for the CPU time read at its last). */
         void await(int count, Duration limit) throws InterruptedException {
             long deadline = System.nanoTime() + limit.toNanos();
-            while (this.committed.get() < count) {
+            while (this.committed.get() < count || (count == this.expected && this.cpuAtLast == null)) {
                 if (System.nanoTime() > deadline) {
                     throw new IllegalStateException("Only %d of %d events were committed within %s"
                             .formatted(this.committed.get(), count, limit));
@@ -676,6 +831,10 @@ public final class PipelineBenchmark {
             int total = this.committed.addAndGet(committed);
             if (this.firstCommit.compareAndSet(0, now)) {
                 this.committedByTheFirst = total;
+                this.cpuAtFirst = CpuTime.now();
+            }
+            if (total >= this.expected) {
+                lastOfTheRun(total);
             }
             this.lastCommit = now;
             if (message.getPayload() instanceof List<?>) {

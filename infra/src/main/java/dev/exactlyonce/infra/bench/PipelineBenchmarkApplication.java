@@ -21,7 +21,6 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageHandler;
 import org.springframework.transaction.support.TransactionTemplate;
-import tools.jackson.databind.JsonNode;
 
 /**
  * The service the pipeline benchmark runs, scenario by scenario (the function definition picks the scenario). Every
@@ -112,9 +111,10 @@ class PipelineBenchmarkApplication {
         return message -> transactions.executeWithoutResult(status -> guarded.handleMessage(message));
     }
 
+    /** Reads the envelope as the guard does (its payload mapped straight from its bytes), then inserts the effect. */
     private static void insert(JdbcTemplate jdbc, EnvelopeCodec codec, byte[] body) {
-        EventEnvelope<JsonNode> envelope = codec.decode(body);
-        Effect effect = codec.readPayload(envelope, Effect.class);
+        EventEnvelope<EnvelopeCodec.RawPayload> envelope = codec.read(body);
+        Effect effect = codec.readPayload(envelope.payload(), Effect.class, envelope.eventName(), envelope.eventId());
         jdbc.update(INSERT, effect.id(), effect.amount());
     }
 }
