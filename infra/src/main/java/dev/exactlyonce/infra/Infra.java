@@ -76,6 +76,9 @@ public final class Infra {
                   one message per transaction, a broker ack every <a> messages (default 1) and <p> unacknowledged
                   messages per consumer (default 100). Every scenario runs <k> times (default 3),
                   in turn, and the median run is reported: the machine's noise hits all scenarios alike.
+                  Each run also gives its CPU time per event (the machine's, from /proc/stat on Linux: the
+                  broker, the database and this JVM; and this JVM's), and the ratios are given again in events
+                  per CPU second, which the disk's flushes and the cores' other tenants do not move.
                   --scenarios runs only those (ids: without-guard, guard, emit, emit-without-relay, duplicates,
                   peer, batch, batch-of-lists, batch-duplicates, batch-unbounded, batch-ceiling,
                   message-ceiling, sql-effect, sql-claim), and the ratios between them. The SQL-only rows
