@@ -11,6 +11,7 @@ import java.time.Instant;
 import java.time.format.DateTimeParseException;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Objects;
 import java.util.UUID;
 import java.util.stream.Collectors;
 import org.jspecify.annotations.Nullable;
@@ -19,6 +20,7 @@ import tools.jackson.core.JacksonException;
 import tools.jackson.core.JsonParser;
 import tools.jackson.core.JsonToken;
 import tools.jackson.core.TokenStreamContext;
+import tools.jackson.core.TokenStreamLocation;
 import tools.jackson.databind.DeserializationContext;
 import tools.jackson.databind.DeserializationFeature;
 import tools.jackson.databind.JavaType;
@@ -32,9 +34,10 @@ import tools.jackson.databind.util.RawValue;
 /**
  * Reads and writes the JSON event envelope.
  *
- * <p>{@link #decode(byte[])} checks the envelope itself: a JSON object with a UUID {@code event_id}, a non-empty
- * {@code event_name}, a {@code payload} object and, when present, an ISO-8601 {@code occurred_at}. Anything else is a
- * {@link RejectedMessageException} that names the reason. {@link #readPayload} maps the payload to the event's type;
+ * <p>{@link #decode(byte[])} checks the envelope itself: a JSON object in UTF-8 with a UUID {@code event_id}, a
+ * non-empty {@code event_name}, a {@code payload} object and, when present, an ISO-8601 {@code occurred_at}. Anything
+ * else is a {@link RejectedMessageException} that names the reason. {@link #read(byte[])} checks the same, reading the
+ * body once as a stream of tokens, and leaves the payload as the bytes it came as, mapped only when asked. {@link #readPayload} maps the payload to the event's type;
  * with the default mapper every record component is required, unknown properties are ignored (producers may add
  * fields), and decimals, written as strings such as {@code "2.000"} or as JSON numbers, map to
  * {@link java.math.BigDecimal} exactly, scale included (never through a {@code double}).
@@ -132,9 +135,9 @@ public final class EnvelopeCodec {
      */
     public EventEnvelope<RawPayload> read(byte[] body) {
         Scan scan = scan(body, "message body", true);
-        UUID eventId = parseEventId(requiredText(body, scan.eventId, EVENT_ID, null));
+        UUID eventId = parseEventId(requiredText(scan, scan.eventId, EVENT_ID, null));
         scan.refuseNumber(eventId);
-        String eventName = requiredText(body, scan.eventName, EVENT_NAME, eventId);
+        String eventName = requiredText(scan, scan.eventName, EVENT_NAME, eventId);
         if (scan.payload == null || scan.payload.token() == JsonToken.VALUE_NULL) {
             throw missing(PAYLOAD, eventId);
         }
@@ -143,7 +146,7 @@ public final class EnvelopeCodec {
                     Reason.INVALID_PAYLOAD, eventId, "the envelope's payload is not a JSON object");
         }
         return new EventEnvelope<>(
-                eventId, eventName, occurredAt(body, scan.occurredAt, eventId), scan.payload.raw(body));
+                eventId, eventName, occurredAt(scan, scan.occurredAt, eventId), scan.raw(scan.payload));
     }
 
     /**
@@ -163,7 +166,7 @@ public final class EnvelopeCodec {
      * @throws RejectedMessageException when the body is not a JSON object, or is beyond the limits
      */
     public JsonNode decodePayload(byte[] body, @Nullable UUID eventId) {
-        return tree(readPayload(body, eventId));
+        return tree(readBarePayload(body, eventId));
     }
 
     /**
@@ -172,7 +175,7 @@ public final class EnvelopeCodec {
      *
      * @throws RejectedMessageException when the body is not a JSON object, or is beyond the limits
      */
-    public RawPayload readPayload(byte[] body, @Nullable UUID eventId) {
+    public RawPayload readBarePayload(byte[] body, @Nullable UUID eventId) {
         scan(body, "payload", false).refuseNumber(eventId);
         return new RawPayload(body, 0, body.length);
     }
@@ -242,6 +245,10 @@ public final class EnvelopeCodec {
      */
     public record RawPayload(byte[] body, int offset, int length) {
 
+        public RawPayload {
+            Objects.checkFromIndexSize(offset, length, body.length);
+        }
+
         /** The payload's JSON text. */
         @Override
         public String toString() {
@@ -250,7 +257,13 @@ public final class EnvelopeCodec {
     }
 
     private JsonNode tree(RawPayload payload) {
-        return this.jsonMapper.readTree(payload.body(), payload.offset(), payload.length());
+        try {
+            return this.jsonMapper.readTree(payload.body(), payload.offset(), payload.length());
+        } catch (JacksonException ex) {
+            // Read already, token by token; a mapper may still refuse its tree (a name given twice, say).
+            throw new RejectedMessageException(
+                    Reason.NOT_JSON, null, "the payload is not JSON: %s".formatted(ex.getOriginalMessage()), ex);
+        }
     }
 
     /**
@@ -308,10 +321,11 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * Reads a body once, as a stream of tokens: it must be one JSON object (nothing after it), within the size limit.
-     * Of an envelope it keeps the envelope's fields (the last of a name given twice, as a tree would) and where its
-     * payload is; of every JSON number anywhere in it, it checks the digits and the exponent against the limits and
-     * keeps the first refused, with where it is, for {@link Scan#refuseNumber} (an envelope's id is checked first).
+     * Reads a body once, as a stream of tokens: it must be one JSON object in UTF-8 (nothing after it, unless the
+     * mapper allows trailing tokens), within the size limit. Of an envelope it keeps the envelope's fields (the last of
+     * a name given twice, as a tree would) and where its payload is; every JSON number anywhere in it is read, and
+     * checked against the limits: the first refused is kept, with where it is, for {@link Scan#refuseNumber} (an
+     * envelope's id is checked first).
      */
     private Scan scan(byte[] body, String what, boolean envelope) {
         if (body.length == 0) {
@@ -324,50 +338,100 @@ public final class EnvelopeCodec {
                     "the %s is %d bytes, over the limit of %d (idempotency.payload.max-size)"
                             .formatted(what, body.length, this.limits.maxBytes()));
         }
-        Scan scan = new Scan(envelope ? "" : PAYLOAD);
-        JsonToken root;
-        try (JsonParser parser = this.jsonMapper.createParser(body)) {
-            root = parser.nextToken();
-            if (root == null) {
-                throw new RejectedMessageException(Reason.NOT_JSON, null, "the %s is blank".formatted(what));
+        if (utf16OrUtf32(body)) {
+            throw new RejectedMessageException(
+                    Reason.NOT_JSON,
+                    null,
+                    "the %s is not UTF-8 (it is UTF-16 or UTF-32): JSON is sent in UTF-8".formatted(what));
+        }
+        try {
+            Scan scan;
+            try (JsonParser parser = this.jsonMapper.createParser(body)) {
+                scan = scan(parser, new Scan(body, null, envelope ? "" : PAYLOAD), what, envelope);
             }
-            if (root == JsonToken.START_OBJECT) {
-                while (parser.nextToken() == JsonToken.PROPERTY_NAME) {
-                    String name = parser.currentName();
-                    JsonToken token = parser.nextToken();
-                    int start = (int) parser.currentTokenLocation().getByteOffset();
-                    String text = token == JsonToken.VALUE_STRING ? parser.getString() : null;
-                    walk(parser, token, scan);
-                    if (envelope) {
-                        Field field = new Field(token, text, start, (int)
-                                parser.currentLocation().getByteOffset());
-                        switch (name) {
-                            case EVENT_ID -> scan.eventId = field;
-                            case EVENT_NAME -> scan.eventName = field;
-                            case OCCURRED_AT -> scan.occurredAt = field;
-                            case PAYLOAD -> scan.payload = field;
-                            default -> {
-                                // Not the envelope's: its numbers are checked, nothing more.
-                            }
-                        }
+            if (scan == null) {
+                // A mapper that reads bytes as characters (its factory does not canonicalize names, say) tells where
+                // a value is in characters only: the body is read as the text it is.
+                String text = new String(body, StandardCharsets.UTF_8);
+                text = text.startsWith("\uFEFF") ? text.substring(1) : text;
+                try (JsonParser parser = this.jsonMapper.createParser(text)) {
+                    scan = scan(parser, new Scan(body, text, envelope ? "" : PAYLOAD), what, envelope);
+                }
+            }
+            return Objects.requireNonNull(scan);
+        } catch (JacksonException | NumberFormatException ex) {
+            String cause = ex instanceof JacksonException jackson ? jackson.getOriginalMessage() : ex.getMessage();
+            throw new RejectedMessageException(
+                    Reason.NOT_JSON, null, "the %s is not JSON: %s".formatted(what, cause), ex);
+        }
+    }
+
+    /** The scan of the parser's input; {@code null} when the parser tells no byte offsets of bytes. */
+    private @Nullable Scan scan(JsonParser parser, Scan scan, String what, boolean envelope) {
+        JsonToken root = parser.nextToken();
+        if (root == null) {
+            throw new RejectedMessageException(Reason.NOT_JSON, null, "the %s is blank".formatted(what));
+        }
+        if (scan.text == null && parser.currentTokenLocation().getByteOffset() < 0) {
+            return null;
+        }
+        if (root == JsonToken.START_OBJECT) {
+            while (parser.nextToken() == JsonToken.PROPERTY_NAME) {
+                String name = parser.currentName();
+                JsonToken token = parser.nextToken();
+                boolean kept = envelope && isEnvelopeField(name);
+                int start = kept ? scan.offset(parser.currentTokenLocation()) : -1;
+                String text = kept && token == JsonToken.VALUE_STRING ? parser.getString() : null;
+                walk(parser, token, scan);
+                if (kept) {
+                    Field field = new Field(token, text, start, scan.offset(parser.currentLocation()));
+                    switch (name) {
+                        case EVENT_ID -> scan.eventId = field;
+                        case EVENT_NAME -> scan.eventName = field;
+                        case OCCURRED_AT -> scan.occurredAt = field;
+                        default -> scan.payload = field;
                     }
                 }
-            } else {
-                walk(parser, root, scan);
             }
-            if (parser.nextToken() != null) {
-                throw new RejectedMessageException(
-                        Reason.NOT_JSON, null, "the %s is not JSON: more follows its value".formatted(what));
-            }
-        } catch (JacksonException ex) {
+        } else {
+            walk(parser, root, scan);
+        }
+        if (this.jsonMapper.isEnabled(DeserializationFeature.FAIL_ON_TRAILING_TOKENS) && parser.nextToken() != null) {
             throw new RejectedMessageException(
-                    Reason.NOT_JSON, null, "the %s is not JSON: %s".formatted(what, ex.getOriginalMessage()), ex);
+                    Reason.NOT_JSON,
+                    null,
+                    "the %s is not JSON: another value follows the first (%s)".formatted(what, parser.currentToken()));
         }
         if (root != JsonToken.START_OBJECT) {
             throw new RejectedMessageException(
                     Reason.NOT_AN_OBJECT, null, "the %s is JSON but not an object: %s".formatted(what, nodeType(root)));
         }
         return scan;
+    }
+
+    private static boolean isEnvelopeField(String name) {
+        return switch (name) {
+            case EVENT_ID, EVENT_NAME, OCCURRED_AT, PAYLOAD -> true;
+            default -> false;
+        };
+    }
+
+    /**
+     * Whether the body starts as UTF-16 or UTF-32 does (a byte-order mark of theirs, or a zero byte among the first
+     * four, which no JSON in UTF-8 holds), which the parser would read, though JSON is sent in UTF-8 (RFC 8259).
+     */
+    private static boolean utf16OrUtf32(byte[] body) {
+        if (body.length >= 2
+                && ((body[0] == (byte) 0xFE && body[1] == (byte) 0xFF)
+                        || (body[0] == (byte) 0xFF && body[1] == (byte) 0xFE))) {
+            return true;
+        }
+        for (int i = 0; i < Math.min(4, body.length); i++) {
+            if (body[i] == 0) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /**
@@ -392,17 +456,22 @@ public final class EnvelopeCodec {
         }
     }
 
+    /**
+     * Reads a number as a tree would (every one, so that a number the parser cannot read fails the body as before),
+     * and keeps the first beyond the limits. {@code NaN} and the infinities, which a mapper may allow, are doubles
+     * that cost nothing to convert.
+     */
     private void check(JsonParser parser, JsonToken token, Scan scan) {
-        if (scan.refused != null) {
-            return;
-        }
         BigDecimal value = null;
         if (token == JsonToken.VALUE_NUMBER_FLOAT) {
+            if (parser.isNaN()) {
+                return;
+            }
             value = parser.getDecimalValue();
         } else if (token == JsonToken.VALUE_NUMBER_INT && parser.getNumberType() == JsonParser.NumberType.BIG_INTEGER) {
             value = new BigDecimal(parser.getBigIntegerValue());
         }
-        if (value != null && !this.limits.allowsAnywhere(value)) {
+        if (value != null && scan.refused == null && !this.limits.allowsAnywhere(value)) {
             scan.refused = value;
             scan.refusedAt = path(scan.root, parser.streamReadContext());
         }
@@ -433,22 +502,18 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * A field of the envelope, as it came: its first token, its text when a string, and where its value is in the body.
+     * A field of the envelope, as it came: its first token, its text when a string, and where its value is in what was
+     * scanned ({@link Scan#offset}).
      */
-    private record Field(JsonToken token, @Nullable String text, int start, int end) {
-
-        /** The value's JSON, as the body has it, for the message of a rejection. */
-        String json(byte[] body) {
-            return new String(body, this.start, this.end - this.start, StandardCharsets.UTF_8);
-        }
-
-        RawPayload raw(byte[] body) {
-            return new RawPayload(body, this.start, this.end - this.start);
-        }
-    }
+    private record Field(JsonToken token, @Nullable String text, int start, int end) {}
 
     /** What {@link #scan} read of a body. */
     private final class Scan {
+
+        private final byte[] body;
+
+        /** The body as text, when it was scanned as text: offsets are then of characters, else of bytes. */
+        private final @Nullable String text;
 
         private final String root;
 
@@ -464,8 +529,29 @@ public final class EnvelopeCodec {
 
         private @Nullable String refusedAt;
 
-        Scan(String root) {
+        Scan(byte[] body, @Nullable String text, String root) {
+            this.body = body;
+            this.text = text;
             this.root = root;
+        }
+
+        int offset(TokenStreamLocation location) {
+            return (int) (this.text == null ? location.getByteOffset() : location.getCharOffset());
+        }
+
+        /** The field's value as JSON, as the body has it, for the message of a rejection. */
+        String json(Field field) {
+            return this.text == null
+                    ? new String(this.body, field.start(), field.end() - field.start(), StandardCharsets.UTF_8)
+                    : this.text.substring(field.start(), field.end());
+        }
+
+        RawPayload raw(Field field) {
+            if (this.text == null) {
+                return new RawPayload(this.body, field.start(), field.end() - field.start());
+            }
+            byte[] bytes = json(field).getBytes(StandardCharsets.UTF_8);
+            return new RawPayload(bytes, 0, bytes.length);
         }
 
         /** Rejects the body if a number in it is beyond the limits. */
@@ -479,7 +565,7 @@ public final class EnvelopeCodec {
         }
     }
 
-    private static String requiredText(byte[] body, @Nullable Field value, String field, @Nullable UUID eventId) {
+    private static String requiredText(Scan scan, @Nullable Field value, String field, @Nullable UUID eventId) {
         if (value == null || value.token() == JsonToken.VALUE_NULL) {
             throw EVENT_ID.equals(field)
                     ? new RejectedMessageException(Reason.MISSING_EVENT_ID, null, "the envelope has no event_id")
@@ -491,7 +577,7 @@ public final class EnvelopeCodec {
             throw new RejectedMessageException(
                     reason,
                     eventId,
-                    "the envelope's %s is not a non-empty string: %s".formatted(field, Printable.of(value.json(body))));
+                    "the envelope's %s is not a non-empty string: %s".formatted(field, Printable.of(scan.json(value))));
         }
         return text;
     }
@@ -507,12 +593,12 @@ public final class EnvelopeCodec {
         return eventId;
     }
 
-    private static @Nullable Instant occurredAt(byte[] body, @Nullable Field value, UUID eventId) {
+    private static @Nullable Instant occurredAt(Scan scan, @Nullable Field value, UUID eventId) {
         if (value == null || value.token() == JsonToken.VALUE_NULL) {
             return null;
         }
-        // As a tree reads it as text: a string's text, another value's JSON (a number's digits), an object's nothing.
-        String text = value.text() != null ? value.text() : value.token().isScalarValue() ? value.json(body) : "";
+        // A string's text; another value (a number, an object) as its JSON, which is no instant either.
+        String text = value.text() != null ? value.text() : scan.json(value);
         try {
             return Instants.parse(text);
         } catch (DateTimeParseException ex) {
@@ -520,7 +606,7 @@ public final class EnvelopeCodec {
                     Reason.INVALID_OCCURRED_AT,
                     eventId,
                     "the envelope's occurred_at is not an ISO-8601 instant: %s"
-                            .formatted(Printable.of(value.json(body))),
+                            .formatted(Printable.of(scan.json(value))),
                     ex);
         }
     }

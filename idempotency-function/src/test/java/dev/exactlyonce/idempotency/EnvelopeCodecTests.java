@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import static java.nio.charset.StandardCharsets.UTF_16LE;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
@@ -13,7 +14,10 @@ import java.util.UUID;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
+import tools.jackson.core.TokenStreamFactory;
+import tools.jackson.core.json.JsonFactory;
 import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
 import tools.jackson.databind.util.RawValue;
 
 class EnvelopeCodecTests {
@@ -76,6 +80,72 @@ class EnvelopeCodecTests {
         assertThatExceptionOfType(RejectedMessageException.class)
                 .isThrownBy(() -> this.codec.read(bytes(body.formatted(EVENT_ID))))
                 .satisfies(ex -> assertThat(ex.reason()).isEqualTo(Reason.NOT_JSON));
+    }
+
+    @Test
+    void findsThePayloadByItsBytesAfterTextOfManyBytesPerCharacter() {
+        String payload = "{\"note\": \"crème brûlée, 東京 🚚\", \"orderId\": \"%s\", \"lines\": []}".formatted(EVENT_ID);
+        String envelope = "{\"event_id\": \"%s\", \"event_name\": \"passée.résumé\", \"payload\": %s, \"z\": \"ü\"}"
+                .formatted(EVENT_ID, payload);
+
+        EventEnvelope<EnvelopeCodec.RawPayload> read = this.codec.read(bytes(envelope));
+        byte[] withByteOrderMark = bytes("\uFEFF" + envelope);
+
+        assertThat(read.eventName()).isEqualTo("passée.résumé");
+        assertThat(read.payload()).hasToString(payload);
+        assertThat(this.codec.read(withByteOrderMark).payload()).hasToString(payload);
+        assertThat(this.codec
+                        .<Order>readPayload(read.payload(), Order.class, "a", null)
+                        .orderId())
+                .isEqualTo(UUID.fromString(EVENT_ID));
+    }
+
+    @Test
+    void readsWithAMapperThatReadsBytesAsCharacters() {
+        JsonMapper mapper = JsonMapper.builder(JsonFactory.builder()
+                        .disable(TokenStreamFactory.Feature.CANONICALIZE_PROPERTY_NAMES)
+                        .build())
+                .build();
+        String payload = "{\"orderId\": \"%s\", \"lines\": [], \"note\": \"東京\"}".formatted(EVENT_ID);
+
+        EventEnvelope<EnvelopeCodec.RawPayload> read =
+                new EnvelopeCodec(mapper).read(bytes("""
+                {"event_id": "%s", "event_name": "東京", "payload": %s}""".formatted(EVENT_ID, payload)));
+
+        assertThat(read.payload()).hasToString(payload);
+    }
+
+    @Test
+    void refusesABodyInUtf16AsNotJson() {
+        byte[] body = """
+                {"event_id": "%s", "event_name": "a", "payload": {}}""".formatted(EVENT_ID).getBytes(UTF_16LE);
+
+        assertThatExceptionOfType(RejectedMessageException.class)
+                .isThrownBy(() -> this.codec.read(body))
+                .satisfies(ex -> assertThat(ex.reason()).isEqualTo(Reason.NOT_JSON))
+                .withMessageContaining("not UTF-8");
+    }
+
+    @ParameterizedTest(name = "{0}")
+    @CsvSource(delimiter = '|', textBlock = """
+            an event id not a UUID first       | {"event_id": "abc", "event_name": "a", "payload": {"q": 1e100000000}}       | INVALID_EVENT_ID
+            then a number beyond the limits    | {"event_id": "%1$s", "payload": {"q": 1e100000000}}                         | INVALID_PAYLOAD
+            a number the parser cannot read    | {"event_id": "%1$s", "event_name": "a", "payload": {"q": 1e100000000, "r": 1e99999999999}} | NOT_JSON
+            an occurred_at that is a number    | {"event_id": "%1$s", "event_name": "a", "occurred_at": 1700000000, "payload": {}} | INVALID_OCCURRED_AT
+            an occurred_at that is an object   | {"event_id": "%1$s", "event_name": "a", "occurred_at": {}, "payload": {}}  | INVALID_OCCURRED_AT
+            """)
+    void rejectsInTheOrderOfTheChecks(String kind, String body, Reason reason) {
+        assertThatExceptionOfType(RejectedMessageException.class)
+                .isThrownBy(() -> this.codec.read(bytes(body.formatted(EVENT_ID))))
+                .satisfies(ex -> assertThat(ex.reason()).isEqualTo(reason));
+    }
+
+    @Test
+    void namesWhereARefusedNumberIsOutsideThePayloadAndInNestedArrays() {
+        assertThatExceptionOfType(RejectedMessageException.class)
+                .isThrownBy(() -> this.codec.read(bytes("""
+                        {"event_id": "%s", "event_name": "a", "x": [[1, 1e100000000]], "payload": {}}""".formatted(EVENT_ID))))
+                .withMessageEndingWith("at x[0][1]");
     }
 
     @Test
@@ -202,9 +272,10 @@ class EnvelopeCodecTests {
 
     @Test
     void readsABarePayloadAsItCame() {
-        assertThat(this.codec.readPayload(bytes(" {\"orderId\": 1} "), null)).hasToString(" {\"orderId\": 1} ");
+        assertThat(this.codec.readBarePayload(bytes(" {\"orderId\": 1} "), null))
+                .hasToString(" {\"orderId\": 1} ");
         assertThatExceptionOfType(RejectedMessageException.class)
-                .isThrownBy(() -> this.codec.readPayload(bytes("{\"lines\": [{\"q\": 1e100000000}]}"), null))
+                .isThrownBy(() -> this.codec.readBarePayload(bytes("{\"lines\": [{\"q\": 1e100000000}]}"), null))
                 .withMessageContaining("at payload.lines[0].q");
     }
 

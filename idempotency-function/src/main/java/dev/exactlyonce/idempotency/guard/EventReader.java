@@ -136,7 +136,8 @@ final class EventReader {
                             : "the message has no event_name header and no routing key");
         }
         String time = cloudEvent ? cloudEventHeader(headers, "time") : text(headers, EventHeaders.OCCURRED_AT);
-        return new IncomingEvent(eventId, eventName, occurredAt(time, eventId), this.codec.readPayload(body, eventId));
+        return new IncomingEvent(
+                eventId, eventName, occurredAt(time, eventId), this.codec.readBarePayload(body, eventId));
     }
 
     private @Nullable UUID eventId(MessageHeaders headers) {

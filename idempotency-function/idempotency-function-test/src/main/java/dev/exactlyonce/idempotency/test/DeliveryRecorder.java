@@ -218,7 +218,7 @@ public final class DeliveryRecorder implements SmartLifecycle {
             return guard.eventIdOf(new MessageHeaders(headers), body);
         }
         try {
-            return this.codec.decode(body).eventId();
+            return this.codec.read(body).eventId();
         } catch (RejectedMessageException ex) {
             return ex.eventId();
         }
