@@ -268,7 +268,7 @@ final class DeadLetterReplay {
             }
         }
         try {
-            return this.codec.decode(message.getBody()).eventId();
+            return this.codec.read(message.getBody()).eventId();
         } catch (RejectedMessageException ex) {
             return ex.eventId();
         }

@@ -48,6 +48,11 @@ public sealed interface BenchDatabase permits PostgresServer, MariaDbServer {
     /** Empties the tables between scenarios (who publishes the outbox too: a scenario runs without the relay). */
     List<String> emptyTables();
 
+    /** Has the database finish writing what a run left (a checkpoint), so that the next run does not pay for it. */
+    default List<String> settle() {
+        return List.of();
+    }
+
     /** The guard's claim, as the library runs it. */
     String claim();
 

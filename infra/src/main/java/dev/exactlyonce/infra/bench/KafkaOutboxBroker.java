@@ -96,7 +96,7 @@ final class KafkaOutboxBroker implements OutboxBroker {
                         while (this.consuming) {
                             for (ConsumerRecord<byte[], byte[]> record : kafka.poll(Duration.ofMillis(100))) {
                                 arrivals.arrived(
-                                        codec.decode(record.value()).eventId().toString());
+                                        codec.read(record.value()).eventId().toString());
                             }
                         }
                     }

@@ -27,6 +27,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
+import java.util.function.ToDoubleFunction;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.Banner;
 import org.springframework.boot.WebApplicationType;
@@ -34,6 +35,7 @@ import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.cloud.stream.binding.BindingsLifecycleController;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.core.io.ClassPathResource;
+import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.init.ResourceDatabasePopulator;
 import org.springframework.messaging.Message;
@@ -295,6 +297,7 @@ public final class PipelineBenchmark {
                 List<Figures> thisRound = new ArrayList<>();
                 for (Scenario scenario : this.scenarios) {
                     this.server.emptyTables().forEach(jdbc::execute);
+                    settle(jdbc);
                     thisRound.add(
                             run(scenario, database, run, connection, jdbc, scenario.events(messages), latencySpan));
                 }
@@ -362,6 +365,10 @@ public final class PipelineBenchmark {
                     "  %-56s %,9.0f events/s, CPU %s µs/event",
                     scenario.name(), perSecond, micros(completions.cpuMicros()));
 
+            // Latency on the same footing for every scenario: the throughput run's rows (five times as many in
+            // batches) gone, and the database's writes of them done, rather than competing with the paced events.
+            this.server.emptyTables().forEach(jdbc::execute);
+            settle(jdbc);
             double rate = Math.min(this.latencyRate, perSecond / 2);
             int paced = (int) (rate * latencySpan.toSeconds());
             List<EventEnvelope<?>> pacedEvents = events(paced);
@@ -397,6 +404,17 @@ public final class PipelineBenchmark {
                 channel.queueDelete(queue + ".dlq");
                 channel.queueDelete(queue + ".emitted");
                 channel.exchangeDelete(exchange);
+            }
+        }
+    }
+
+    /** {@link BenchDatabase#settle}, where the benchmark's user may (a checkpoint takes a superuser, or pg_checkpoint). */
+    private void settle(JdbcTemplate jdbc) {
+        for (String statement : this.server.settle()) {
+            try {
+                jdbc.execute(statement);
+            } catch (DataAccessException ex) {
+                // Not this user's to run: the latency run follows the throughput run's writes as it did before.
             }
         }
     }
@@ -550,6 +568,16 @@ public final class PipelineBenchmark {
         return Double.isNaN(value) ? "-" : "%.0f".formatted(value);
     }
 
+    private static double medianOf(List<List<Figures>> rounds, Scenario scenario, ToDoubleFunction<Figures> figure) {
+        List<Double> values = rounds.stream()
+                .flatMap(List::stream)
+                .filter(row -> row.scenario() == scenario)
+                .map(figure::applyAsDouble)
+                .sorted()
+                .toList();
+        return values.get(values.size() / 2);
+    }
+
     private static Figures median(List<Figures> runs) {
         List<Figures> sorted = new ArrayList<>(runs);
         sorted.sort(Comparator.comparingDouble(Figures::perSecond));
@@ -558,8 +586,9 @@ public final class PipelineBenchmark {
 
     private void report(List<Figures> figures, List<List<Figures>> rounds) {
         this.out.printf(
-                "%nmedian of %d round(s), each scenario run in turn in every round; CPU: microseconds per event of"
-                        + " the machine (broker, database and this JVM), and of this JVM%n%-56s %12s %9s %9s %9s %9s%n",
+                "%nmedian of %d round(s), each scenario run in turn in every round (events/s and latencies: the median"
+                        + " run's; CPU, each its own median: microseconds per event of the machine, every process on"
+                        + " it, and of this JVM)%n%-56s %12s %9s %9s %9s %9s%n",
                 this.rounds, "scenario", "events/s", "p50 ms", "p99 ms", "CPU µs", "JVM µs");
         for (Figures row : figures) {
             this.out.printf(
@@ -568,8 +597,8 @@ public final class PipelineBenchmark {
                     row.perSecond(),
                     milliseconds(row.p50()),
                     milliseconds(row.p99()),
-                    micros(row.cpuMicros()),
-                    micros(row.jvmMicros()));
+                    micros(medianOf(rounds, row.scenario(), Figures::cpuMicros)),
+                    micros(medianOf(rounds, row.scenario(), Figures::jvmMicros)));
         }
         List<Map<Scenario, Figures>> byRound = rounds.stream()
                 .map(round -> {
@@ -645,13 +674,16 @@ public final class PipelineBenchmark {
      */
     private void reportCpu(List<Map<Scenario, Figures>> byRound) {
         if (byRound.stream().flatMap(round -> round.values().stream()).anyMatch(row -> Double.isNaN(row.cpuMicros()))) {
-            this.out.printf("%n(no CPU time per event: this machine has no /proc/stat)%n");
+            this.out.printf("%n(no CPU time per event for some run: no /proc/stat to read, or a run too short)%n");
             return;
         }
-        this.out.printf("%nthe same ratios in events per CPU second (the machine's CPU time per event), paired:%n");
+        this.out.printf(
+                "%nthe same ratios in events per CPU second (the machine's CPU time per event, every process on it:"
+                        + " keep it otherwise idle), paired; the targets are the events per second's above:%n");
         for (Ratio ratio : RATIOS) {
             if (!ratio.p99() && this.scenarios.containsAll(List.of(ratio.a(), ratio.b()))) {
-                printRatio(ratio, byRound.stream().map(ratio::cpuValue).toList());
+                List<Double> values = byRound.stream().map(ratio::cpuValue).toList();
+                printRatio(Ratio.atLeast(ratio.name(), ratio.a(), ratio.b(), Double.NaN), values);
             }
         }
         if (!this.scenarios.containsAll(List.of(WITHOUT_GUARD, GUARD, SQL_EFFECT, SQL_CLAIM))) {
@@ -673,12 +705,8 @@ public final class PipelineBenchmark {
                     round.get(GUARD).jvmMicros() - round.get(WITHOUT_GUARD).jvmMicros());
         }
         printMedian("the guard's SQL added to the pipeline", fromSql, "x", "");
-        double difference = middle(differences);
         printMedian(
-                "with guard / without guard, measured - from its SQL",
-                differences,
-                " ",
-                "(the library's own cost; within 0.03: %s)".formatted(difference >= -0.03 ? "met" : "missed"));
+                "with guard / without guard, measured - from its SQL", differences, " ", "(the library's own cost)");
         printMedian("the guard's CPU beyond its SQL's, µs per event", beyondSql, "µs", "");
         printMedian("the guard's JVM CPU beyond the handler's, µs per event", jvmBeyond, "µs", "");
     }
@@ -792,10 +820,11 @@ public final class PipelineBenchmark {
                     : first.jvmMicrosPerEvent(last, this.committedByTheLast - this.committedByTheFirst);
         }
 
+        /** Reads the CPU time at the run's last commit; what {@link #await} waits for is written last. */
         private synchronized void lastOfTheRun(int total) {
             if (this.cpuAtLast == null) {
-                this.cpuAtLast = CpuTime.now();
                 this.committedByTheLast = total;
+                this.cpuAtLast = CpuTime.now();
             }
         }
 
@@ -833,10 +862,10 @@ public final class PipelineBenchmark {
                 this.committedByTheFirst = total;
                 this.cpuAtFirst = CpuTime.now();
             }
+            this.lastCommit = now;
             if (total >= this.expected) {
                 lastOfTheRun(total);
             }
-            this.lastCommit = now;
             if (message.getPayload() instanceof List<?>) {
                 if (this.measuring.get()
                         && message.getHeaders().get("amqp_batchedHeaders") instanceof List<?> headers) {

@@ -62,6 +62,11 @@ public record PostgresServer(String host, int port, String user, String password
         return List.of("TRUNCATE effect, processed_event, int_metadata_store, outbox_event, outbox_publisher");
     }
 
+    @Override
+    public List<String> settle() {
+        return List.of("CHECKPOINT");
+    }
+
     // The guard's claim, as it runs it (its look for a claim of an earlier version included).
     @Override
     public String claim() {
