@@ -37,10 +37,11 @@ import tools.jackson.databind.util.RawValue;
  * <p>{@link #decode(byte[])} checks the envelope itself: a JSON object in UTF-8 with a UUID {@code event_id}, a
  * non-empty {@code event_name}, a {@code payload} object and, when present, an ISO-8601 {@code occurred_at}. Anything
  * else is a {@link RejectedMessageException} that names the reason. {@link #read(byte[])} checks the same, reading the
- * body once as a stream of tokens, and leaves the payload as the bytes it came as, mapped only when asked. {@link #readPayload} maps the payload to the event's type;
- * with the default mapper every record component is required, unknown properties are ignored (producers may add
- * fields), and decimals, written as strings such as {@code "2.000"} or as JSON numbers, map to
- * {@link java.math.BigDecimal} exactly, scale included (never through a {@code double}).
+ * body once as a stream of tokens, and leaves the payload as the bytes it came as, mapped only when asked.
+ * {@link #readPayload} maps the payload to the event's type; with the default mapper every record component is
+ * required, unknown properties are ignored (producers may add fields), and decimals, written as strings such as
+ * {@code "2.000"} or as JSON numbers, map to {@link java.math.BigDecimal} exactly, scale included (never through a
+ * {@code double}).
  *
  * <p>What a message costs to read is bounded before it is read ({@link Limits}): a body over the size limit is
  * rejected unparsed; a JSON number anywhere in the body of more digits than the limit, or written with an exponent

@@ -408,7 +408,7 @@ public final class PipelineBenchmark {
         }
     }
 
-    /** {@link BenchDatabase#settle}, where the benchmark's user may (a checkpoint takes a superuser, or pg_checkpoint). */
+    /** {@link BenchDatabase#settle}, where the benchmark's user may (a checkpoint takes a superuser, pg_checkpoint). */
     private void settle(JdbcTemplate jdbc) {
         for (String statement : this.server.settle()) {
             try {
