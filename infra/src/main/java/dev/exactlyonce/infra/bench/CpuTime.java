@@ -28,20 +28,30 @@ record CpuTime(long machineTicks, long jvmNanos) {
         return new CpuTime(readMachineTicks(), readJvmNanos());
     }
 
-    /** The machine's CPU time from this moment to a later one, per event, in microseconds ({@code NaN} if unknown). */
-    double machineMicrosPerEvent(CpuTime later, int events) {
-        if (this.machineTicks < 0 || later.machineTicks < 0 || events <= 0) {
-            return Double.NaN;
+    /**
+     * The CPU time from this moment to a later one, per event, in microseconds: the machine's and this JVM's, each
+     * {@code NaN} where unknown.
+     */
+    PerEvent perEvent(CpuTime later, int events) {
+        if (events <= 0) {
+            return PerEvent.UNKNOWN;
         }
-        return (later.machineTicks - this.machineTicks) / TICKS_PER_SECOND * 1e6 / events;
+        return new PerEvent(
+                this.machineTicks < 0 || later.machineTicks < 0
+                        ? Double.NaN
+                        : (later.machineTicks - this.machineTicks) / TICKS_PER_SECOND * 1e6 / events,
+                this.jvmNanos < 0 || later.jvmNanos < 0 ? Double.NaN : (later.jvmNanos - this.jvmNanos) / 1e3 / events);
     }
 
-    /** This JVM's CPU time from this moment to a later one, per event, in microseconds ({@code NaN} if unknown). */
-    double jvmMicrosPerEvent(CpuTime later, int events) {
-        if (this.jvmNanos < 0 || later.jvmNanos < 0 || events <= 0) {
-            return Double.NaN;
-        }
-        return (later.jvmNanos - this.jvmNanos) / 1e3 / events;
+    /**
+     * CPU time per event, in microseconds.
+     *
+     * @param machineMicros the machine's: every process on it
+     * @param jvmMicros this JVM's
+     */
+    record PerEvent(double machineMicros, double jvmMicros) {
+
+        static final PerEvent UNKNOWN = new PerEvent(Double.NaN, Double.NaN);
     }
 
     private static long readMachineTicks() {

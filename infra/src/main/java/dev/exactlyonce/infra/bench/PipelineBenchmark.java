@@ -90,7 +90,7 @@ public final class PipelineBenchmark {
          * the others' does, rather than one: the moment a run catches on these shared cores weighs less.
          */
         int events(int messages) {
-            return this.batch || "discardOne".equals(this.definition) ? messages * FAST_RUNS : messages;
+            return this.batch || this == MESSAGE_CEILING ? messages * FAST_RUNS : messages;
         }
     }
 
@@ -99,7 +99,12 @@ public final class PipelineBenchmark {
      * process on it: the broker, the database and this JVM) and of this JVM alone, over the throughput run.
      */
     private record Figures(
-            Scenario scenario, double perSecond, double p50, double p99, double cpuMicros, double jvmMicros) {}
+            Scenario scenario, double perSecond, double p50, double p99, double cpuMicros, double jvmMicros) {
+
+        Figures(Scenario scenario, double perSecond, double p50, double p99, CpuTime.PerEvent cpu) {
+            this(scenario, perSecond, p50, p99, cpu.machineMicros(), cpu.jvmMicros());
+        }
+    }
 
     private static final Scenario WITHOUT_GUARD = new Scenario(
             "without-guard", "without guard (same transactional handler)", "recordEffectWithoutGuard", false, false);
@@ -296,8 +301,7 @@ public final class PipelineBenchmark {
                 this.out.printf("round %d of %d%n", round, this.rounds);
                 List<Figures> thisRound = new ArrayList<>();
                 for (Scenario scenario : this.scenarios) {
-                    this.server.emptyTables().forEach(jdbc::execute);
-                    settle(jdbc);
+                    emptyAndSettle(jdbc);
                     thisRound.add(
                             run(scenario, database, run, connection, jdbc, scenario.events(messages), latencySpan));
                 }
@@ -363,12 +367,11 @@ public final class PipelineBenchmark {
             double perSecond = completions.throughput();
             this.out.printf(
                     "  %-56s %,9.0f events/s, CPU %s µs/event",
-                    scenario.name(), perSecond, micros(completions.cpuMicros()));
+                    scenario.name(), perSecond, micros(completions.cpu().machineMicros()));
 
             // Latency on the same footing for every scenario: the throughput run's rows (five times as many in
             // batches) gone, and the database's writes of them done, rather than competing with the paced events.
-            this.server.emptyTables().forEach(jdbc::execute);
-            settle(jdbc);
+            emptyAndSettle(jdbc);
             double rate = Math.min(this.latencyRate, perSecond / 2);
             int paced = (int) (rate * latencySpan.toSeconds());
             List<EventEnvelope<?>> pacedEvents = events(paced);
@@ -391,12 +394,7 @@ public final class PipelineBenchmark {
                     ", at %,.0f/s: p50 %.2f ms, p99 %.2f ms%n",
                     rate, latencies.percentile(50), latencies.percentile(99));
             return new Figures(
-                    scenario,
-                    perSecond,
-                    latencies.percentile(50),
-                    latencies.percentile(99),
-                    completions.cpuMicros(),
-                    completions.jvmMicros());
+                    scenario, perSecond, latencies.percentile(50), latencies.percentile(99), completions.cpu());
         } finally {
             try (Channel channel = broker.createChannel()) {
                 channel.queueDelete(queue);
@@ -408,8 +406,12 @@ public final class PipelineBenchmark {
         }
     }
 
-    /** {@link BenchDatabase#settle}, where the benchmark's user may (a checkpoint takes a superuser, pg_checkpoint). */
-    private void settle(JdbcTemplate jdbc) {
+    /**
+     * Empties the tables, then {@link BenchDatabase#settle}s where the benchmark's user may (a checkpoint takes a
+     * superuser, or pg_checkpoint): a run then pays for none of the writes of the one before.
+     */
+    private void emptyAndSettle(JdbcTemplate jdbc) {
+        this.server.emptyTables().forEach(jdbc::execute);
         for (String statement : this.server.settle()) {
             try {
                 jdbc.execute(statement);
@@ -457,10 +459,11 @@ public final class PipelineBenchmark {
             double perSecond = perThread * this.concurrency / ((System.nanoTime() - start) / 1e9);
             CpuTime cpuAtEnd = CpuTime.now();
             int events = perThread * this.concurrency;
-            double cpu = cpuAtStart.machineMicrosPerEvent(cpuAtEnd, events);
-            this.out.printf("  %-56s %,9.0f events/s, CPU %s µs/event%n", scenario.name(), perSecond, micros(cpu));
-            return new Figures(
-                    scenario, perSecond, Double.NaN, Double.NaN, cpu, cpuAtStart.jvmMicrosPerEvent(cpuAtEnd, events));
+            CpuTime.PerEvent cpu = cpuAtStart.perEvent(cpuAtEnd, events);
+            this.out.printf(
+                    "  %-56s %,9.0f events/s, CPU %s µs/event%n",
+                    scenario.name(), perSecond, micros(cpu.machineMicros()));
+            return new Figures(scenario, perSecond, Double.NaN, Double.NaN, cpu);
         }
     }
 
@@ -802,22 +805,13 @@ public final class PipelineBenchmark {
             }
         }
 
-        /** The machine's CPU time per event, in microseconds, from the first commit to the last of the run. */
-        double cpuMicros() {
+        /** The CPU time per event from the first commit to the last of the run. */
+        CpuTime.PerEvent cpu() {
             CpuTime first = this.cpuAtFirst;
             CpuTime last = this.cpuAtLast;
             return first == null || last == null
-                    ? Double.NaN
-                    : first.machineMicrosPerEvent(last, this.committedByTheLast - this.committedByTheFirst);
-        }
-
-        /** This JVM's CPU time per event, in microseconds, over the same span. */
-        double jvmMicros() {
-            CpuTime first = this.cpuAtFirst;
-            CpuTime last = this.cpuAtLast;
-            return first == null || last == null
-                    ? Double.NaN
-                    : first.jvmMicrosPerEvent(last, this.committedByTheLast - this.committedByTheFirst);
+                    ? CpuTime.PerEvent.UNKNOWN
+                    : first.perEvent(last, this.committedByTheLast - this.committedByTheFirst);
         }
 
         /** Reads the CPU time at the run's last commit; what {@link #await} waits for is written last. */
