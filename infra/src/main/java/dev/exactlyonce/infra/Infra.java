@@ -81,8 +81,11 @@ public final class Infra {
                   per CPU second, which the disk's flushes and the cores' other tenants do not move.
                   --scenarios runs only those (ids: without-guard, guard, emit, emit-without-relay, duplicates,
                   peer, batch, batch-of-lists, batch-duplicates, batch-unbounded, batch-ceiling,
-                  message-ceiling, sql-effect, sql-claim), and the ratios between them. The SQL-only rows
-                  run the effect's insert, with and without the guard's claim, straight on JDBC. --database
+                  message-ceiling, sql-effect, sql-claim, sql-batch, sql-list), and the ratios between them.
+                  The SQL-only rows run the effect's insert, with and without the guard's claim, straight on
+                  JDBC, one transaction per event, or per batch of 100 (the batch's claim, then an insert per
+                  event or one JDBC batch of them); each guarded scenario is then compared with what its SQL
+                  alone predicts. --database
                   mariadb runs on MariaDB (MARIADB_HOST, default 127.0.0.1:3306, MARIADB_USER root) instead of
                   PostgreSQL (PGHOST), without the peer's scenario.
 

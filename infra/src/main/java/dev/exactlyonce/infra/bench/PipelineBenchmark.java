@@ -8,6 +8,8 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
+import dev.exactlyonce.idempotency.jdbc.Dialect;
+import dev.exactlyonce.idempotency.jdbc.ProcessedEventStore;
 import java.io.PrintStream;
 import java.math.BigDecimal;
 import java.sql.PreparedStatement;
@@ -37,6 +39,7 @@ import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.core.io.ClassPathResource;
 import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.SingleConnectionDataSource;
 import org.springframework.jdbc.datasource.init.ResourceDatabasePopulator;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageChannel;
@@ -168,6 +171,21 @@ public final class PipelineBenchmark {
     private static final Scenario SQL_CLAIM =
             new Scenario("sql-claim", "SQL only (JDBC): the claim, then the effect's insert", null, false, false);
 
+    /**
+     * Batch mode's SQL alone, on the same footing: one transaction per batch of {@link #SQL_BATCH_SIZE} events (a full
+     * batch, as a backlog gives), whose claim is one statement (the library's own, {@link ProcessedEventStore}), then
+     * the effects: an insert per event (the services' functions of one event), or one JDBC batch of them (a function
+     * of a list).
+     */
+    private static final Scenario SQL_BATCH =
+            new Scenario("sql-batch", "SQL only (JDBC), in batches: claim, an insert per event", null, true, false);
+
+    private static final Scenario SQL_LIST =
+            new Scenario("sql-list", "SQL only (JDBC), in batches: claim, a JDBC batch insert", null, true, false);
+
+    /** The events of a batch in {@link #SQL_BATCH} and {@link #SQL_LIST}: the library's batch-size by default. */
+    private static final int SQL_BATCH_SIZE = 100;
+
     private static final List<Scenario> SCENARIOS = List.of(
             WITHOUT_GUARD,
             GUARD,
@@ -182,7 +200,9 @@ public final class PipelineBenchmark {
             BATCH_CEILING,
             MESSAGE_CEILING,
             SQL_EFFECT,
-            SQL_CLAIM);
+            SQL_CLAIM,
+            SQL_BATCH,
+            SQL_LIST);
 
     private final BenchDatabase server;
 
@@ -423,12 +443,9 @@ public final class PipelineBenchmark {
 
     /**
      * The SQL of a scenario without anything around it: {@code concurrency} threads, each on a connection of its own,
-     * one transaction per event. Latency is not measured.
+     * one transaction per event, or per batch. Latency is not measured.
      */
     private Figures sqlOnly(Scenario scenario, String database, int messages) throws Exception {
-        String claim = this.server.claim();
-        String effect = "INSERT INTO effect (id, amount) VALUES (?, ?)";
-        boolean claims = scenario == SQL_CLAIM;
         int perThread = messages / this.concurrency;
         try (HikariDataSource dataSource = this.server.dataSource(database, this.concurrency)) {
             List<CompletableFuture<Void>> threads = new ArrayList<>();
@@ -436,19 +453,12 @@ public final class PipelineBenchmark {
             long start = System.nanoTime();
             for (int thread = 0; thread < this.concurrency; thread++) {
                 threads.add(CompletableFuture.runAsync(() -> {
-                    try (java.sql.Connection connection = dataSource.getConnection();
-                            PreparedStatement claimStatement = connection.prepareStatement(claim);
-                            PreparedStatement effectStatement = connection.prepareStatement(effect)) {
+                    try (java.sql.Connection connection = dataSource.getConnection()) {
                         connection.setAutoCommit(false);
-                        for (int i = 0; i < perThread; i++) {
-                            UUID eventId = UuidV7.generate();
-                            if (claims) {
-                                this.server.claim(claimStatement, eventId, PipelineBenchmarkApplication.EVENT);
-                            }
-                            effectStatement.setObject(1, eventId);
-                            effectStatement.setBigDecimal(2, BigDecimal.ONE);
-                            effectStatement.executeUpdate();
-                            connection.commit();
+                        if (scenario.batch()) {
+                            sqlOfBatches(scenario, connection, perThread);
+                        } else {
+                            sqlOfMessages(scenario, connection, perThread);
                         }
                     } catch (SQLException ex) {
                         throw new IllegalStateException(ex);
@@ -464,6 +474,52 @@ public final class PipelineBenchmark {
                     "  %-56s %,9.0f events/s, CPU %s µs/event%n",
                     scenario.name(), perSecond, micros(cpu.machineMicros()));
             return new Figures(scenario, perSecond, Double.NaN, Double.NaN, cpu);
+        }
+    }
+
+    /** One transaction per event: the effect's insert, after the claim ({@link #SQL_CLAIM}). */
+    private void sqlOfMessages(Scenario scenario, java.sql.Connection connection, int events) throws SQLException {
+        try (PreparedStatement claim = connection.prepareStatement(this.server.claim());
+                PreparedStatement effect = connection.prepareStatement(PipelineBenchmarkApplication.INSERT)) {
+            for (int i = 0; i < events; i++) {
+                UUID eventId = UuidV7.generate();
+                if (scenario == SQL_CLAIM) {
+                    this.server.claim(claim, eventId, PipelineBenchmarkApplication.EVENT);
+                }
+                effect.setObject(1, eventId);
+                effect.setBigDecimal(2, BigDecimal.ONE);
+                effect.executeUpdate();
+                connection.commit();
+            }
+        }
+    }
+
+    /** One transaction per batch: the batch's claim, then an insert per event, or a JDBC batch ({@link #SQL_LIST}). */
+    private static void sqlOfBatches(Scenario scenario, java.sql.Connection connection, int events)
+            throws SQLException {
+        ProcessedEventStore claims = Dialect.of(connection.getMetaData())
+                .processedEvents(new JdbcTemplate(new SingleConnectionDataSource(connection, true)), "processed_event");
+        try (PreparedStatement effect = connection.prepareStatement(PipelineBenchmarkApplication.INSERT)) {
+            for (int first = 0; first < events; first += SQL_BATCH_SIZE) {
+                List<ProcessedEventStore.Key> batch = new ArrayList<>(SQL_BATCH_SIZE);
+                for (int i = first; i < Math.min(events, first + SQL_BATCH_SIZE); i++) {
+                    batch.add(new ProcessedEventStore.Key(UuidV7.generate(), PipelineBenchmarkApplication.EVENT));
+                }
+                claims.claimAll(batch, "");
+                for (ProcessedEventStore.Key event : batch) {
+                    effect.setObject(1, event.eventId());
+                    effect.setBigDecimal(2, BigDecimal.ONE);
+                    if (scenario == SQL_LIST) {
+                        effect.addBatch();
+                    } else {
+                        effect.executeUpdate();
+                    }
+                }
+                if (scenario == SQL_LIST) {
+                    effect.executeBatch();
+                }
+                connection.commit();
+            }
         }
     }
 
@@ -622,36 +678,30 @@ public final class PipelineBenchmark {
             }
             printRatio(ratio, byRound.stream().map(ratio::value).toList());
         }
-        if (this.scenarios.containsAll(List.of(WITHOUT_GUARD, GUARD, SQL_EFFECT, SQL_CLAIM))) {
-            // The time per event the claim's SQL adds (on JDBC), added to the pipeline's time per event without the
-            // guard: what the guard would cost if it were its SQL and nothing else.
+        for (Prediction prediction : PREDICTIONS) {
+            if (!this.scenarios.containsAll(prediction.scenarios())) {
+                continue;
+            }
             List<Double> predicted = new ArrayList<>();
             List<Double> differences = new ArrayList<>();
             for (Map<Scenario, Figures> round : byRound) {
-                double without = 1 / round.get(WITHOUT_GUARD).perSecond();
-                double claim = 1 / round.get(SQL_CLAIM).perSecond()
-                        - 1 / round.get(SQL_EFFECT).perSecond();
-                double fromSql = without / (without + claim);
+                // Times per event: seconds per event, the inverse of events per second.
+                double fromSql = prediction.fromSql(round, row -> 1 / row.perSecond());
                 predicted.add(fromSql);
-                differences.add(
-                        round.get(GUARD).perSecond() / round.get(WITHOUT_GUARD).perSecond() - fromSql);
+                differences.add(round.get(prediction.measured()).perSecond()
+                                / round.get(prediction.base()).perSecond()
+                        - fromSql);
             }
-            predicted.sort(null);
-            differences.sort(null);
-            this.out.printf(
-                    "  %-56s %6.2f x  [%.2f-%.2f]  (with guard / without guard, from its SQL alone)%n",
-                    "the guard's SQL added to the pipeline",
-                    predicted.get(predicted.size() / 2),
-                    predicted.get(0),
-                    predicted.get(predicted.size() - 1));
-            double difference = differences.get(differences.size() / 2);
-            this.out.printf(
-                    "  %-56s %+6.2f    [%+.2f-%+.2f]  (the library's own cost; within 0.03: %s)%n",
-                    "with guard / without guard, measured - from its SQL",
-                    difference,
-                    differences.get(0),
-                    differences.get(differences.size() - 1),
-                    difference >= -0.03 ? "met" : "missed");
+            printMedian(prediction.name() + ", from its SQL alone", predicted, "x", "");
+            double difference = middle(differences);
+            String verdict = Double.isNaN(prediction.within())
+                    ? "(%s)".formatted(prediction.cost())
+                    : "(%s; within %.2f: %s)"
+                            .formatted(
+                                    prediction.cost(),
+                                    prediction.within(),
+                                    difference >= -prediction.within() ? "met" : "missed");
+            printMedian(prediction.name() + ", measured - from its SQL", differences, " ", verdict);
         }
         reportCpu(byRound);
     }
@@ -689,29 +739,36 @@ public final class PipelineBenchmark {
                 printRatio(Ratio.atLeast(ratio.name(), ratio.a(), ratio.b(), Double.NaN), values);
             }
         }
-        if (!this.scenarios.containsAll(List.of(WITHOUT_GUARD, GUARD, SQL_EFFECT, SQL_CLAIM))) {
-            return;
+        for (Prediction prediction : PREDICTIONS) {
+            if (!this.scenarios.containsAll(prediction.scenarios())) {
+                continue;
+            }
+            List<Double> fromSql = new ArrayList<>();
+            List<Double> differences = new ArrayList<>();
+            List<Double> beyondSql = new ArrayList<>();
+            for (Map<Scenario, Figures> round : byRound) {
+                double base = round.get(prediction.base()).cpuMicros();
+                double measured = round.get(prediction.measured()).cpuMicros();
+                double predicted = prediction.fromSql(round, Figures::cpuMicros);
+                fromSql.add(predicted);
+                differences.add(base / measured - predicted);
+                beyondSql.add(measured - base - prediction.sql(round, Figures::cpuMicros));
+            }
+            printMedian(prediction.name() + ", from its SQL alone", fromSql, "x", "");
+            printMedian(
+                    prediction.name() + ", measured - from its SQL",
+                    differences,
+                    " ",
+                    "(%s)".formatted(prediction.cost()));
+            printMedian(prediction.subject() + ": CPU beyond SQL, µs/event", beyondSql, "µs", "");
         }
-        List<Double> fromSql = new ArrayList<>();
-        List<Double> differences = new ArrayList<>();
-        List<Double> beyondSql = new ArrayList<>();
-        List<Double> jvmBeyond = new ArrayList<>();
-        for (Map<Scenario, Figures> round : byRound) {
-            double without = round.get(WITHOUT_GUARD).cpuMicros();
-            double guard = round.get(GUARD).cpuMicros();
-            double claim =
-                    round.get(SQL_CLAIM).cpuMicros() - round.get(SQL_EFFECT).cpuMicros();
-            fromSql.add(without / (without + claim));
-            differences.add(without / guard - without / (without + claim));
-            beyondSql.add(guard - without - claim);
-            jvmBeyond.add(
-                    round.get(GUARD).jvmMicros() - round.get(WITHOUT_GUARD).jvmMicros());
+        if (this.scenarios.containsAll(List.of(WITHOUT_GUARD, GUARD))) {
+            List<Double> jvmBeyond = byRound.stream()
+                    .map(round -> round.get(GUARD).jvmMicros()
+                            - round.get(WITHOUT_GUARD).jvmMicros())
+                    .toList();
+            printMedian("the guard's JVM CPU beyond the handler's, µs per event", jvmBeyond, "µs", "");
         }
-        printMedian("the guard's SQL added to the pipeline", fromSql, "x", "");
-        printMedian(
-                "with guard / without guard, measured - from its SQL", differences, " ", "(the library's own cost)");
-        printMedian("the guard's CPU beyond its SQL's, µs per event", beyondSql, "µs", "");
-        printMedian("the guard's JVM CPU beyond the handler's, µs per event", jvmBeyond, "µs", "");
     }
 
     private void printMedian(String name, List<Double> values, String unit, String verdict) {
@@ -727,6 +784,74 @@ public final class PipelineBenchmark {
     private static double middle(List<Double> values) {
         return values.stream().sorted().toList().get(values.size() / 2);
     }
+
+    /**
+     * What a scenario would reach if all it adds to a reference scenario ({@code base}) were its SQL, run on JDBC with
+     * nothing around it: the reference's time per event (or CPU per event), plus the SQL's ({@code withSql}'s, less
+     * {@code withoutSql}'s, the part the reference already runs, where there is one). Measured against it, what is
+     * left is the cost of the Java around the SQL: the library's, and the business function's own.
+     *
+     * @param subject what the scenario runs, for the report
+     * @param cost what the difference is the cost of, for the report
+     * @param within how close to the prediction the measured ratio is to be ({@code NaN}: no target)
+     */
+    private record Prediction(
+            String name,
+            Scenario measured,
+            Scenario base,
+            Scenario withSql,
+            @Nullable Scenario withoutSql,
+            String subject,
+            String cost,
+            double within) {
+
+        List<Scenario> scenarios() {
+            return this.withoutSql == null
+                    ? List.of(this.measured, this.base, this.withSql)
+                    : List.of(this.measured, this.base, this.withSql, this.withoutSql);
+        }
+
+        /** The SQL's time (or CPU) per event, in the round. */
+        double sql(Map<Scenario, Figures> round, ToDoubleFunction<Figures> perEvent) {
+            double with = perEvent.applyAsDouble(round.get(this.withSql));
+            return this.withoutSql == null ? with : with - perEvent.applyAsDouble(round.get(this.withoutSql));
+        }
+
+        /** The ratio measured / base as the SQL alone predicts it: the base's time per event over the sum. */
+        double fromSql(Map<Scenario, Figures> round, ToDoubleFunction<Figures> perEvent) {
+            double base = perEvent.applyAsDouble(round.get(this.base));
+            return base / (base + sql(round, perEvent));
+        }
+    }
+
+    private static final List<Prediction> PREDICTIONS = List.of(
+            new Prediction(
+                    "with guard / without guard",
+                    GUARD,
+                    WITHOUT_GUARD,
+                    SQL_CLAIM,
+                    SQL_EFFECT,
+                    "the guard",
+                    "the library's own cost",
+                    0.03),
+            new Prediction(
+                    "batch mode / batch ceiling",
+                    BATCH,
+                    BATCH_CEILING,
+                    SQL_BATCH,
+                    null,
+                    "batch mode, one event per call",
+                    "the Java around the SQL: the library's and the function's",
+                    Double.NaN),
+            new Prediction(
+                    "a list / batch ceiling",
+                    BATCH_OF_LISTS,
+                    BATCH_CEILING,
+                    SQL_LIST,
+                    null,
+                    "a function of a list",
+                    "the Java around the SQL: the library's and the function's",
+                    Double.NaN));
 
     /**
      * A ratio between two scenarios of the same round, and its target ({@code NaN}: none).

@@ -36,7 +36,8 @@ class PipelineBenchmarkApplication {
     /** What {@code recordEffectAndEmit} emits. */
     static final String EMITTED = "bench.effect.recorded.v1";
 
-    private static final String INSERT = "INSERT INTO effect (id, amount) VALUES (?, ?)";
+    /** The business effect's insert: every scenario's, and the SQL-only references'. */
+    static final String INSERT = "INSERT INTO effect (id, amount) VALUES (?, ?)";
 
     /**
      * The benchmark's event.
