@@ -82,12 +82,12 @@ public final class Infra {
                   --scenarios runs only those (ids: without-guard, guard, emit, emit-without-relay, duplicates,
                   peer, batch, batch-of-lists, batch-duplicates, batch-unbounded, batch-ceiling,
                   message-ceiling, sql-effect, sql-claim, sql-batch, sql-list), and the ratios between them.
-                  The SQL-only rows run the effect's insert, with and without the guard's claim, straight on
-                  JDBC, one transaction per event, or per batch of 100 (the batch's claim, then an insert per
-                  event or one JDBC batch of them); each guarded scenario is then compared with what its SQL
-                  alone predicts. --database
-                  mariadb runs on MariaDB (MARIADB_HOST, default 127.0.0.1:3306, MARIADB_USER root) instead of
-                  PostgreSQL (PGHOST), without the peer's scenario.
+                  The SQL-only rows run straight on JDBC: sql-effect (the effect's insert) and sql-claim (the
+                  guard's claim, then the insert), one transaction per event; sql-batch and sql-list, one
+                  transaction per batch of 100: the batch's claim, then an insert per event or one JDBC batch.
+                  With guard, batch and batch-of-lists are then compared with what their SQL alone predicts.
+                  --database mariadb runs on MariaDB (MARIADB_HOST, default 127.0.0.1:3306, MARIADB_USER root)
+                  instead of PostgreSQL (PGHOST), without the peer's scenario.
 
               bench-outbox [--events <n>] [--rate <r>] [--seconds <s>] [--rounds <k>] [--scenarios <id>,...]
                            [--broker rabbitmq|kafka]

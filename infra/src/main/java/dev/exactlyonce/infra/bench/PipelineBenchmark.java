@@ -23,6 +23,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -67,6 +69,9 @@ import org.springframework.messaging.support.InterceptableChannel;
 public final class PipelineBenchmark {
 
     private static final String PUBLISHED_AT = "bench-published-at";
+
+    /** Every effect's amount. */
+    private static final BigDecimal AMOUNT = new BigDecimal("1.250");
 
     /** How many times more events a run of a scenario in batches, or of a ceiling, consumes. */
     private static final int FAST_RUNS = 5;
@@ -447,37 +452,60 @@ public final class PipelineBenchmark {
      */
     private Figures sqlOnly(Scenario scenario, String database, int messages) throws Exception {
         int perThread = messages / this.concurrency;
+        ExecutorService threads = Executors.newFixedThreadPool(this.concurrency);
+        List<java.sql.Connection> connections = new ArrayList<>();
         try (HikariDataSource dataSource = this.server.dataSource(database, this.concurrency)) {
-            List<CompletableFuture<Void>> threads = new ArrayList<>();
-            CpuTime cpuAtStart = CpuTime.now();
-            long start = System.nanoTime();
-            for (int thread = 0; thread < this.concurrency; thread++) {
-                threads.add(CompletableFuture.runAsync(() -> {
-                    try (java.sql.Connection connection = dataSource.getConnection()) {
-                        connection.setAutoCommit(false);
-                        if (scenario.batch()) {
-                            sqlOfBatches(scenario, connection, perThread);
-                        } else {
-                            sqlOfMessages(scenario, connection, perThread);
-                        }
-                    } catch (SQLException ex) {
-                        throw new IllegalStateException(ex);
-                    }
-                }));
+            try {
+                // Connected before the clock starts, as the pipeline's consumers are before their first commit.
+                for (int thread = 0; thread < this.concurrency; thread++) {
+                    connections.add(dataSource.getConnection());
+                }
+                return sqlOnly(scenario, connections, perThread, threads);
+            } finally {
+                for (java.sql.Connection connection : connections) {
+                    connection.close();
+                }
             }
-            CompletableFuture.allOf(threads.toArray(CompletableFuture[]::new)).join();
-            double perSecond = perThread * this.concurrency / ((System.nanoTime() - start) / 1e9);
-            CpuTime cpuAtEnd = CpuTime.now();
-            int events = perThread * this.concurrency;
-            CpuTime.PerEvent cpu = cpuAtStart.perEvent(cpuAtEnd, events);
-            this.out.printf(
-                    "  %-56s %,9.0f events/s, CPU %s µs/event%n",
-                    scenario.name(), perSecond, micros(cpu.machineMicros()));
-            return new Figures(scenario, perSecond, Double.NaN, Double.NaN, cpu);
+        } finally {
+            threads.shutdown();
         }
     }
 
-    /** One transaction per event: the effect's insert, after the claim ({@link #SQL_CLAIM}). */
+    /** Each connection on a thread of its own, {@code perThread} events each, timed together. */
+    private Figures sqlOnly(
+            Scenario scenario, List<java.sql.Connection> connections, int perThread, ExecutorService threads) {
+        List<CompletableFuture<Void>> running = new ArrayList<>();
+        CpuTime cpuAtStart = CpuTime.now();
+        long start = System.nanoTime();
+        for (java.sql.Connection connection : connections) {
+            running.add(CompletableFuture.runAsync(
+                    () -> {
+                        try {
+                            connection.setAutoCommit(false);
+                            if (scenario.batch()) {
+                                sqlOfBatches(scenario, connection, perThread);
+                            } else {
+                                sqlOfMessages(scenario, connection, perThread);
+                            }
+                        } catch (SQLException ex) {
+                            throw new IllegalStateException(ex);
+                        }
+                    },
+                    threads));
+        }
+        CompletableFuture.allOf(running.toArray(CompletableFuture[]::new)).join();
+        int events = perThread * connections.size();
+        double perSecond = events / ((System.nanoTime() - start) / 1e9);
+        CpuTime.PerEvent cpu = cpuAtStart.perEvent(CpuTime.now(), events);
+        this.out.printf(
+                "  %-56s %,9.0f events/s, CPU %s µs/event%n", scenario.name(), perSecond, micros(cpu.machineMicros()));
+        return new Figures(scenario, perSecond, Double.NaN, Double.NaN, cpu);
+    }
+
+    /**
+     * One transaction per event: the effect's insert, after the claim ({@link #SQL_CLAIM}). The effect's id is random,
+     * as the pipeline's events carry it (its inserts land anywhere in the table's key), apart from the event's id.
+     */
     private void sqlOfMessages(Scenario scenario, java.sql.Connection connection, int events) throws SQLException {
         try (PreparedStatement claim = connection.prepareStatement(this.server.claim());
                 PreparedStatement effect = connection.prepareStatement(PipelineBenchmarkApplication.INSERT)) {
@@ -486,15 +514,18 @@ public final class PipelineBenchmark {
                 if (scenario == SQL_CLAIM) {
                     this.server.claim(claim, eventId, PipelineBenchmarkApplication.EVENT);
                 }
-                effect.setObject(1, eventId);
-                effect.setBigDecimal(2, BigDecimal.ONE);
+                effect.setObject(1, UUID.randomUUID());
+                effect.setBigDecimal(2, AMOUNT);
                 effect.executeUpdate();
                 connection.commit();
             }
         }
     }
 
-    /** One transaction per batch: the batch's claim, then an insert per event, or a JDBC batch ({@link #SQL_LIST}). */
+    /**
+     * One transaction per batch: the batch's claim, then an insert per event, or a JDBC batch ({@link #SQL_LIST}), of
+     * random effect ids as in {@link #sqlOfMessages}.
+     */
     private static void sqlOfBatches(Scenario scenario, java.sql.Connection connection, int events)
             throws SQLException {
         ProcessedEventStore claims = Dialect.of(connection.getMetaData())
@@ -506,9 +537,9 @@ public final class PipelineBenchmark {
                     batch.add(new ProcessedEventStore.Key(UuidV7.generate(), PipelineBenchmarkApplication.EVENT));
                 }
                 claims.claimAll(batch, "");
-                for (ProcessedEventStore.Key event : batch) {
-                    effect.setObject(1, event.eventId());
-                    effect.setBigDecimal(2, BigDecimal.ONE);
+                for (int i = 0; i < batch.size(); i++) {
+                    effect.setObject(1, UUID.randomUUID());
+                    effect.setBigDecimal(2, AMOUNT);
                     if (scenario == SQL_LIST) {
                         effect.addBatch();
                     } else {
@@ -582,7 +613,7 @@ public final class PipelineBenchmark {
                     UuidV7.generate(),
                     PipelineBenchmarkApplication.EVENT,
                     Instant.now(),
-                    new PipelineBenchmarkApplication.Effect(UUID.randomUUID(), new BigDecimal("1.250"))));
+                    new PipelineBenchmarkApplication.Effect(UUID.randomUUID(), AMOUNT)));
         }
         return events;
     }
@@ -678,30 +709,15 @@ public final class PipelineBenchmark {
             }
             printRatio(ratio, byRound.stream().map(ratio::value).toList());
         }
-        for (Prediction prediction : PREDICTIONS) {
-            if (!this.scenarios.containsAll(prediction.scenarios())) {
-                continue;
-            }
-            List<Double> predicted = new ArrayList<>();
-            List<Double> differences = new ArrayList<>();
-            for (Map<Scenario, Figures> round : byRound) {
-                // Times per event: seconds per event, the inverse of events per second.
-                double fromSql = prediction.fromSql(round, row -> 1 / row.perSecond());
-                predicted.add(fromSql);
-                differences.add(round.get(prediction.measured()).perSecond()
-                                / round.get(prediction.base()).perSecond()
-                        - fromSql);
-            }
-            printMedian(prediction.name() + ", from its SQL alone", predicted, "x", "");
-            double difference = middle(differences);
-            String verdict = Double.isNaN(prediction.within())
-                    ? "(%s)".formatted(prediction.cost())
-                    : "(%s; within %.2f: %s)"
-                            .formatted(
-                                    prediction.cost(),
-                                    prediction.within(),
-                                    difference >= -prediction.within() ? "met" : "missed");
-            printMedian(prediction.name() + ", measured - from its SQL", differences, " ", verdict);
+        List<Prediction> predictions = PREDICTIONS.stream()
+                .filter(prediction -> this.scenarios.containsAll(prediction.scenarios()))
+                .toList();
+        if (!predictions.isEmpty()) {
+            this.out.printf("what the SQL alone predicts (on JDBC, nothing around it), and what is left beyond it:%n");
+        }
+        for (Prediction prediction : predictions) {
+            // Times per event: seconds per event, the inverse of events per second.
+            printPrediction(prediction, byRound, row -> 1 / row.perSecond(), false);
         }
         reportCpu(byRound);
     }
@@ -722,8 +738,7 @@ public final class PipelineBenchmark {
     /**
      * The same ratios in events per CPU second: the machine's CPU time per event, which the disk's flushes and the
      * other tenants of the cores do not move as they move events per second (a scenario as fast as the CPU allows
-     * would run at these ratios). Then with guard / without guard against what it would be if the guard cost its
-     * SQL's CPU (on JDBC) and nothing more.
+     * would run at these ratios). Then each {@link Prediction} in CPU, and the guard's JVM CPU beyond the handler's.
      */
     private void reportCpu(List<Map<Scenario, Figures>> byRound) {
         if (byRound.stream().flatMap(round -> round.values().stream()).anyMatch(row -> Double.isNaN(row.cpuMicros()))) {
@@ -740,27 +755,9 @@ public final class PipelineBenchmark {
             }
         }
         for (Prediction prediction : PREDICTIONS) {
-            if (!this.scenarios.containsAll(prediction.scenarios())) {
-                continue;
+            if (this.scenarios.containsAll(prediction.scenarios())) {
+                printPrediction(prediction, byRound, Figures::cpuMicros, true);
             }
-            List<Double> fromSql = new ArrayList<>();
-            List<Double> differences = new ArrayList<>();
-            List<Double> beyondSql = new ArrayList<>();
-            for (Map<Scenario, Figures> round : byRound) {
-                double base = round.get(prediction.base()).cpuMicros();
-                double measured = round.get(prediction.measured()).cpuMicros();
-                double predicted = prediction.fromSql(round, Figures::cpuMicros);
-                fromSql.add(predicted);
-                differences.add(base / measured - predicted);
-                beyondSql.add(measured - base - prediction.sql(round, Figures::cpuMicros));
-            }
-            printMedian(prediction.name() + ", from its SQL alone", fromSql, "x", "");
-            printMedian(
-                    prediction.name() + ", measured - from its SQL",
-                    differences,
-                    " ",
-                    "(%s)".formatted(prediction.cost()));
-            printMedian(prediction.subject() + ": CPU beyond SQL, µs/event", beyondSql, "µs", "");
         }
         if (this.scenarios.containsAll(List.of(WITHOUT_GUARD, GUARD))) {
             List<Double> jvmBeyond = byRound.stream()
@@ -768,6 +765,41 @@ public final class PipelineBenchmark {
                             - round.get(WITHOUT_GUARD).jvmMicros())
                     .toList();
             printMedian("the guard's JVM CPU beyond the handler's, µs per event", jvmBeyond, "µs", "");
+        }
+    }
+
+    /**
+     * A prediction's rows: the ratio its SQL alone predicts, the measured ratio's difference from it (with the target's
+     * verdict, for events per second), and, in CPU, what the scenario costs per event beyond its reference and its SQL.
+     */
+    private void printPrediction(
+            Prediction prediction,
+            List<Map<Scenario, Figures>> byRound,
+            ToDoubleFunction<Figures> perEvent,
+            boolean cpu) {
+        List<Double> fromSql = new ArrayList<>();
+        List<Double> differences = new ArrayList<>();
+        List<Double> beyondSql = new ArrayList<>();
+        for (Map<Scenario, Figures> round : byRound) {
+            double predicted = prediction.fromSql(round, perEvent);
+            fromSql.add(predicted);
+            differences.add(prediction.measured(round, perEvent) - predicted);
+            beyondSql.add(perEvent.applyAsDouble(round.get(prediction.measured()))
+                    - perEvent.applyAsDouble(round.get(prediction.base()))
+                    - prediction.sql(round, perEvent));
+        }
+        printMedian(prediction.name() + ", from SQL alone", fromSql, "x", "");
+        double difference = middle(differences);
+        String verdict = cpu || Double.isNaN(prediction.within())
+                ? "(%s)".formatted(prediction.cost())
+                : "(%s; within %.2f: %s)"
+                        .formatted(
+                                prediction.cost(),
+                                prediction.within(),
+                                difference >= -prediction.within() ? "met" : "missed");
+        printMedian(prediction.name() + ", measured - SQL's", differences, " ", verdict);
+        if (cpu) {
+            printMedian(prediction.subject() + ": CPU beyond SQL, µs/event", beyondSql, "µs", "");
         }
     }
 
@@ -817,6 +849,11 @@ public final class PipelineBenchmark {
             return this.withoutSql == null ? with : with - perEvent.applyAsDouble(round.get(this.withoutSql));
         }
 
+        /** The ratio measured / base: the base's time (or CPU) per event over the measured scenario's. */
+        double measured(Map<Scenario, Figures> round, ToDoubleFunction<Figures> perEvent) {
+            return perEvent.applyAsDouble(round.get(this.base)) / perEvent.applyAsDouble(round.get(this.measured));
+        }
+
         /** The ratio measured / base as the SQL alone predicts it: the base's time per event over the sum. */
         double fromSql(Map<Scenario, Figures> round, ToDoubleFunction<Figures> perEvent) {
             double base = perEvent.applyAsDouble(round.get(this.base));
@@ -844,7 +881,7 @@ public final class PipelineBenchmark {
                     "the Java around the SQL: the library's and the function's",
                     Double.NaN),
             new Prediction(
-                    "a list / batch ceiling",
+                    "a function of a list / batch ceiling",
                     BATCH_OF_LISTS,
                     BATCH_CEILING,
                     SQL_LIST,
