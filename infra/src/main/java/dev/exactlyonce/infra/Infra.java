@@ -79,9 +79,10 @@ public final class Infra {
                   Each run also gives its CPU time per event (the machine's, from /proc/stat on Linux: the
                   broker, the database and this JVM; and this JVM's), and the ratios are given again in events
                   per CPU second, which the disk's flushes and the cores' other tenants do not move.
-                  --scenarios runs only those (ids: without-guard, guard, emit, emit-without-relay, duplicates,
-                  peer, batch, batch-of-lists, batch-duplicates, batch-unbounded, batch-ceiling,
-                  message-ceiling, sql-effect, sql-claim, sql-batch, sql-list), and the ratios between them.
+                  --scenarios runs only those (ids: without-guard, guard, claim-by-hand (without the guard, the
+                  handler running the guard's claim itself), emit, emit-without-relay, duplicates, peer, batch,
+                  batch-of-lists, batch-duplicates, batch-unbounded, batch-ceiling, message-ceiling, sql-effect,
+                  sql-claim, sql-batch, sql-list), and the ratios between them.
                   The SQL-only rows run straight on JDBC: sql-effect (the effect's insert) and sql-claim (the
                   guard's claim, then the insert), one transaction per event; sql-batch and sql-list, one
                   transaction per batch of 100: the batch's claim, then an insert per event or one JDBC batch.

@@ -3,6 +3,8 @@ package dev.exactlyonce.infra.bench;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.EventName;
+import dev.exactlyonce.idempotency.jdbc.Dialect;
+import dev.exactlyonce.idempotency.jdbc.ProcessedEventStore;
 import dev.exactlyonce.idempotency.outbox.Outbox;
 import java.math.BigDecimal;
 import java.util.List;
@@ -89,6 +91,27 @@ class PipelineBenchmarkApplication {
     Consumer<Message<byte[]>> recordEffectWithoutGuard(JdbcTemplate jdbc, TransactionTemplate transactions) {
         EnvelopeCodec codec = new EnvelopeCodec();
         return message -> transactions.executeWithoutResult(status -> insert(jdbc, codec, message.getPayload()));
+    }
+
+    /**
+     * The guard's SQL without the guard: the handler reads the envelope as the guard does, then, in its own transaction,
+     * runs the claim the guard runs (the library's {@link ProcessedEventStore}, on the library's table) and, when the
+     * event is new, maps the payload and inserts the effect. The guard's cost beyond this handler's is the library's
+     * Java, the same statements in the same pipeline on both sides.
+     */
+    @Bean
+    Consumer<Message<byte[]>> recordEffectWithClaim(
+            DataSource dataSource, JdbcTemplate jdbc, TransactionTemplate transactions) {
+        EnvelopeCodec codec = new EnvelopeCodec();
+        ProcessedEventStore claims = Dialect.of(dataSource).processedEvents(jdbc, "processed_event");
+        return message -> transactions.executeWithoutResult(status -> {
+            EventEnvelope<EnvelopeCodec.RawPayload> envelope = codec.read(message.getPayload());
+            if (claims.claim(new ProcessedEventStore.Key(envelope.eventId(), envelope.eventName()), "")) {
+                Effect effect =
+                        codec.readPayload(envelope.payload(), Effect.class, envelope.eventName(), envelope.eventId());
+                jdbc.update(INSERT, effect.id(), effect.amount());
+            }
+        });
     }
 
     /**
