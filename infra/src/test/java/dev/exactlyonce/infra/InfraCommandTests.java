@@ -19,7 +19,7 @@ class InfraCommandTests {
 
         assertThat(status).isEqualTo(2);
         assertThat(this.err.toString())
-                .contains("Unknown scenario 'emitt'; the scenarios are without-guard, guard, emit, emit-without-relay,")
+                .contains("Unknown scenario 'emitt'; the scenarios are without-guard, guard, claim-by-hand, emit,")
                 .contains("--scenarios <id>,...");
         assertThat(this.out.toString()).isEmpty();
     }
