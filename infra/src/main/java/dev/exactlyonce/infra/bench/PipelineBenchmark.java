@@ -768,31 +768,33 @@ public final class PipelineBenchmark {
             }
         }
         if (this.scenarios.containsAll(List.of(WITHOUT_GUARD, GUARD))) {
-            List<Double> jvmBeyond = byRound.stream()
-                    .map(round -> round.get(GUARD).jvmMicros()
-                            - round.get(WITHOUT_GUARD).jvmMicros())
-                    .toList();
-            printMedian("the guard's JVM CPU beyond the handler's, µs per event", jvmBeyond, "µs", "");
+            printMedian(
+                    "the guard's JVM CPU beyond the handler's, µs per event",
+                    differences(byRound, GUARD, WITHOUT_GUARD, Figures::jvmMicros),
+                    "µs",
+                    "");
         }
         if (this.scenarios.containsAll(List.of(CLAIM_BY_HAND, GUARD))) {
             // The same statements on both sides: what is left is the library's Java.
             printMedian(
                     "the guard's CPU beyond the handler claiming itself, µs",
-                    byRound.stream()
-                            .map(round -> round.get(GUARD).cpuMicros()
-                                    - round.get(CLAIM_BY_HAND).cpuMicros())
-                            .toList(),
+                    differences(byRound, GUARD, CLAIM_BY_HAND, Figures::cpuMicros),
                     "µs",
                     "");
             printMedian(
                     "of it, the JVM's, µs per event",
-                    byRound.stream()
-                            .map(round -> round.get(GUARD).jvmMicros()
-                                    - round.get(CLAIM_BY_HAND).jvmMicros())
-                            .toList(),
+                    differences(byRound, GUARD, CLAIM_BY_HAND, Figures::jvmMicros),
                     "µs",
                     "");
         }
+    }
+
+    /** A figure of {@code a} less the same of {@code b}, round by round. */
+    private static List<Double> differences(
+            List<Map<Scenario, Figures>> byRound, Scenario a, Scenario b, ToDoubleFunction<Figures> figure) {
+        return byRound.stream()
+                .map(round -> figure.applyAsDouble(round.get(a)) - figure.applyAsDouble(round.get(b)))
+                .toList();
     }
 
     /**
