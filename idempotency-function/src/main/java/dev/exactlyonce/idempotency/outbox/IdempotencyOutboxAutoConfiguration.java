@@ -8,6 +8,7 @@ import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
 import dev.exactlyonce.idempotency.internal.PeriodicTask;
 import javax.sql.DataSource;
 import org.springframework.beans.factory.ObjectProvider;
+import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.boot.actuate.autoconfigure.endpoint.condition.ConditionalOnAvailableEndpoint;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
@@ -24,6 +25,7 @@ import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.StreamBridge;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.transaction.ConfigurableTransactionManager;
 
 /**
  * The outbox: {@link Outbox} to emit events in a transaction (and the guarded functions' results written through it),
@@ -48,6 +50,24 @@ public class IdempotencyOutboxAutoConfiguration {
                 properties.destination(),
                 () -> relay.ifAvailable(OutboxRelay::wake),
                 IdempotencyMetrics.of(metrics));
+    }
+
+    /**
+     * Adds the outbox's listener to every transaction manager bean, Spring Boot's or the service's: it writes each
+     * transaction's rows once every callback of its commit ran, and refuses an emit once the commit began.
+     */
+    @Bean
+    static BeanPostProcessor idempotencyOutboxTransactions() {
+        return new BeanPostProcessor() {
+            @Override
+            public Object postProcessAfterInitialization(Object bean, String beanName) {
+                if (bean instanceof ConfigurableTransactionManager manager
+                        && !manager.getTransactionExecutionListeners().contains(Outbox.transactionListener())) {
+                    manager.addListener(Outbox.transactionListener());
+                }
+                return bean;
+            }
+        };
     }
 
     /** Publishes the committed rows through the binder, unless another process does (Debezium, for one). */

@@ -14,10 +14,14 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.core.Ordered;
 import org.springframework.jdbc.core.ConnectionCallback;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.transaction.TransactionExecution;
+import org.springframework.transaction.TransactionExecutionListener;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
@@ -31,11 +35,11 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * the {@code @Transactional} method's. Outside a transaction on the service's DataSource it refuses: the row would
  * commit alone, whatever happened to the effect. A guarded {@code Function} returns its events instead.
  *
- * <p>The rows of a transaction are written together when it commits (its {@code beforeCommit}), after locking the
- * transaction's keys, in a stable order, until the commit ({@link OutboxStatements#insert}): two transactions that
- * write events of one key take their positions in the order they commit; two that write the same keys in opposite
- * orders cannot deadlock; an inner transaction ({@code REQUIRES_NEW}) never waits for a lock its suspended outer
- * transaction holds; and a transaction of any number of keys takes at most {@value #KEY_LOCKS} locks. See
+ * <p>The rows of a transaction are written together when it commits, once every callback of its commit ran (a
+ * {@code @TransactionalEventListener(phase = BEFORE_COMMIT)} may emit), after locking the transaction's keys until the
+ * commit ({@link OutboxStatements#insert}): two transactions that write events of one key take their positions in the
+ * order they commit. Once the commit or rollback began (an {@code afterCommit} callback, a listener of the default
+ * {@code AFTER_COMMIT} phase), {@code emit} throws: the event could no longer be written with its effect. See
  * {@code docs/outbox.md}.
  */
 public final class Outbox {
@@ -44,6 +48,8 @@ public final class Outbox {
     static final int KEY_LOCKS = 256;
 
     private static final Logger logger = LoggerFactory.getLogger(Outbox.class);
+
+    private static final TransactionExecutionListener TRANSACTIONS = new Transactions();
 
     private final DataSource dataSource;
 
@@ -111,6 +117,16 @@ public final class Outbox {
         return rows;
     }
 
+    /**
+     * What writes each transaction's rows as it commits, and refuses an emit once its commit or rollback began: the
+     * library adds it to every transaction manager bean; add it to a manager you create yourself
+     * ({@code manager.addListener(Outbox.transactionListener())}), or {@code emit} refuses to write in its
+     * transactions.
+     */
+    public static TransactionExecutionListener transactionListener() {
+        return TRANSACTIONS;
+    }
+
     /** Writes events for a destination in the transaction under way; returns their ids, in order. */
     public List<UUID> write(String destination, List<OutgoingEvent> events) {
         if (!TransactionSynchronizationManager.isActualTransactionActive()
@@ -121,15 +137,20 @@ public final class Outbox {
                     + " transaction on the service's DataSource is under way: call it from a guarded function,"
                     + " or from a @Transactional method"));
         }
-        Written written = (Written) TransactionSynchronizationManager.getResource(this);
+        Written written = (Written) TransactionSynchronizationManager.getResource(Written.class);
         if (written == null) {
-            written = new Written();
-            TransactionSynchronizationManager.bindResource(this, written);
-            TransactionSynchronizationManager.registerSynchronization(written);
-        } else if (written.inserted) {
-            throw new IllegalStateException("Outbox.emit was called while the transaction commits (from a callback"
-                    + " of its commit, after the outbox wrote its events): emit before the commit begins");
+            throw new IllegalStateException("Outbox.emit was called in a transaction begun by a transaction manager"
+                    + " the outbox does not follow, so it could not tell whether its commit has begun: declare the"
+                    + " manager as a bean (the library adds its listener to every one), or add"
+                    + " Outbox.transactionListener() to it");
         }
+        if (written.closed) {
+            throw new IllegalStateException("Outbox.emit was called once the transaction's commit or rollback began"
+                    + " (from an afterCommit or afterCompletion callback, or a @TransactionalEventListener of such"
+                    + " a phase): the event can no longer be written with its effect. Emit before the commit, or"
+                    + " from a @TransactionalEventListener(phase = BEFORE_COMMIT)");
+        }
+        written.outbox = this;
         List<UUID> ids = new ArrayList<>(events.size());
         for (OutgoingEvent event : events) {
             UUID id = UuidV7.generate();
@@ -149,16 +170,87 @@ public final class Outbox {
         OutboxStatements.of(Dialect.of(this.dataSource)).insert(this.jdbc, rows);
     }
 
+    /**
+     * Follows the transactions of a manager: binds their {@link Written} as each begins; as each commits, after every
+     * callback of its commit ran and before the database commits, inserts the rows written (a
+     * {@code @TransactionalEventListener(phase = BEFORE_COMMIT)} may emit the transaction's first event); and closes it
+     * as the commit or rollback begins, so that a later emit throws rather than write a row nobody would insert.
+     */
+    private static final class Transactions implements TransactionExecutionListener {
+
+        @Override
+        public void afterBegin(TransactionExecution transaction, @Nullable Throwable beginFailure) {
+            if (beginFailure == null
+                    && transaction.isNewTransaction()
+                    && TransactionSynchronizationManager.isSynchronizationActive()) {
+                Written written = new Written();
+                TransactionSynchronizationManager.unbindResourceIfPossible(Written.class);
+                TransactionSynchronizationManager.bindResource(Written.class, written);
+                TransactionSynchronizationManager.registerSynchronization(written);
+            }
+        }
+
+        @Override
+        public void beforeCommit(TransactionExecution transaction) {
+            Written written = written(transaction);
+            if (written != null) {
+                written.closed = true;
+                written.insert();
+            }
+        }
+
+        @Override
+        public void beforeRollback(TransactionExecution transaction) {
+            Written written = written(transaction);
+            if (written != null) {
+                written.closed = true;
+            }
+        }
+
+        @Override
+        public void afterCommit(TransactionExecution transaction, @Nullable Throwable commitFailure) {
+            unbind(transaction);
+        }
+
+        @Override
+        public void afterRollback(TransactionExecution transaction, @Nullable Throwable rollbackFailure) {
+            unbind(transaction);
+        }
+
+        /** Once every callback of the completion ran: an emit from one of them found the transaction closed. */
+        private static void unbind(TransactionExecution transaction) {
+            if (transaction.isNewTransaction()) {
+                TransactionSynchronizationManager.unbindResourceIfPossible(Written.class);
+            }
+        }
+
+        /** The rows of the transaction, when it is a transaction of its own (not a savepoint of one). */
+        private static @Nullable Written written(TransactionExecution transaction) {
+            return transaction.isNewTransaction()
+                    ? (Written) TransactionSynchronizationManager.getResource(Written.class)
+                    : null;
+        }
+    }
+
     /** The rows a transaction wrote: inserted as it commits, then counted, and the relay woken up. */
-    private final class Written implements TransactionSynchronization {
+    private static final class Written implements TransactionSynchronization {
 
         private final List<OutboxStatements.Row> rows = new ArrayList<>();
 
-        /** Whether the rows were inserted: the commit began. */
-        private boolean inserted;
+        /** The outbox that wrote them, once one did. */
+        private @Nullable Outbox outbox;
+
+        /** Whether the commit or rollback began: nothing more can be written. */
+        private boolean closed;
 
         /** How many rows were written when each savepoint was set: a rollback to it drops the rows written since. */
         private final Map<Object, Integer> savepoints = new IdentityHashMap<>();
+
+        void insert() {
+            if (this.outbox != null && !this.rows.isEmpty()) {
+                this.outbox.insert(this.rows);
+            }
+        }
 
         @Override
         public void savepoint(Object savepoint) {
@@ -174,36 +266,25 @@ public final class Outbox {
 
         @Override
         public void suspend() {
-            // An inner transaction (REQUIRES_NEW) counts and wakes the relay for its own rows.
-            TransactionSynchronizationManager.unbindResourceIfPossible(Outbox.this);
+            // An inner transaction (REQUIRES_NEW) writes, counts and wakes the relay for its own rows.
+            TransactionSynchronizationManager.unbindResourceIfPossible(Written.class);
         }
 
         @Override
         public void resume() {
-            TransactionSynchronizationManager.bindResource(Outbox.this, this);
-        }
-
-        @Override
-        public void beforeCommit(boolean readOnly) {
-            insert(this.rows);
-            this.inserted = true;
+            TransactionSynchronizationManager.unbindResourceIfPossible(Written.class);
+            TransactionSynchronizationManager.bindResource(Written.class, this);
         }
 
         @Override
         public void afterCommit() {
-            if (!this.inserted) {
-                // Registered while the commit's callbacks ran (a first emit from another beforeCommit): too late to be
-                // written, which no exception can tell the caller any more.
-                logger.error(
-                        "{} event(s) emitted while the transaction committed (from a callback of its commit) were not"
-                                + " written to the outbox and will not be published: emit before the commit begins",
-                        this.rows.size());
+            if (this.outbox == null || this.rows.isEmpty()) {
                 return;
             }
             // The transaction committed: nothing here may fail its caller, who would retry and emit a second time.
             try {
-                Outbox.this.metrics.outboxWritten(this.rows.size());
-                Outbox.this.afterCommit.run();
+                this.outbox.metrics.outboxWritten(this.rows.size());
+                this.outbox.afterCommit.run();
             } catch (RuntimeException ex) {
                 logger.warn("Could not wake the outbox relay up after a commit; it polls: {}", ex.toString());
             }
@@ -211,7 +292,13 @@ public final class Outbox {
 
         @Override
         public void afterCompletion(int status) {
-            TransactionSynchronizationManager.unbindResourceIfPossible(Outbox.this);
+            // Also when the commit failed before the listener saw it begin; first of the callbacks (its order).
+            this.closed = true;
+        }
+
+        @Override
+        public int getOrder() {
+            return Ordered.HIGHEST_PRECEDENCE;
         }
     }
 }

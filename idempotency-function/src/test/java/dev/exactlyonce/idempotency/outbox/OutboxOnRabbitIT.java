@@ -47,6 +47,7 @@ import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 import javax.sql.DataSource;
 import org.awaitility.Awaitility;
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
@@ -68,8 +69,10 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.transaction.ConfigurableTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
-import org.springframework.transaction.support.TransactionSynchronization;
+import org.springframework.transaction.TransactionExecution;
+import org.springframework.transaction.TransactionExecutionListener;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
 
@@ -304,6 +307,41 @@ class OutboxOnRabbitIT {
 
     @Autowired
     JdbcConnectionDetails connectionDetails;
+
+    /** Runs what {@link #onceTheOutboxWrote} bound, in the commit, after the outbox's listener wrote the rows. */
+    private static final TransactionExecutionListener AFTER_THE_OUTBOX = new TransactionExecutionListener() {
+        @Override
+        public void beforeCommit(TransactionExecution transaction) {
+            if (TransactionSynchronizationManager.getResource(AFTER_THE_OUTBOX) instanceof Runnable action) {
+                action.run();
+            }
+        }
+
+        @Override
+        public void afterCommit(TransactionExecution transaction, @Nullable Throwable commitFailure) {
+            TransactionSynchronizationManager.unbindResourceIfPossible(AFTER_THE_OUTBOX);
+        }
+
+        @Override
+        public void afterRollback(TransactionExecution transaction, @Nullable Throwable rollbackFailure) {
+            TransactionSynchronizationManager.unbindResourceIfPossible(AFTER_THE_OUTBOX);
+        }
+    };
+
+    /** Runs the action in the commit of the transaction under way, once the outbox wrote its rows, their keys locked. */
+    static void onceTheOutboxWrote(Runnable action) {
+        TransactionSynchronizationManager.bindResource(AFTER_THE_OUTBOX, action);
+    }
+
+    @BeforeEach
+    void followTheCommits() {
+        // Added after the outbox's own listener (on the manager since its creation): it runs after it.
+        ConfigurableTransactionManager manager =
+                (ConfigurableTransactionManager) this.transactions.getTransactionManager();
+        if (!manager.getTransactionExecutionListeners().contains(AFTER_THE_OUTBOX)) {
+            manager.addListener(AFTER_THE_OUTBOX);
+        }
+    }
 
     @BeforeEach
     void publishWhatIsLeftAndDrain() {
@@ -551,13 +589,10 @@ class OutboxOnRabbitIT {
         CountDownLatch commit = new CountDownLatch(1);
         CompletableFuture<UUID> first = CompletableFuture.supplyAsync(() -> this.transactions.execute(status -> {
             UUID id = this.outbox.emit(AUDITED, "one-key", Map.of("n", 1));
-            // Registered after the outbox's own: the row is written, its key locked, and the commit waits.
-            TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
-                @Override
-                public void beforeCommit(boolean readOnly) {
-                    written.countDown();
-                    release(commit);
-                }
+            // The row is written, its key locked, and the commit waits.
+            onceTheOutboxWrote(() -> {
+                written.countDown();
+                release(commit);
             });
             return id;
         }));
@@ -756,19 +791,12 @@ class OutboxOnRabbitIT {
     void aTransactionEmittingTenThousandDistinctKeysHoldsABoundedNumberOfLocks() {
         int[] locksAtCommit = new int[1];
         List<UUID> written = this.transactions.execute(status -> {
-            List<UUID> ids = this.outbox.write(
+            onceTheOutboxWrote(() -> locksAtCommit[0] = keyLocksHeld());
+            return this.outbox.write(
                     OUTPUT,
                     IntStream.range(0, 10_000)
                             .mapToObj(n -> new OutgoingEvent(AUDITED, "distinct-" + n, Map.of("n", n)))
                             .toList());
-            // Registered after the outbox's own: it runs once the rows are written, their keys locked.
-            TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
-                @Override
-                public void beforeCommit(boolean readOnly) {
-                    locksAtCommit[0] = keyLocksHeld();
-                }
-            });
-            return ids;
         });
 
         assertThat(written).hasSize(10_000).doesNotHaveDuplicates();

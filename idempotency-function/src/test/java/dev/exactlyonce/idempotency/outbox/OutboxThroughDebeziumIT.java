@@ -58,7 +58,9 @@ class OutboxThroughDebeziumIT {
         new ResourceDatabasePopulator(new ClassPathResource("dev/exactlyonce/idempotency/schema-postgresql.sql"))
                 .execute(dataSource);
         Outbox outbox = new Outbox(dataSource, new EnvelopeCodec(), DESTINATION, () -> {}, IdempotencyMetrics.NONE);
-        TransactionTemplate transactions = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        DataSourceTransactionManager manager = new DataSourceTransactionManager(dataSource);
+        manager.addListener(Outbox.transactionListener());
+        TransactionTemplate transactions = new TransactionTemplate(manager);
         String slot = "outbox_" + UUID.randomUUID().toString().replace("-", "").substring(0, 12);
         LinkedBlockingQueue<SourceRecord> records = new LinkedBlockingQueue<>();
         ExecutorService executor = Executors.newSingleThreadExecutor();
