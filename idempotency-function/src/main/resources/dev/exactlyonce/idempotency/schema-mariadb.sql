@@ -45,11 +45,13 @@ CREATE TABLE IF NOT EXISTS outbox_event (
     next_attempt_at TIMESTAMP(6) NULL DEFAULT NULL,
     last_error      TEXT         NULL,
     parked_at       TIMESTAMP(6) NULL DEFAULT NULL,
+    skipped_at      TIMESTAMP(6) NULL DEFAULT NULL,
     PRIMARY KEY (id),
     UNIQUE KEY outbox_event_position_key (position),
     INDEX outbox_event_unpublished_idx (published_at, position),
     INDEX outbox_event_occurred_at_idx (occurred_at),
-    INDEX outbox_event_held_idx (aggregatetype, aggregateid, published_at, attempts)
+    INDEX outbox_event_held_idx (aggregatetype, aggregateid, published_at, attempts),
+    INDEX outbox_event_pending_key_idx (aggregatetype, aggregateid, published_at, position)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
 
 -- The locks of the outbox: a transaction that writes events locks its keys' slots (FOR UPDATE, until it ends), so

@@ -29,7 +29,7 @@ CREATE TABLE processed_event_scope (
 -- Debezium's Outbox Event Router reads by default. One per schema, whatever the table name of processed events.
 -- publishable_at, attempts, next_attempt_at, last_error and parked_at are the relay's: when the row became
 -- publishable, and, for a row the broker refused, how often, when it is tried again, why, and when it was parked
--- (set aside, its key held back, until an operator releases or skips it).
+-- (set aside, its key held back, until an operator releases or skips it); skipped_at is when an operator skipped it.
 CREATE TABLE outbox_event (
     id              uuid        NOT NULL,
     aggregatetype   text        NOT NULL,
@@ -44,6 +44,7 @@ CREATE TABLE outbox_event (
     next_attempt_at timestamptz,
     last_error      text,
     parked_at       timestamptz,
+    skipped_at      timestamptz,
     CONSTRAINT outbox_event_pkey PRIMARY KEY (id)
 );
 
@@ -52,6 +53,8 @@ CREATE INDEX outbox_event_unpublished_idx ON outbox_event (position) WHERE publi
 CREATE INDEX outbox_event_published_at_idx ON outbox_event (published_at) WHERE published_at IS NOT NULL;
 
 CREATE INDEX outbox_event_held_idx ON outbox_event (aggregatetype, aggregateid) WHERE published_at IS NULL AND attempts > 0;
+
+CREATE INDEX outbox_event_pending_key_idx ON outbox_event (aggregatetype, aggregateid, position) WHERE published_at IS NULL;
 
 -- Who publishes the outbox: the library's relay ('relay'), or another process such as Debezium ('external').
 -- Registered by the first instance to start; an instance whose idempotency.outbox.relay.enabled disagrees refuses

@@ -4,8 +4,10 @@ import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.outbox.ParkedOutboxEvents;
 import java.io.PrintStream;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import javax.sql.DataSource;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
@@ -17,7 +19,7 @@ import org.springframework.jdbc.datasource.DriverManagerDataSource;
  */
 final class OutboxParkedCommand {
 
-    /** The most parked events listed, or acted on with {@code --all}. */
+    /** The most parked events listed, and how many {@code --all} reads at a time (it acts on all of them). */
     private static final int LIMIT = 1_000;
 
     private final Map<String, String> env;
@@ -50,28 +52,72 @@ final class OutboxParkedCommand {
                 this.env.getOrDefault("SPRING_DATASOURCE_USERNAME", ""),
                 this.env.getOrDefault("SPRING_DATASOURCE_PASSWORD", ""));
         ParkedOutboxEvents parked = new ParkedOutboxEvents(dataSource);
-        List<ParkedOutboxEvents.Parked> listed = parked.list(LIMIT);
         if (action.equals("list")) {
-            print(listed);
+            print(parked.list(LIMIT));
             return 0;
         }
-        List<UUID> targets = ids.isEmpty()
-                ? listed.stream().map(ParkedOutboxEvents.Parked::id).toList()
-                : ids;
+        return ids.isEmpty() ? actOnAll(parked, action) : actOn(parked, action, ids);
+    }
+
+    private int actOn(ParkedOutboxEvents parked, String action, List<UUID> ids) {
         int missing = 0;
-        for (UUID id : targets) {
-            boolean applied = action.equals("release") ? parked.release(id) : parked.skip(id);
-            if (applied) {
-                this.out.printf("%s %s%n", action.equals("release") ? "released" : "skipped", id);
+        for (UUID id : ids) {
+            if (apply(parked, action, id)) {
+                this.out.printf("%s %s%n", past(action), id);
             } else {
                 this.out.printf("%s is not parked (published, skipped, released, or not in this outbox)%n", id);
                 missing++;
             }
         }
-        if (action.equals("release") && missing < targets.size()) {
+        if (action.equals("release") && missing < ids.size()) {
             this.out.println("The service's relay tries the released events again within its poll interval.");
         }
         return missing == 0 ? 0 : 1;
+    }
+
+    /**
+     * Acts on every parked event, {@value #LIMIT} at a time, until none is left that it has not tried; says how many it
+     * handled and how many are still parked (parked meanwhile, or released by another operator and parked again).
+     */
+    private int actOnAll(ParkedOutboxEvents parked, String action) {
+        Set<UUID> tried = new HashSet<>();
+        int applied = 0;
+        List<UUID> page = untried(parked.list(LIMIT), tried);
+        while (!page.isEmpty()) {
+            for (UUID id : page) {
+                tried.add(id);
+                if (apply(parked, action, id)) {
+                    applied++;
+                }
+            }
+            this.out.printf("%s %d parked event(s) so far%n", past(action), applied);
+            page = untried(parked.list(LIMIT), tried);
+        }
+        int left = parked.list(LIMIT).size();
+        this.out.printf(
+                "%s %d parked event(s); %s%n",
+                past(action),
+                applied,
+                left == 0 ? "none is parked now" : left + (left == LIMIT ? " or more" : "") + " still parked");
+        if (action.equals("release") && applied > 0) {
+            this.out.println("The service's relay tries the released events again within its poll interval.");
+        }
+        return left == 0 ? 0 : 1;
+    }
+
+    private static List<UUID> untried(List<ParkedOutboxEvents.Parked> parked, Set<UUID> tried) {
+        return parked.stream()
+                .map(ParkedOutboxEvents.Parked::id)
+                .filter(id -> !tried.contains(id))
+                .toList();
+    }
+
+    private static boolean apply(ParkedOutboxEvents parked, String action, UUID id) {
+        return action.equals("release") ? parked.release(id) : parked.skip(id);
+    }
+
+    private static String past(String action) {
+        return action.equals("release") ? "released" : "skipped";
     }
 
     private void print(List<ParkedOutboxEvents.Parked> listed) {

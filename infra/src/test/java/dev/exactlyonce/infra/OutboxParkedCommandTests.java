@@ -101,6 +101,21 @@ class OutboxParkedCommandTests {
     }
 
     @Test
+    void releaseAllReleasesEveryParkedEventHoweverManyAndSaysHowMany() {
+        this.jdbc.update("""
+                INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload, attempts, last_error, parked_at)
+                SELECT gen_random_uuid(), 'events', 'order-many-' || n, 'stock.stock.reserved.v1', '{}', 10, 'nack', now()
+                FROM generate_series(1, 1500) AS n""");
+
+        assertThat(run("outbox-parked", "release", "--all")).isZero();
+
+        assertThat(this.jdbc.queryForObject(
+                        "SELECT count(*) FROM outbox_event WHERE parked_at IS NOT NULL", Integer.class))
+                .isZero();
+        assertThat(this.out.toString()).contains("released 1502 parked event(s); none is parked now");
+    }
+
+    @Test
     void withoutTheServicesDatabaseItSaysWhatToSet() {
         int status = Infra.run(
                 new String[] {"outbox-parked"},

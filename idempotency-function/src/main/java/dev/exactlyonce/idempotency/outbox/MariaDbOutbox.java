@@ -41,26 +41,30 @@ final class MariaDbOutbox implements OutboxStatements {
             UPDATE outbox_event
             SET published_at = NULL, publishable_at = NOW(6),
                 attempts = 0, next_attempt_at = NULL, last_error = NULL, parked_at = NULL
-            WHERE UNIX_TIMESTAMP(occurred_at) >= ? AND UNIX_TIMESTAMP(occurred_at) < ? AND published_at IS NOT NULL""";
+            WHERE UNIX_TIMESTAMP(occurred_at) >= ? AND UNIX_TIMESTAMP(occurred_at) < ? AND published_at IS NOT NULL
+              AND skipped_at IS NULL""";
 
-    private static final String PARTITION =
-            "(CRC32(CONCAT(aggregatetype, ':', aggregateid)) & " + (OutboxRelay.PARTITIONS - 1) + ")";
-
-    private static final String NOT_HELD = """
-            (aggregatetype, aggregateid) NOT IN (
-                SELECT aggregatetype, aggregateid FROM outbox_event
-                WHERE published_at IS NULL AND attempts > 0 AND (parked_at IS NOT NULL OR next_attempt_at > NOW(6)))""";
-
-    private static final String CANDIDATES = """
-            SELECT %s, TIMESTAMPDIFF(MICROSECOND, publishable_at, NOW(6)) / 1000000
-            FROM outbox_event WHERE published_at IS NULL AND %s ORDER BY position LIMIT ?""".formatted(PARTITION, NOT_HELD);
+    /**
+     * The head of every key with an unpublished row, by a loose scan of the pending rows' key index (one step per key);
+     * see PostgresOutbox.
+     */
+    private static final String HEADS = """
+            SELECT head.aggregatetype, head.aggregateid, head.type, head.position,
+                   CRC32(CONCAT(head.aggregatetype, ':', head.aggregateid)) & %d,
+                   head.attempts > 0 AND (head.parked_at IS NOT NULL OR head.next_attempt_at > NOW(6)),
+                   TIMESTAMPDIFF(MICROSECOND, head.publishable_at, NOW(6)) / 1000000
+            FROM (SELECT aggregatetype, aggregateid, MIN(position) AS position FROM outbox_event
+                  WHERE published_at IS NULL GROUP BY aggregatetype, aggregateid LIMIT ?) AS heads
+            JOIN outbox_event head ON head.position = heads.position""".formatted(OutboxRelay.PARTITIONS - 1);
 
     private static final String LOCK_PARTITIONS = """
             SELECT partition_no FROM outbox_relay_lock WHERE partition_no IN (%s) FOR UPDATE SKIP LOCKED""";
 
+    /** One key's oldest unpublished rows: the pending rows of several keys are the union of theirs. */
     private static final String PENDING = """
-            SELECT id, aggregatetype, aggregateid, type, payload, UNIX_TIMESTAMP(occurred_at)
-            FROM outbox_event WHERE published_at IS NULL AND %s IN (%%s) AND %s ORDER BY position LIMIT ?""".formatted(PARTITION, NOT_HELD);
+            (SELECT id, aggregatetype, aggregateid, type, payload, UNIX_TIMESTAMP(occurred_at), position
+             FROM outbox_event WHERE aggregatetype = ? AND aggregateid = ? AND published_at IS NULL
+             ORDER BY position LIMIT ?)""";
 
     private static final String MARK = """
             UPDATE outbox_event SET published_at = NOW(6) WHERE id IN (%s)""";
@@ -194,8 +198,18 @@ final class MariaDbOutbox implements OutboxStatements {
     public void limitIdleTime(JdbcTemplate jdbc, Duration limit) {}
 
     @Override
-    public void candidates(JdbcTemplate jdbc, int limit, RowCallbackHandler partitionAndLag) {
-        jdbc.query(CANDIDATES, partitionAndLag, limit);
+    public List<Head> heads(JdbcTemplate jdbc, int maxKeys) {
+        return jdbc.query(
+                HEADS,
+                (row, index) -> new Head(
+                        row.getString(1),
+                        row.getString(2),
+                        row.getString(3),
+                        row.getLong(4),
+                        row.getInt(5),
+                        row.getBoolean(6),
+                        row.getDouble(7)),
+                maxKeys);
     }
 
     @Override
@@ -205,11 +219,11 @@ final class MariaDbOutbox implements OutboxStatements {
     }
 
     @Override
-    public List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Integer> partitions, int limit) {
-        List<Object> parameters = new ArrayList<>(partitions);
-        parameters.add(limit);
+    public List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey) {
+        List<Object> parameters = new ArrayList<>(keys.size() * 3);
+        keys.forEach(head -> parameters.addAll(List.of(head.destination(), head.key(), perKey)));
         return jdbc.query(
-                PENDING.formatted(placeholders(partitions.size())),
+                String.join(" UNION ALL ", Collections.nCopies(keys.size(), PENDING)) + " ORDER BY 7",
                 (row, index) -> new OutboxPublisher.Row(
                         row.getObject(1, UUID.class),
                         row.getString(2),

@@ -1,6 +1,8 @@
 package dev.exactlyonce.idempotency.outbox;
 
 import java.time.Duration;
+import java.util.List;
+import java.util.Map;
 import org.springframework.boot.health.contributor.Health;
 import org.springframework.boot.health.contributor.HealthIndicator;
 
@@ -42,6 +44,20 @@ final class OutboxHealthIndicator implements HealthIndicator {
         if (outbox.oldestPublishableAt() != null) {
             health.withDetail(
                     "oldestPublishableAt", outbox.oldestPublishableAt().toString());
+        }
+        List<Holds.Held> held = this.relay.holds().list();
+        if (!held.isEmpty()) {
+            health.withDetail(
+                    "held",
+                    held.stream()
+                            .map(hold -> Map.of(
+                                    "kind", hold.kind().toString(),
+                                    "name", hold.name(),
+                                    "since", hold.since().toString(),
+                                    "failures", hold.failures(),
+                                    "nextTry", hold.until().toString(),
+                                    "reason", hold.reason()))
+                            .toList());
         }
         if (stalled) {
             health.withDetail("relay", "its thread is gone: restart the service");

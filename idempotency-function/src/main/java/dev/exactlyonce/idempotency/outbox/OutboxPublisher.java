@@ -5,12 +5,15 @@ import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import dev.exactlyonce.idempotency.outbox.PublishConfirmation.Verdict;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.Deque;
+import java.util.HashSet;
 import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -51,12 +54,13 @@ import tools.jackson.databind.util.RawValue;
  *   <li>another binder: the send returns once the binder has the message.
  * </ul>
  *
- * <p>What became of each row is told apart: confirmed; refused by the broker, for this row (a {@code basic.nack}, a
- * channel closed for this publication: a missing exchange, a routing key the user may not publish, a message over
- * the broker's size limit; on Kafka, a record too large or a topic not authorized), which counts as an attempt of the
- * row; or unanswered (no confirm within the timeout, a connection lost), which is the broker's condition, not the
- * row's. The defaults are set on the destination's producer properties before its first publication, unless the
- * service set them (a {@code routing-key-expression} of its own, for one).
+ * <p>What became of each row is told apart ({@link PublishConfirmation.Verdict}): confirmed; refused for what it is
+ * (over the broker's size limit, a payload that cannot be sent), which counts an attempt of the row; refused for where
+ * it goes (a missing exchange, a routing key the user may not publish, a full queue), which holds its route; not
+ * answered (no confirm in time, the broker not reached), which holds its destination. A route or destination held
+ * ({@link Holds}) counts no attempt and parks nothing: its keys wait, in order, while other destinations and routes go
+ * on. The defaults are set on the destination's producer properties before its first publication, unless the service
+ * set them (a {@code routing-key-expression} of its own, for one).
  */
 final class OutboxPublisher {
 
@@ -76,14 +80,16 @@ final class OutboxPublisher {
      * What a publication did.
      *
      * @param confirmed the rows the broker confirmed
-     * @param refused the rows the broker refused
-     * @param unanswered why some rows were neither, if some were not (the first such reason): the broker did not
-     *     answer in time, or could not be reached
+     * @param refused the rows refused for what they are: each counts an attempt
+     * @param unanswered why rows were held rather than published, if some were (the first such reason): the broker did
+     *     not answer, or refused their route
+     * @param held how many keys waited, their next row's destination, route or key held
      */
     record Published(
             List<UUID> confirmed,
             List<Refusal> refused,
-            @Nullable String unanswered) {
+            @Nullable String unanswered,
+            int held) {
 
         /** The first reason a row was not published, if one was not. */
         @Nullable
@@ -113,8 +119,8 @@ final class OutboxPublisher {
         }
 
         @Override
-        public boolean unanswered(Throwable failure) {
-            return false;
+        public Verdict failed(Throwable failure) {
+            return Verdict.UNEXPLAINED;
         }
     };
 
@@ -162,6 +168,12 @@ final class OutboxPublisher {
      */
     private final Set<String> sending = ConcurrentHashMap.newKeySet();
 
+    /** The destinations, routes and keys the relay waits out: kept from run to run. */
+    private final Holds holds = new Holds();
+
+    /** Run when a send that waited for the broker returns: the relay, woken up for the key that waited for it. */
+    private volatile Runnable returned = () -> {};
+
     /** Counts the relay's stops: a run that a stop abandoned takes no outcome that comes after it. */
     private final AtomicInteger closings = new AtomicInteger();
 
@@ -180,6 +192,16 @@ final class OutboxPublisher {
         this.confirmations = List.copyOf(confirmations);
     }
 
+    /** The destinations, routes and keys held. */
+    Holds holds() {
+        return this.holds;
+    }
+
+    /** Runs {@code action} when a send that waited for the broker returns, so that its key's next row goes soon. */
+    void onReturn(Runnable action) {
+        this.returned = action;
+    }
+
     /**
      * Checks, before the first publication, that the destination's binder confirms what it publishes: a relay whose
      * broker does not would mark nothing published, and publish every row again on every run.
@@ -194,10 +216,14 @@ final class OutboxPublisher {
      * Publishes the rows, each key's in their order, within {@code confirm-timeout} in all. A row is sent once the
      * previous row of its key was confirmed (the binder's channels do not keep the order of two messages in flight at
      * once: on RabbitMQ, a channel whose confirms are pending is not reused), and as soon as it was, up to
-     * {@value #MAX_IN_FLIGHT} rows in flight at once. A row the broker refuses holds back the later rows of its key,
-     * in this run, and no other. Once a row goes unanswered (the timeout passed, or the broker could not be reached),
-     * no further row is sent: the rows not confirmed by then wait for the next run. The rows are sent from a thread of
-     * the publisher's, so that a send stuck in a silent network does not hold the run past the timeout either.
+     * {@value #MAX_IN_FLIGHT} rows in flight at once. A key whose next row's destination, route or key is held
+     * ({@link Holds}) waits, and so does one whose earlier send has not returned. A row the broker refuses holds back
+     * the later rows of its key, in this run, and no other; a refused route is held at once. Once a row of a
+     * destination goes unanswered (the timeout passed, or the broker could not be reached), no further row of it is
+     * sent, and the destination is held unless another of its rows was confirmed. A failure that tells nothing counts
+     * as the row's refusal when its destination confirmed rows lately, and holds its key otherwise. The rows are sent
+     * from a thread of the publisher's, so that a send stuck in a silent network does not hold the run past the
+     * timeout either.
      */
     Published publish(List<Row> rows) {
         long deadline = System.nanoTime() + this.confirmTimeout.toNanos();
@@ -208,7 +234,7 @@ final class OutboxPublisher {
             if (outcome == null) {
                 return run.end(("no confirm of %d event(s) within %s (idempotency.outbox.relay.confirm-timeout): the"
                                 + " broker is slow or cannot be reached")
-                        .formatted(run.inFlight, this.confirmTimeout));
+                        .formatted(run.inFlight.size(), this.confirmTimeout));
             }
             if (this.closings.get() != closing) {
                 return run.end("the relay stopped while event(s) were in flight");
@@ -232,17 +258,27 @@ final class OutboxPublisher {
         /** The sends submitted, each with its key if it waits for the broker. */
         private final Map<Future<?>, @Nullable String> sends = new LinkedHashMap<>();
 
+        /** The rows sent and not answered yet. */
+        private final Set<Row> inFlight = new LinkedHashSet<>();
+
         private final List<UUID> confirmed;
 
         private final List<Refusal> refused = new ArrayList<>();
 
-        /** Why a row went unanswered, once one did: no further row is sent. */
-        private @Nullable String unanswered;
+        /** The destinations that confirmed a row in this run. */
+        private final Set<String> confirming = new HashSet<>();
 
-        /** Why a key waited for a send of an earlier run, if one did. */
-        private @Nullable String stillSending;
+        /** The destinations a row of which went unanswered, and why: no further row of theirs is sent. */
+        private final Map<String, Row> unanswered = new LinkedHashMap<>();
 
-        private int inFlight;
+        /** The rows whose failure told nothing, and why: weighed once the run knows what its destinations did. */
+        private final Map<Row, String> unexplained = new LinkedHashMap<>();
+
+        /** Why rows were held rather than published, the first time. */
+        private @Nullable String held;
+
+        /** How many keys waited, their next row held, or their earlier send not returned. */
+        private int waiting;
 
         Run(List<Row> rows) {
             rows.forEach(row -> this.keys
@@ -253,24 +289,29 @@ final class OutboxPublisher {
         }
 
         /**
-         * Sends the first row of each key that is ready, up to {@value OutboxPublisher#MAX_IN_FLIGHT} in flight, unless a row went
-         * unanswered.
+         * Sends the first row of each key that is ready, up to {@value OutboxPublisher#MAX_IN_FLIGHT} in flight,
+         * leaving out the keys whose next row waits.
          *
          * @return the rows in flight
          */
         int sendReady() {
-            while (this.unanswered == null && this.inFlight < MAX_IN_FLIGHT && !this.ready.isEmpty()) {
-                start(this.ready.poll().peek());
+            while (this.inFlight.size() < MAX_IN_FLIGHT && !this.ready.isEmpty()) {
+                Row row = this.ready.poll().peek();
+                if (this.unanswered.containsKey(row.destination()) || OutboxPublisher.this.holds.holds(row)) {
+                    this.waiting++;
+                } else {
+                    start(row);
+                }
             }
-            return this.inFlight;
+            return this.inFlight.size();
         }
 
         private void start(Row row) {
             boolean waits = waitsForTheBroker(row.destination());
             if (waits && !OutboxPublisher.this.sending.add(row.orderKey())) {
-                // A send of an earlier run is still waiting for the broker: the key waits for it.
-                this.stillSending = "an earlier send of event(s) of key %s to %s has not returned yet"
-                        .formatted(row.key(), row.destination());
+                // A send of an earlier run is still waiting for the broker: the key waits for it, and the relay is
+                // woken up when it returns.
+                this.waiting++;
                 return;
             }
             Future<?> sent = (waits ? waitingSenders() : sender())
@@ -278,38 +319,60 @@ final class OutboxPublisher {
                         if (waits) {
                             // Before the outcome is told: the run may send the key's next row at once.
                             OutboxPublisher.this.sending.remove(row.orderKey());
+                            OutboxPublisher.this.returned.run();
                         }
                         this.outcomes.add(outcome);
                     }));
             this.sends.put(sent, waits ? row.orderKey() : null);
-            this.inFlight++;
+            this.inFlight.add(row);
         }
 
         /** Takes what became of a row in flight: a confirmed row makes its key's next row ready. */
         void take(Outcome outcome) {
-            this.inFlight--;
-            Deque<Row> key = this.keys.get(outcome.row().orderKey());
-            if (outcome.failure() == null) {
-                this.confirmed.add(outcome.row().id());
-                key.poll();
-                if (!key.isEmpty()) {
-                    this.ready.add(key);
+            Row row = outcome.row();
+            this.inFlight.remove(row);
+            String failure = String.valueOf(outcome.failure());
+            switch (outcome.verdict()) {
+                case CONFIRMED -> {
+                    this.confirmed.add(row.id());
+                    this.confirming.add(row.destination());
+                    OutboxPublisher.this.holds.confirmed(row);
+                    Deque<Row> key = this.keys.get(row.orderKey());
+                    key.poll();
+                    if (!key.isEmpty()) {
+                        this.ready.add(key);
+                    }
                 }
-            } else if (outcome.refused()) {
-                this.refused.add(new Refusal(outcome.row(), outcome.failure()));
-            } else if (this.unanswered == null) {
-                this.unanswered = outcome.failure();
+                case ROW_REFUSED -> this.refused.add(new Refusal(row, failure));
+                case ROUTE_REFUSED -> {
+                    OutboxPublisher.this.holds.hold(Holds.Kind.ROUTE, row, failure);
+                    heldFor(failure);
+                }
+                case UNANSWERED -> unanswered(row, failure);
+                case UNEXPLAINED -> this.unexplained.put(row, failure);
+            }
+        }
+
+        private void unanswered(Row row, String failure) {
+            this.unanswered.putIfAbsent(row.destination(), row);
+            heldFor(failure);
+        }
+
+        private void heldFor(String failure) {
+            if (this.held == null) {
+                this.held = failure;
             }
         }
 
         /**
-         * Ends the publication, the rows still in flight given up for the reason given, if any.
+         * Ends the publication, the rows still in flight given up for the reason given, if any: holds the destinations
+         * that answered nothing, and weighs the failures that told nothing.
          *
          * @param givenUp why the rows still in flight were given up, or {@code null} when none is
          */
         Published end(@Nullable String givenUp) {
             if (givenUp != null) {
-                this.unanswered = givenUp;
+                List.copyOf(this.inFlight).forEach(row -> unanswered(row, givenUp));
             }
             // A send still waiting for the sender (behind one stuck in the network) is not made once the run ended.
             this.sends.forEach((send, key) -> {
@@ -317,8 +380,21 @@ final class OutboxPublisher {
                     OutboxPublisher.this.sending.remove(key);
                 }
             });
-            return new Published(
-                    this.confirmed, this.refused, this.unanswered != null ? this.unanswered : this.stillSending);
+            Holds holds = OutboxPublisher.this.holds;
+            this.unanswered.forEach((destination, row) -> {
+                if (!this.confirming.contains(destination)) {
+                    holds.hold(Holds.Kind.DESTINATION, row, String.valueOf(this.held));
+                }
+            });
+            this.unexplained.forEach((row, failure) -> {
+                if (this.confirming.contains(row.destination()) || holds.confirmedLately(row.destination())) {
+                    this.refused.add(new Refusal(row, failure));
+                } else {
+                    holds.hold(Holds.Kind.KEY, row, failure);
+                    heldFor(failure);
+                }
+            });
+            return new Published(this.confirmed, this.refused, this.held, this.waiting);
         }
     }
 
@@ -380,13 +456,8 @@ final class OutboxPublisher {
         }
     }
 
-    /** What became of a row: confirmed (no failure), refused by the broker, or not answered. */
-    private record Outcome(Row row, @Nullable String failure, boolean refused) {
-
-        static Outcome confirmed(Row row) {
-            return new Outcome(row, null, false);
-        }
-    }
+    /** What became of a row: its verdict, and why when it was not confirmed. */
+    private record Outcome(Row row, @Nullable String failure, Verdict verdict) {}
 
     private static @Nullable Outcome poll(BlockingQueue<Outcome> outcomes, long deadline) {
         try {
@@ -410,24 +481,23 @@ final class OutboxPublisher {
                     .setHeader(EventHeaders.EVENT_NAME, row.eventName());
             CompletableFuture<Outcome> answered = confirmation
                     .answer(message, row.id(), row.key())
-                    .thenApply(answer -> new Outcome(row, answer.failure(), answer.refused()));
+                    .thenApply(answer -> new Outcome(row, answer.failure(), answer.verdict()));
             if (!this.streamBridge.send(row.destination(), message.build())) {
                 return CompletableFuture.completedFuture(
-                        new Outcome(row, "the binder did not take event " + row.id(), false));
+                        new Outcome(row, "the binder did not take event " + row.id(), Verdict.UNANSWERED));
             }
             return answered;
         } catch (RuntimeException | Error ex) {
-            // An Error here (a class missing, a heap exhausted by this row's payload) fails this row only: tried again
-            // later, and parked if it keeps failing, rather than ending the relay.
+            // An Error here (a class missing, a heap exhausted by this row's payload) fails this row only, rather than
+            // ending the relay: parked if it keeps failing while other rows go through.
             String failure = "could not publish event %s to %s: %s".formatted(row.id(), row.destination(), ex);
-            boolean refused = !interrupted(ex) && !confirmation.unanswered(ex);
-            return CompletableFuture.completedFuture(new Outcome(row, failure, refused));
+            Verdict verdict = interrupted(ex) ? Verdict.UNANSWERED : confirmation.failed(ex);
+            return CompletableFuture.completedFuture(new Outcome(row, failure, verdict));
         }
     }
 
     /**
-     * Whether the send was interrupted (the relay stopping) rather than answered: it says nothing of the row (on Kafka,
-     * the client's own interrupt exception is one of its confirmation's {@link PublishConfirmation#unanswered}).
+     * Whether the send was interrupted (the relay stopping) rather than answered: it says nothing of the row.
      */
     private static boolean interrupted(Throwable ex) {
         return Thread.currentThread().isInterrupted() || Failures.find(ex, InterruptedException.class) != null;

@@ -6,7 +6,8 @@ import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
 import dev.exactlyonce.idempotency.jdbc.Dialect;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.LinkedHashSet;
+import java.util.Comparator;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Objects;
 import java.util.Set;
@@ -84,13 +85,21 @@ public final class OutboxRelay implements SmartLifecycle {
     static final int PARTITIONS = 256;
 
     /**
+     * The most keys with unpublished rows a run reads the heads of (one index probe each). Beyond it a run chooses
+     * among the keys read, and the others wait for later runs.
+     */
+    static final int MAX_KEYS = 10_000;
+
+    /**
      * What a run did.
      *
      * @param ran whether it ran: {@code false} when every partition it found rows in was another instance's
      * @param read the rows it read
      * @param published the rows it published and marked
      * @param failure why it stopped before the rows it read were all published, if it did
-     * @param unanswered whether the broker left rows unanswered (away, or not confirming in time)
+     * @param unanswered whether rows were held rather than published: the broker did not answer, or refused their
+     *     route ({@link Holds})
+     * @param held how many keys waited, their next row's destination, route or key held
      * @param contended whether it found rows in partitions another instance was publishing
      * @param nextAttempt how soon a held key's back-off ends, if one is held back and not parked
      */
@@ -100,11 +109,17 @@ public final class OutboxRelay implements SmartLifecycle {
             int published,
             @Nullable String failure,
             boolean unanswered,
+            int held,
             boolean contended,
             @Nullable Duration nextAttempt) {
 
         static Run idle(boolean ran, boolean contended) {
-            return new Run(ran, 0, 0, null, false, contended, null);
+            return new Run(ran, 0, 0, null, false, 0, contended, null);
+        }
+
+        /** Whether every row it read waited for a hold: nothing it could do until one ends. */
+        boolean heldOnly() {
+            return this.read > 0 && this.published == 0 && this.held > 0 && !this.contended;
         }
     }
 
@@ -157,6 +172,7 @@ public final class OutboxRelay implements SmartLifecycle {
         this.pollInterval = properties.pollInterval();
         this.linger = properties.linger();
         this.metrics = metrics;
+        publisher.onReturn(this::wake);
     }
 
     private static TransactionDefinition readCommitted() {
@@ -172,22 +188,23 @@ public final class OutboxRelay implements SmartLifecycle {
         }
     }
 
-    /** Publishes one batch of unpublished rows now, of the partitions no other instance is publishing. */
+    /** Publishes one batch of unpublished rows now, of the keys no other instance is publishing. */
     Run publishPending() {
         TransactionStatus transaction = this.transactions.getTransaction(RUN);
         Run run;
         try {
             sql().limitIdleTime(this.jdbc, this.idleLimit);
-            Candidates candidates = candidates();
-            Run batch = publishBatch(candidates.partitions());
+            Choice choice = choose(sql().heads(this.jdbc, MAX_KEYS));
+            Run batch = publishBatch(choice.keys());
             // Read once the run's refusals are counted: the parked rows it set aside count, and their back-off.
-            Duration nextAttempt = readHeld(candidates.lag());
+            Duration nextAttempt = readHeld(choice.lag());
             run = new Run(
                     batch.ran(),
                     batch.read(),
                     batch.published(),
                     batch.failure(),
                     batch.unanswered(),
+                    batch.held() + choice.held(),
                     batch.contended(),
                     nextAttempt);
         } catch (RuntimeException | Error ex) {
@@ -210,15 +227,65 @@ public final class OutboxRelay implements SmartLifecycle {
         }
     }
 
-    private Run publishBatch(List<Integer> partitions) {
-        if (partitions.isEmpty()) {
+    /**
+     * The keys a run publishes: those whose head waited longest, up to {@code batch-size} keys, leaving out the keys
+     * held back (their head refused and waiting, or parked) and those whose head's destination, route or key the
+     * relay waits out ({@link Holds}); of a destination whose hold just ended, one key only, as a probe. Also how long
+     * the oldest head of a key not held back has waited, and how many keys wait for a hold.
+     */
+    private Choice choose(List<OutboxStatements.Head> heads) {
+        Holds holds = this.publisher.holds();
+        double lag = 0;
+        int held = 0;
+        List<OutboxStatements.Head> ready = new ArrayList<>();
+        for (OutboxStatements.Head head : heads) {
+            if (head.held()) {
+                continue;
+            }
+            lag = Math.max(lag, head.waited());
+            if (holds.holds(head.destination(), head.eventName(), head.destination() + '\n' + head.key())) {
+                held++;
+            } else {
+                ready.add(head);
+            }
+        }
+        ready.sort(Comparator.comparingLong(OutboxStatements.Head::position));
+        List<OutboxStatements.Head> keys = new ArrayList<>();
+        Set<String> probed = new HashSet<>();
+        for (OutboxStatements.Head head : ready) {
+            if (keys.size() == this.batchSize) {
+                break;
+            }
+            if (!holds.probing(head.destination()) || probed.add(head.destination())) {
+                keys.add(head);
+            }
+        }
+        return new Choice(keys, lag, held);
+    }
+
+    private record Choice(List<OutboxStatements.Head> keys, double lag, int held) {}
+
+    /**
+     * Locks the keys' partitions that no other relay holds, and publishes the oldest rows of the keys in them: an even
+     * share of {@code batch-size} for each key, so that a key of a thousand rows takes one key's share, and the
+     * other keys theirs.
+     */
+    private Run publishBatch(List<OutboxStatements.Head> keys) {
+        if (keys.isEmpty()) {
             return Run.idle(true, false);
         }
-        List<Integer> locked = sql().lockPartitions(this.jdbc, partitions);
+        List<Integer> partitions = keys.stream()
+                .map(OutboxStatements.Head::partition)
+                .distinct()
+                .sorted()
+                .toList();
+        Set<Integer> locked = new HashSet<>(sql().lockPartitions(this.jdbc, partitions));
         if (locked.isEmpty()) {
             return Run.idle(false, true);
         }
-        List<OutboxPublisher.Row> rows = sql().pending(this.jdbc, locked, this.batchSize);
+        List<OutboxStatements.Head> ours =
+                keys.stream().filter(head -> locked.contains(head.partition())).toList();
+        List<OutboxPublisher.Row> rows = sql().pending(this.jdbc, ours, Math.max(1, this.batchSize / ours.size()));
         OutboxPublisher.Published published = this.publisher.publish(rows);
         // Counted as they went out: a run whose mark then fails published them all the same (and its next run
         // publishes them again, counted again).
@@ -235,37 +302,25 @@ public final class OutboxRelay implements SmartLifecycle {
                 published.confirmed().size(),
                 published.failure(),
                 published.unanswered() != null,
+                published.held(),
                 locked.size() < partitions.size(),
                 null);
     }
 
     /**
-     * Reads the parked rows and the lag into the meters (the lag of the oldest rows read, or of a held key's row,
-     * whichever waited longer); returns how soon a held key's back-off ends.
+     * Reads the parked rows and the lag into the meters (the lag of the oldest head of a key not held back, or of a
+     * held key's row, whichever waited longer); returns how soon a held key's back-off ends.
      */
-    private @Nullable Duration readHeld(double candidatesLag) {
+    private @Nullable Duration readHeld(double headsLag) {
         return this.jdbc.queryForObject(sql().held(), (row, index) -> {
             this.metrics.outboxParked(row.getLong(1));
             double seconds = row.getDouble(2);
             Duration nextAttempt = row.wasNull() ? null : Duration.ofMillis(Math.max(0, (long) (seconds * 1000)));
-            double lag = Math.max(candidatesLag, row.getDouble(3));
+            double lag = Math.max(headsLag, row.getDouble(3));
             this.metrics.outboxLag(Duration.ofMillis((long) (lag * 1000)));
             return nextAttempt;
         });
     }
-
-    /** The partitions of the oldest publishable rows, in their order, and how long the oldest of them waited. */
-    private Candidates candidates() {
-        Set<Integer> partitions = new LinkedHashSet<>();
-        double[] lag = {0};
-        sql().candidates(this.jdbc, this.batchSize, row -> {
-            partitions.add(row.getInt(1));
-            lag[0] = Math.max(lag[0], row.getDouble(2));
-        });
-        return new Candidates(new ArrayList<>(partitions), lag[0]);
-    }
-
-    private record Candidates(List<Integer> partitions, double lag) {}
 
     /** Counts the refused rows' attempts and holds their keys back, or parks them. */
     private void holdBack(List<OutboxPublisher.Refusal> refusals) {
@@ -313,25 +368,20 @@ public final class OutboxRelay implements SmartLifecycle {
         int failures = 0;
         // A thread given up by stop() (its run outlasted the wait) ends once it sees it is no longer the relay's.
         while (this.running && Thread.currentThread() == this.thread) {
-            Run run = null;
-            String failure;
+            Run run;
             try {
                 run = publishPending();
-                while (this.running && !run.unanswered() && run.read() == this.batchSize) {
+                while (this.running && run.read() == this.batchSize && run.published() > 0) {
                     run = publishPending();
                 }
-                failure = run.unanswered() && run.published() == 0 ? run.failure() : null;
             } catch (RuntimeException | Error ex) {
                 // Whatever failed (the database away, a heap exhausted by a run of large rows), the relay goes on.
                 this.metrics.outboxPublishFailed();
-                failure = ex.toString();
                 if (ex instanceof Error) {
                     logger.error("A run of the outbox relay failed with an error; it tries again", ex);
                 }
-            }
-            if (failure != null) {
                 failures++;
-                backOff(failures, failure);
+                backOff(failures, ex.toString());
                 continue;
             }
             if (failures > 0) {
@@ -359,16 +409,25 @@ public final class OutboxRelay implements SmartLifecycle {
     }
 
     /**
-     * Waits for a commit's wake-up, a held key's back-off to end, another instance's run to end, or the poll; when the
-     * broker left rows of a run unanswered that published others, at most the first back-off step (1 s).
+     * Waits for a commit's wake-up, a hold or a held key's back-off to end, another instance's run to end, or the
+     * poll; when the broker left rows of a run unanswered that published others, at most the first back-off step (1
+     * s). After a run whose every row waited for a hold, commits do not wake it before the first hold ends: their
+     * rows would wait too, most likely.
      */
     private void awaitWork(Run run) {
-        Duration wait = earliest(this.pollInterval, run.nextAttempt());
+        Duration wait = earliest(
+                earliest(this.pollInterval, run.nextAttempt()),
+                this.publisher.holds().nextEnd());
         if (run.contended()) {
             wait = earliest(wait, CONTENDED_RETRY);
         }
-        if (run.unanswered()) {
+        if (run.unanswered() && run.published() > 0) {
             wait = earliest(wait, retryDelay(1));
+        }
+        if (run.heldOnly()) {
+            pause(wait);
+            this.wakeUps.drainPermits();
+            return;
         }
         try {
             if (this.wakeUps.tryAcquire(Math.max(1, wait.toMillis()), TimeUnit.MILLISECONDS) && !this.linger.isZero()) {
@@ -455,6 +514,11 @@ public final class OutboxRelay implements SmartLifecycle {
     @Override
     public synchronized boolean isRunning() {
         return this.running;
+    }
+
+    /** The destinations and routes the relay waits out, and how many keys. */
+    Holds holds() {
+        return this.publisher.holds();
     }
 
     /** Whether the relay is meant to run and its thread does not: the outbox's health is then down. */

@@ -43,16 +43,36 @@ interface OutboxStatements {
     void limitIdleTime(JdbcTemplate jdbc, Duration limit);
 
     /**
-     * Reads the partitions of the oldest publishable rows, in their order, leaving out the keys held back, and how
-     * long each row waited (in seconds).
+     * The head (oldest unpublished row) of every key that has one, up to {@code maxKeys} keys, in no particular order:
+     * what a run chooses its keys from. Its cost is one index probe per key, however many rows a key holds.
      */
-    void candidates(JdbcTemplate jdbc, int limit, RowCallbackHandler partitionAndLag);
+    List<Head> heads(JdbcTemplate jdbc, int maxKeys);
+
+    /**
+     * A key's head.
+     *
+     * @param destination its destination
+     * @param key the key
+     * @param eventName the head row's event name (its route, with the destination)
+     * @param position the head row's position
+     * @param partition the key's partition ({@code OutboxRelay.PARTITIONS} of them)
+     * @param held whether the head was refused and waits for its next attempt, or was parked
+     * @param waited how long the head has waited since it became publishable, in seconds
+     */
+    record Head(
+            String destination,
+            String key,
+            String eventName,
+            long position,
+            int partition,
+            boolean held,
+            double waited) {}
 
     /** Locks those of the partitions no other relay holds (tried, never waited for), until the transaction ends. */
     List<Integer> lockPartitions(JdbcTemplate jdbc, List<Integer> partitions);
 
-    /** The oldest unpublished rows of the partitions, by the order they were written, leaving out held keys. */
-    List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Integer> partitions, int limit);
+    /** The oldest unpublished rows of each of the keys, up to {@code perKey} of each, in the order written. */
+    List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey);
 
     /** Marks the rows published. */
     void markPublished(JdbcTemplate jdbc, List<UUID> ids);

@@ -39,9 +39,12 @@ public final class ParkedOutboxEvents {
             UPDATE outbox_event SET parked_at = NULL, attempts = 0, next_attempt_at = NULL
             WHERE id = ? AND published_at IS NULL AND parked_at IS NOT NULL""";
 
-    /** A skipped row is marked published, and keeps its parked_at: it was set aside, never sent. */
+    /**
+     * A skipped row is marked skipped, and published so that the relay leaves it; it keeps its parked_at: it was set
+     * aside, never sent. A republication of its period leaves it as it is.
+     */
     private static final String SKIP = """
-            UPDATE outbox_event SET published_at = now()
+            UPDATE outbox_event SET published_at = now(), skipped_at = now()
             WHERE id = ? AND published_at IS NULL AND parked_at IS NOT NULL""";
 
     /**
@@ -117,8 +120,8 @@ public final class ParkedOutboxEvents {
     }
 
     /**
-     * Skips a parked event: it is never published, and its key's later events go without it. It stays in the table,
-     * parked and marked published, until the purge deletes it.
+     * Skips a parked event: it is never published, not even by a republication of its period, and its key's later
+     * events go without it. It stays in the table, parked and skipped, until the purge deletes it.
      *
      * @return whether it was parked
      */

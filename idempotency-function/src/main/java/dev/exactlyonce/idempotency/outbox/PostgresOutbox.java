@@ -32,20 +32,29 @@ final class PostgresOutbox implements OutboxStatements {
             UPDATE outbox_event
             SET published_at = NULL, publishable_at = clock_timestamp(),
                 attempts = 0, next_attempt_at = NULL, last_error = NULL, parked_at = NULL
-            WHERE occurred_at >= ? AND occurred_at < ? AND published_at IS NOT NULL""";
+            WHERE occurred_at >= ? AND occurred_at < ? AND published_at IS NOT NULL AND skipped_at IS NULL""";
 
-    private static final String PARTITION =
-            "(hashtext(aggregatetype || ':' || aggregateid) & " + (OutboxRelay.PARTITIONS - 1) + ")";
-
-    /** The keys held back: a row of theirs was refused and waits to be tried again, or was parked. */
-    private static final String NOT_HELD = """
-            (aggregatetype, aggregateid) NOT IN (
-                SELECT aggregatetype, aggregateid FROM outbox_event
-                WHERE published_at IS NULL AND attempts > 0 AND (parked_at IS NOT NULL OR next_attempt_at > now()))""";
-
-    private static final String CANDIDATES = """
-            SELECT %s, extract(epoch FROM clock_timestamp() - publishable_at)
-            FROM outbox_event WHERE published_at IS NULL AND %s ORDER BY position LIMIT ?""".formatted(PARTITION, NOT_HELD);
+    /**
+     * The head (oldest unpublished row) of every key that has one, by a skip scan of the pending rows' key index: one
+     * probe per key, however many rows the key holds; a key whose head was refused and waits for its next attempt, or
+     * was parked, is held.
+     */
+    static final String HEADS = """
+            WITH RECURSIVE heads AS (
+                (SELECT aggregatetype, aggregateid, position FROM outbox_event
+                 WHERE published_at IS NULL ORDER BY aggregatetype, aggregateid, position LIMIT 1)
+              UNION ALL
+                SELECT next.aggregatetype, next.aggregateid, next.position
+                FROM heads CROSS JOIN LATERAL (
+                    SELECT aggregatetype, aggregateid, position FROM outbox_event
+                    WHERE published_at IS NULL AND (aggregatetype, aggregateid) > (heads.aggregatetype, heads.aggregateid)
+                    ORDER BY aggregatetype, aggregateid, position LIMIT 1) AS next)
+            SELECT head.aggregatetype, head.aggregateid, head.type, head.position,
+                   hashtext(head.aggregatetype || ':' || head.aggregateid) & %d,
+                   head.attempts > 0 AND (head.parked_at IS NOT NULL OR head.next_attempt_at > now()),
+                   extract(epoch FROM clock_timestamp() - head.publishable_at)
+            FROM (SELECT * FROM heads LIMIT ?) AS heads
+            JOIN outbox_event head ON head.position = heads.position AND head.published_at IS NULL""".formatted(OutboxRelay.PARTITIONS - 1);
 
     private static final String IDLE_LIMIT = """
             SELECT set_config('idle_in_transaction_session_timeout', ?, true)""";
@@ -54,9 +63,16 @@ final class PostgresOutbox implements OutboxStatements {
             SELECT partition FROM unnest(?::int[]) AS partition
             WHERE pg_try_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox:' || current_schema()), partition)""";
 
+    /** The oldest unpublished rows of each key, up to a number per key, in the order written. */
     private static final String PENDING = """
-            SELECT id, aggregatetype, aggregateid, type, payload::text, occurred_at
-            FROM outbox_event WHERE published_at IS NULL AND %s = ANY (?) AND %s ORDER BY position LIMIT ?""".formatted(PARTITION, NOT_HELD);
+            SELECT event.id, event.aggregatetype, event.aggregateid, event.type, event.payload::text, event.occurred_at
+            FROM unnest(?::text[], ?::text[]) AS pending (aggregatetype, aggregateid)
+            CROSS JOIN LATERAL (
+                SELECT * FROM outbox_event
+                WHERE aggregatetype = pending.aggregatetype AND aggregateid = pending.aggregateid
+                  AND published_at IS NULL
+                ORDER BY position LIMIT ?) AS event
+            ORDER BY event.position""";
 
     private static final String MARK = """
             UPDATE outbox_event SET published_at = now() WHERE id = ANY (?)""";
@@ -137,8 +153,18 @@ final class PostgresOutbox implements OutboxStatements {
     }
 
     @Override
-    public void candidates(JdbcTemplate jdbc, int limit, RowCallbackHandler partitionAndLag) {
-        jdbc.query(CANDIDATES, partitionAndLag, limit);
+    public List<Head> heads(JdbcTemplate jdbc, int maxKeys) {
+        return jdbc.query(
+                HEADS,
+                (row, index) -> new Head(
+                        row.getString(1),
+                        row.getString(2),
+                        row.getString(3),
+                        row.getLong(4),
+                        row.getInt(5),
+                        row.getBoolean(6),
+                        row.getDouble(7)),
+                maxKeys);
     }
 
     @Override
@@ -147,7 +173,7 @@ final class PostgresOutbox implements OutboxStatements {
     }
 
     @Override
-    public List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Integer> partitions, int limit) {
+    public List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey) {
         return jdbc.query(
                 PENDING,
                 (row, index) -> new OutboxPublisher.Row(
@@ -157,8 +183,9 @@ final class PostgresOutbox implements OutboxStatements {
                         row.getString(4),
                         row.getString(5),
                         row.getTimestamp(6).toInstant()),
-                partitions.toArray(Integer[]::new),
-                limit);
+                keys.stream().map(Head::destination).toArray(String[]::new),
+                keys.stream().map(Head::key).toArray(String[]::new),
+                perKey);
     }
 
     @Override

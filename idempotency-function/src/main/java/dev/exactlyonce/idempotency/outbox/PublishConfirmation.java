@@ -30,15 +30,41 @@ public interface PublishConfirmation {
     /** Adds what the binder needs to the row's message, before it is sent; completes with the broker's answer. */
     CompletableFuture<Answer> answer(MessageBuilder<byte[]> message, UUID eventId, String key);
 
-    /** Whether a send that failed so says nothing of the row: the broker not reached, or not answering. */
-    boolean unanswered(Throwable failure);
+    /** What a send that threw says of the row (the exception's chain of causes searched). */
+    Verdict failed(Throwable failure);
 
     /**
-     * The broker's answer about a row: confirmed (no failure), or a failure, {@code refused} when it was the broker's
-     * answer about this row.
+     * What the broker's answer, or a send that failed, says of a row. Only {@link #ROW_REFUSED} counts an attempt of
+     * the row toward parking it: every other failure is the broker's or the destination's condition, which the relay
+     * waits out.
      */
-    record Answer(@Nullable String failure, boolean refused) {
+    enum Verdict {
 
-        public static final Answer CONFIRMED = new Answer(null, false);
+        /** The broker has the row. */
+        CONFIRMED,
+
+        /** Refused for what the row is, and would be again: a message over the broker's size limit, a payload that cannot be sent. */
+        ROW_REFUSED,
+
+        /**
+         * Refused for where it goes, as every row of its destination and event name would be: a missing exchange or
+         * topic, a routing key the user may not publish, a full queue that rejects what it is given.
+         */
+        ROUTE_REFUSED,
+
+        /** Not answered: the broker cannot be reached, is slow, or the connection was lost. */
+        UNANSWERED,
+
+        /**
+         * A failure that tells neither: the row's refusal when other rows of its destination go through, the broker's
+         * condition otherwise.
+         */
+        UNEXPLAINED
+    }
+
+    /** The broker's answer about a row: its verdict, and why when it is not {@link Verdict#CONFIRMED}. */
+    record Answer(@Nullable String failure, Verdict verdict) {
+
+        public static final Answer CONFIRMED = new Answer(null, Verdict.CONFIRMED);
     }
 }

@@ -537,15 +537,19 @@ class OutboxOnRabbitIT {
 
         try {
             // At once: the broker closes the channel (404), and the nack carries its reason, whichever of the broker's
-            // close and the publisher's own close of the channel reaches the pending confirm first.
+            // close and the publisher's own close of the channel reaches the pending confirm first. A missing exchange
+            // refuses every row of the route: the route is held, and the row counts no attempt.
             await().atMost(Duration.ofSeconds(10))
-                    .alias("the broker's refusal recorded on the row, its key held back")
+                    .alias("the route held for the broker's refusal, shown in the outbox's health")
                     .until(
-                            () -> this.jdbcTemplate.queryForList(
-                                    "SELECT last_error FROM outbox_event WHERE id = ? AND attempts > 0",
-                                    String.class,
-                                    event),
-                            errors -> errors.size() == 1 && errors.get(0).contains("NOT_FOUND - no exchange"));
+                            () -> String.valueOf(
+                                    this.outboxHealth.health().getDetails().get("held")),
+                            held -> held.contains(LATE_EXCHANGE + " " + AUDITED)
+                                    && held.contains("NOT_FOUND - no exchange"));
+            assertThat(this.jdbcTemplate.queryForObject(
+                            "SELECT attempts FROM outbox_event WHERE id = ?", Integer.class, event))
+                    .as("the attempts of a row whose route the broker refuses")
+                    .isZero();
             assertThat(eventIds(awaitEmitted(1)))
                     .as("the row of another key, written after it, is not held back")
                     .containsExactly(events[1]);
@@ -570,7 +574,7 @@ class OutboxOnRabbitIT {
             }
         }
         try {
-            // The relay tries the row again when its key's back-off ends, without a commit or a poll to wake it.
+            // The relay tries the row again when its route's hold ends, without a commit or a poll to wake it.
             assertThat(eventIds(awaitEmitted(1))).containsExactly(event);
             assertThat(unpublished()).isZero();
             assertThat(this.outboxHealth.health().getStatus()).isEqualTo(Status.UP);

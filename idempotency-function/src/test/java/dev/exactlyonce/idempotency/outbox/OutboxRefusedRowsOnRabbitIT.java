@@ -21,6 +21,7 @@ import dev.exactlyonce.idempotency.test.TestRabbit;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -57,11 +58,13 @@ import org.springframework.transaction.support.TransactionTemplate;
 
 /**
  * The outbox relay when the broker refuses rows, on a real RabbitMQ and PostgreSQL: a refused row holds back its own
- * key only, however many rows that key has, and slows nothing else; a broker that stops confirming holds a run for
+ * key only, and is parked after {@code max-attempts} refusals; a route the broker refuses holds back its own keys
+ * only, however many rows they have, and slows nothing else; a broker that stops confirming holds a run for
  * {@code confirm-timeout}, not once per wave; an {@link Error} on the relay's thread does not end the relay.
  *
- * <p>The broker refuses for real: the rows go to an exchange whose only queue is full and rejects what it is given
- * ({@code x-overflow: reject-publish}), so the broker answers their publication with a {@code basic.nack}.
+ * <p>The broker refuses for real: a row over its message size limit (lowered for the test) is refused for what it
+ * is (the channel closed with 406); the rows to an exchange whose only queue is full and rejects what it is given
+ * ({@code x-overflow: reject-publish}) are refused for where they go (a {@code basic.nack}).
  */
 @SpringBootTest(
         classes = OutboxRefusedRowsOnRabbitIT.Service.class,
@@ -83,8 +86,10 @@ class OutboxRefusedRowsOnRabbitIT {
 
     static final String EMITTED_EVENT = "test.thing.noticed.v1";
 
-    /** The name of an event that the full queue is bound to on the output exchange: refused until it is unbound. */
-    static final String REFUSED_EVENT = "test.thing.refused.v1";
+    /** The broker's message size limit while the tests run: a row with {@link #OVERSIZED} in its payload is over it. */
+    static final int MAX_MESSAGE_SIZE = 16_384;
+
+    static final String OVERSIZED = "x".repeat(2 * MAX_MESSAGE_SIZE);
 
     /** The name of an event whose publication throws an {@link Error} on the relay's thread. */
     static final String FATAL_EVENT = "test.thing.fatal.v1";
@@ -146,6 +151,26 @@ class OutboxRefusedRowsOnRabbitIT {
         registry.add("idempotency.outbox.destination", () -> OUTPUT);
     }
 
+    /** The broker's limit before the tests lowered it. */
+    private static String maxMessageSize;
+
+    @BeforeAll
+    static void lowerTheBrokersMessageSizeLimit() {
+        maxMessageSize = rabbit.control("eval", "application:get_env(rabbit, max_message_size).")
+                .replaceAll("[^0-9]", "");
+        setMaxMessageSize(Integer.toString(MAX_MESSAGE_SIZE));
+    }
+
+    /** Channels opened from now on take it. */
+    private static void setMaxMessageSize(String bytes) {
+        rabbit.control("eval", "application:set_env(rabbit, max_message_size, " + bytes + ").");
+    }
+
+    @AfterAll
+    static void restoreTheBrokersMessageSizeLimit() {
+        setMaxMessageSize(maxMessageSize.isEmpty() ? "134217728" : maxMessageSize);
+    }
+
     @BeforeAll
     static void queues() throws Exception {
         consumer = rabbit.newConnection();
@@ -187,20 +212,17 @@ class OutboxRefusedRowsOnRabbitIT {
     MeterRegistry meterRegistry;
 
     @BeforeEach
-    void emptyOutbox() throws Exception {
+    void emptyOutbox() {
         this.jdbcTemplate.update("DELETE FROM outbox_event");
         arrivals.clear();
-        try (Channel channel = consumer.createChannel()) {
-            channel.queueBind(FULL_QUEUE, OUTPUT, REFUSED_EVENT);
-        }
     }
 
     @Test
     void aRowRefusedMaxAttemptsTimesIsParkedWithItsKeysLaterRowsUntilReleasedOrSkipped() throws Exception {
         List<UUID> written = this.transactions.execute(status -> List.of(
-                this.outbox.emit(REFUSED_EVENT, "released", Map.of("n", 1)),
+                this.outbox.emit(EMITTED_EVENT, "released", Map.of("n", 1, "padding", OVERSIZED)),
                 this.outbox.emit(EMITTED_EVENT, "released", Map.of("n", 2)),
-                this.outbox.emit(REFUSED_EVENT, "skipped", Map.of("n", 1)),
+                this.outbox.emit(EMITTED_EVENT, "skipped", Map.of("n", 1, "padding", OVERSIZED)),
                 this.outbox.emit(EMITTED_EVENT, "skipped", Map.of("n", 2))));
         UUID released = written.get(0);
         UUID releasedNext = written.get(1);
@@ -213,7 +235,7 @@ class OutboxRefusedRowsOnRabbitIT {
         assertThat(this.endpoint.status().parked())
                 .extracting(ParkedOutboxEvents.Parked::id, ParkedOutboxEvents.Parked::attempts, Parked::heldBack)
                 .containsExactly(tuple(released, 2, 1L), tuple(skipped, 2, 1L));
-        assertThat(this.endpoint.status().parked().get(0).lastError()).contains("nack");
+        assertThat(this.endpoint.status().parked().get(0).lastError()).contains("reply-code=406");
         assertThat(this.meterRegistry
                         .get(MicrometerIdempotencyMetrics.OUTBOX_PARKED)
                         .gauge()
@@ -229,9 +251,23 @@ class OutboxRefusedRowsOnRabbitIT {
                 .as("the parked row's key is held back")
                 .isFalse();
 
-        try (Channel channel = consumer.createChannel()) {
-            channel.queueUnbind(FULL_QUEUE, OUTPUT, REFUSED_EVENT);
+        // The operator raises the broker's limit, and restarts it: channels take the limit as they open.
+        setMaxMessageSize("134217728");
+        restartTheBrokersConnections();
+        try {
+            releaseTheParkedRow(released, releasedNext, skipped);
+        } finally {
+            setMaxMessageSize(Integer.toString(MAX_MESSAGE_SIZE));
+            restartTheBrokersConnections();
         }
+    }
+
+    private static void restartTheBrokersConnections() {
+        brokerProxy.cut();
+        brokerProxy.restore();
+    }
+
+    private void releaseTheParkedRow(UUID released, UUID releasedNext, UUID skipped) throws Exception {
         assertThat(this.endpoint.act(released, "release").applied()).isTrue();
         await().atMost(Duration.ofSeconds(10))
                 .alias("the released row is published, then its key's next")
@@ -267,6 +303,50 @@ class OutboxRefusedRowsOnRabbitIT {
                 .as("commit to arrival, p99, of the other keys' events")
                 .isLessThan(Duration.ofSeconds(1));
         assertThat(unpublished("refused")).isEqualTo(600);
+    }
+
+    @Test
+    void aSkippedEventStaysSkippedThroughARepublicationOfItsPeriod() {
+        Instant from = Instant.now().minusSeconds(60);
+        List<UUID> written = this.transactions.execute(status -> List.of(
+                this.outbox.emit(EMITTED_EVENT, "republished", Map.of("n", 1, "padding", OVERSIZED)),
+                this.outbox.emit(EMITTED_EVENT, "republished", Map.of("n", 2))));
+        await().atMost(Duration.ofSeconds(30))
+                .until(() -> this.endpoint.status().parked().size() == 1);
+        assertThat(this.endpoint.act(written.get(0), "skip").applied()).isTrue();
+        await().atMost(Duration.ofSeconds(10)).until(() -> arrivals.received(List.of(written.get(1))));
+        arrivals.clear();
+
+        int republished = this.transactions.execute(
+                status -> this.outbox.republish(from, Instant.now().plusSeconds(60)));
+
+        assertThat(republished)
+                .as("the events republished: the skipped one is not")
+                .isEqualTo(1);
+        await().atMost(Duration.ofSeconds(10))
+                .alias("the later event of the key is published again")
+                .until(() -> arrivals.received(List.of(written.get(1))) && unpublished() == 0);
+        assertThat(this.endpoint.status().parked())
+                .as("the skipped event is not parked again")
+                .isEmpty();
+        assertThat(arrivals.received(List.of(written.get(0)))).isFalse();
+    }
+
+    @Test
+    void aHotKeyOfAHundredThousandRowsCommittedFirstHoldsBackNoOtherKey() {
+        this.jdbcTemplate.update("""
+                INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload)
+                SELECT gen_random_uuid(), ?, 'hot', ?, jsonb_build_object('n', n) FROM generate_series(1, 100000) AS n""", OUTPUT, EMITTED_EVENT);
+
+        List<UUID> stream = emitStream(1_000, 100);
+
+        await().atMost(Duration.ofSeconds(60))
+                .alias("every event of the other keys is published")
+                .until(() -> arrivals.received(stream));
+        assertThat(arrivals.commitToArrival(stream, 99))
+                .as("commit to arrival, p99, of a thousand keys' events, behind a key of 100,000 rows")
+                .isLessThan(Duration.ofSeconds(1));
+        assertThat(unpublished("hot")).as("the hot key is still publishing").isPositive();
     }
 
     /** With the relay polling, as it does by default: a poll that finds only a refused row must not slow it down. */

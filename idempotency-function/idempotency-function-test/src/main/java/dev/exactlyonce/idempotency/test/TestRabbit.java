@@ -49,11 +49,15 @@ public final class TestRabbit {
 
     private final Set<String> names = ConcurrentHashMap.newKeySet();
 
-    private TestRabbit(String host, int port, String username, String password) {
+    /** How {@link #control} runs {@code rabbitmqctl} on this broker, when the tests can. */
+    private final @Nullable Control control;
+
+    private TestRabbit(String host, int port, String username, String password, @Nullable Control control) {
         this.host = host;
         this.port = port;
         this.username = username;
         this.password = password;
+        this.control = control;
     }
 
     /** The broker of this test run, found (or started) at the first call. */
@@ -164,6 +168,46 @@ public final class TestRabbit {
         });
     }
 
+    /**
+     * Runs {@code rabbitmqctl} on the broker (a permission set or cleared, say): in the container, or on this machine
+     * for the local broker.
+     *
+     * @return what it printed
+     * @throws IllegalStateException when it fails, or when the broker is one the environment names (not reachable so)
+     */
+    public String control(String... arguments) {
+        if (this.control == null) {
+            throw new IllegalStateException("rabbitmqctl cannot reach the broker at " + this.host + ":" + this.port
+                    + ", named by RABBITMQ_HOST: run this test against the local broker, or a Docker engine");
+        }
+        try {
+            return this.control.run(List.of(arguments));
+        } catch (IOException ex) {
+            throw new IllegalStateException("rabbitmqctl " + String.join(" ", arguments) + ": " + ex.getMessage(), ex);
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("interrupted while running rabbitmqctl", ex);
+        }
+    }
+
+    /** Runs {@code rabbitmqctl} with the arguments; returns what it printed, or fails with it. */
+    private interface Control {
+        String run(List<String> arguments) throws IOException, InterruptedException;
+    }
+
+    /** {@code rabbitmqctl} of this machine. */
+    private static String localControl(List<String> arguments) throws IOException, InterruptedException {
+        List<String> command = new ArrayList<>();
+        command.add("rabbitmqctl");
+        command.addAll(arguments);
+        Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
+        String output = new String(process.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        if (process.waitFor() != 0) {
+            throw new IOException("exit code " + process.exitValue() + ": " + output.strip());
+        }
+        return output;
+    }
+
     /** How many messages are ready in the queue. */
     public int messageCount(String queue) {
         return withChannel(channel -> channel.queueDeclarePassive(queue).getMessageCount());
@@ -240,12 +284,13 @@ public final class TestRabbit {
                     env.get("RABBITMQ_HOST"),
                     Integer.parseInt(env.getOrDefault("RABBITMQ_PORT", "5672")),
                     env.getOrDefault("RABBITMQ_USERNAME", "guest"),
-                    env.getOrDefault("RABBITMQ_PASSWORD", "guest")));
+                    env.getOrDefault("RABBITMQ_PASSWORD", "guest"),
+                    null));
         }
         if (TestPostgres.DockerEngine.isAvailable()) {
             return Containers.rabbit();
         }
-        return checked(new TestRabbit("127.0.0.1", 5672, "guest", "guest"));
+        return checked(new TestRabbit("127.0.0.1", 5672, "guest", "guest", TestRabbit::localControl));
     }
 
     private static TestRabbit checked(TestRabbit broker) {
@@ -275,7 +320,18 @@ public final class TestRabbit {
                     container.getHost(),
                     container.getAmqpPort(),
                     container.getAdminUsername(),
-                    container.getAdminPassword());
+                    container.getAdminPassword(),
+                    arguments -> {
+                        List<String> command = new ArrayList<>();
+                        command.add("rabbitmqctl");
+                        command.addAll(arguments);
+                        org.testcontainers.containers.Container.ExecResult result =
+                                container.execInContainer(command.toArray(String[]::new));
+                        if (result.getExitCode() != 0) {
+                            throw new IOException("exit code " + result.getExitCode() + ": " + result.getStderr());
+                        }
+                        return result.getStdout();
+                    });
         }
     }
 }

@@ -6,11 +6,22 @@ import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.outbox.PublishConfirmation;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Predicate;
+import org.apache.kafka.common.InvalidRecordException;
+import org.apache.kafka.common.errors.AuthenticationException;
+import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.InterruptException;
+import org.apache.kafka.common.errors.InvalidTopicException;
+import org.apache.kafka.common.errors.RecordBatchTooLargeException;
+import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.errors.RetriableException;
+import org.apache.kafka.common.errors.SerializationException;
+import org.apache.kafka.common.errors.TopicAuthorizationException;
 import org.springframework.cloud.stream.binder.Binder;
 import org.springframework.cloud.stream.binder.kafka.properties.KafkaProducerProperties;
 import org.springframework.kafka.support.KafkaHeaders;
+import org.springframework.messaging.converter.MessageConversionException;
 import org.springframework.messaging.support.MessageBuilder;
 
 /**
@@ -41,12 +52,34 @@ final class KafkaPublishConfirmation implements PublishConfirmation {
     }
 
     /**
-     * A retriable failure (a timeout, a leader not available), or a send interrupted, says nothing of the record; any
-     * other does.
+     * A record the broker or the client will never take (too large, not serializable) is the row's; a topic the user
+     * may not write, or an invalid one, is the route's; a retriable failure (a timeout, a leader not available), an
+     * authentication or cluster authorization failure, or a send interrupted, says nothing of the record; anything else
+     * tells neither.
      */
     @Override
-    public boolean unanswered(Throwable failure) {
-        return Failures.find(failure, RetriableException.class) != null
-                || Failures.find(failure, InterruptException.class) != null;
+    public Verdict failed(Throwable failure) {
+        if (Failures.first(failure, ROUTE) != null) {
+            return Verdict.ROUTE_REFUSED;
+        }
+        if (Failures.first(failure, ROW) != null) {
+            return Verdict.ROW_REFUSED;
+        }
+        return Failures.first(failure, BROKER) != null ? Verdict.UNANSWERED : Verdict.UNEXPLAINED;
     }
+
+    private static final Predicate<Throwable> ROUTE =
+            failure -> failure instanceof TopicAuthorizationException || failure instanceof InvalidTopicException;
+
+    private static final Predicate<Throwable> ROW = failure -> failure instanceof RecordTooLargeException
+            || failure instanceof RecordBatchTooLargeException
+            || failure instanceof InvalidRecordException
+            || failure instanceof SerializationException
+            || failure instanceof MessageConversionException;
+
+    private static final Predicate<Throwable> BROKER = failure -> failure instanceof RetriableException
+            || failure instanceof InterruptException
+            || failure instanceof AuthenticationException
+            || failure instanceof AuthorizationException
+            || failure instanceof TimeoutException;
 }

@@ -1,19 +1,27 @@
 package dev.exactlyonce.idempotency.binder.rabbit;
 
+import com.rabbitmq.client.AMQP;
+import com.rabbitmq.client.ShutdownSignalException;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
+import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import dev.exactlyonce.idempotency.outbox.PublishConfirmation;
-import java.util.List;
+import java.io.IOException;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeoutException;
+import java.util.function.Predicate;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
+import org.springframework.amqp.AmqpAuthenticationException;
 import org.springframework.amqp.AmqpConnectException;
 import org.springframework.amqp.AmqpIOException;
+import org.springframework.amqp.AmqpResourceNotAvailableException;
 import org.springframework.amqp.AmqpTimeoutException;
 import org.springframework.amqp.rabbit.connection.CorrelationData;
 import org.springframework.amqp.support.AmqpHeaders;
+import org.springframework.amqp.support.converter.MessageConversionException;
 import org.springframework.cloud.stream.binder.Binder;
 import org.springframework.cloud.stream.binder.rabbit.RabbitMessageChannelBinder;
 import org.springframework.cloud.stream.binder.rabbit.properties.RabbitProducerProperties;
@@ -23,8 +31,8 @@ import org.springframework.messaging.support.MessageBuilder;
 /**
  * The relay's rows on RabbitMQ: routed by the event's name, with the event id as {@code message_id}, and a publisher
  * confirm per row (the producer's {@code use-confirm-header}; the connection factory must correlate confirms). A
- * {@code basic.nack}, or a channel the broker closed for this publication, is a refusal of the row; a connection lost
- * says nothing of it.
+ * channel closed with 406 (over the size limit) refuses the row; 403, 404 and a {@code basic.nack} (a full queue)
+ * refuse its route; a connection lost, or refused, says nothing of it ({@link #failed}).
  */
 final class RabbitPublishConfirmation implements PublishConfirmation {
 
@@ -81,28 +89,63 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
             String reason = ex != null ? ex.toString() : confirm.reason();
             return new Answer(
                     "the broker refused (nack) event %s%s".formatted(eventId, reason != null ? ": " + reason : ""),
-                    ex == null && refusedByTheBroker(reason));
+                    ex != null ? Verdict.UNANSWERED : nacked(reason));
         });
     }
 
     /**
-     * A {@code basic.nack} without a reason is the broker's answer about this message (a full queue that rejects what
-     * it is given, say); a channel the broker closed with 403, 404 or 406 was closed for this publication (a routing
-     * key the user may not publish, a missing exchange, a message over the size limit). Anything else (a connection
-     * lost, the channel closed by the client) says nothing of the row.
+     * A {@code basic.nack} without a reason comes from a queue that rejects what it is given (full, with
+     * {@code reject-publish}): every row routed there is refused until it has room. A channel the broker closed is the
+     * broker's answer to what was published on it: 406, this message (over the size limit); 403 or 404, its route (a
+     * routing key the user may not publish, a missing exchange). Anything else (a connection lost, the channel closed
+     * by the client) says nothing of the row.
      */
-    private static boolean refusedByTheBroker(@Nullable String reason) {
+    private static Verdict nacked(@Nullable String reason) {
         if (reason == null) {
-            return true;
+            return Verdict.ROUTE_REFUSED;
         }
         Matcher code = REPLY_CODE.matcher(reason);
-        return code.find() && List.of("403", "404", "406").contains(code.group(1));
+        return code.find() ? closedWith(Integer.parseInt(code.group(1))) : Verdict.UNANSWERED;
     }
 
-    @Override
-    public boolean unanswered(Throwable failure) {
-        return failure instanceof AmqpConnectException
-                || failure instanceof AmqpIOException
-                || failure instanceof AmqpTimeoutException;
+    private static Verdict closedWith(int replyCode) {
+        return switch (replyCode) {
+            case AMQP.PRECONDITION_FAILED -> Verdict.ROW_REFUSED;
+            case AMQP.ACCESS_REFUSED, AMQP.NOT_FOUND -> Verdict.ROUTE_REFUSED;
+            default -> Verdict.UNANSWERED;
+        };
     }
+
+    /**
+     * A send refused on a channel the broker had closed for an earlier publication tells that close's reason; a
+     * message the client cannot convert is the row's; the broker not reached, not answering, or refusing the
+     * connection is the broker's condition; anything else tells neither.
+     */
+    @Override
+    public Verdict failed(Throwable failure) {
+        ShutdownSignalException shutdown = Failures.find(failure, ShutdownSignalException.class);
+        if (shutdown != null && !shutdown.isHardError() && shutdown.getReason() instanceof AMQP.Channel.Close close) {
+            return closedWith(close.getReplyCode());
+        }
+        if (Failures.first(failure, BROKER_CONDITIONS) != null) {
+            return Verdict.UNANSWERED;
+        }
+        return Failures.find(failure, MessageConversionException.class) != null
+                        || Failures.find(
+                                        failure,
+                                        org.springframework.messaging.converter.MessageConversionException.class)
+                                != null
+                ? Verdict.ROW_REFUSED
+                : Verdict.UNEXPLAINED;
+    }
+
+    /** Failures of the connection to the broker, whatever the message. */
+    private static final Predicate<Throwable> BROKER_CONDITIONS = failure -> failure instanceof AmqpConnectException
+            || failure instanceof AmqpIOException
+            || failure instanceof AmqpTimeoutException
+            || failure instanceof AmqpAuthenticationException
+            || failure instanceof AmqpResourceNotAvailableException
+            || failure instanceof ShutdownSignalException
+            || failure instanceof IOException
+            || failure instanceof TimeoutException;
 }

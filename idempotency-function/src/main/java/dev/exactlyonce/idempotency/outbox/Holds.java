@@ -1,0 +1,185 @@
+package dev.exactlyonce.idempotency.outbox;
+
+import dev.exactlyonce.idempotency.internal.Backoff;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * What the relay waits out, in this process: a destination the broker does not answer for (away, or its connection
+ * refused), a route (a destination and an event name) the broker refuses every row of (a missing exchange, a routing
+ * key the user may not publish, a full queue), a key whose send failed without saying why. None is the row's fault:
+ * none counts an attempt, none parks a row. Each is tried again after 1 s, 2 s, 4 s, ... up to {@value #MAX_SECONDS}
+ * s, and let go once a row of it is confirmed. The rows it holds keep their place: a key whose next row is held waits,
+ * in order, and every other key goes on.
+ */
+final class Holds {
+
+    private static final Logger logger = LoggerFactory.getLogger(Holds.class);
+
+    static final int MAX_SECONDS = 30;
+
+    /**
+     * How lately a destination must have confirmed a row for a failure that tells nothing, on another row of it, to
+     * count as that row's refusal.
+     */
+    static final Duration EVIDENCE = Duration.ofMinutes(1);
+
+    /** What is held. */
+    enum Kind {
+        DESTINATION("destination"),
+        ROUTE("route"),
+        KEY("key");
+
+        private final String label;
+
+        Kind(String label) {
+            this.label = label;
+        }
+
+        @Override
+        public String toString() {
+            return this.label;
+        }
+    }
+
+    /**
+     * A hold.
+     *
+     * @param kind what is held
+     * @param name the destination, the route ({@code destination event-name}), or the key ({@code destination key})
+     * @param reason the last failure
+     * @param since when the first failure of this hold was
+     * @param failures how many failures in a row
+     * @param until when it is tried again
+     */
+    record Held(Kind kind, String name, String reason, Instant since, int failures, Instant until) {}
+
+    private final Map<String, Held> held = new ConcurrentHashMap<>();
+
+    /** When each destination last confirmed a row. */
+    private final Map<String, Instant> confirmed = new ConcurrentHashMap<>();
+
+    /** Whether the row waits: its destination, its route or its key is held and not due yet. */
+    boolean holds(OutboxPublisher.Row row) {
+        return holds(row.destination(), row.eventName(), row.orderKey());
+    }
+
+    /**
+     * Whether a row of that destination and event name, of that key ({@link OutboxPublisher.Row#orderKey()}), waits.
+     */
+    boolean holds(String destination, String eventName, String orderKey) {
+        Instant now = Instant.now();
+        return due(Kind.DESTINATION, destination, now)
+                || due(Kind.ROUTE, destination + " " + eventName, now)
+                || due(Kind.KEY, orderKey, now);
+    }
+
+    /**
+     * Whether the destination's hold ended and no row of it was confirmed since: a run tries one of its keys, not all,
+     * so that a broker still away holds no more than one key's partition for the confirm timeout.
+     */
+    boolean probing(String destination) {
+        return this.held.containsKey(Kind.DESTINATION + "\n" + destination);
+    }
+
+    private boolean due(Kind kind, String name, Instant now) {
+        Held hold = this.held.get(kind + "\n" + name);
+        return hold != null && hold.until().isAfter(now);
+    }
+
+    /** Holds the row's destination, route or key (by {@code kind}) one step longer than before. */
+    void hold(Kind kind, OutboxPublisher.Row row, String reason) {
+        String name = switch (kind) {
+            case DESTINATION -> row.destination();
+            case ROUTE -> route(row);
+            case KEY -> row.destination() + " " + row.key();
+        };
+        Instant now = Instant.now();
+        Held hold = this.held.compute(kind + "\n" + (kind == Kind.KEY ? row.orderKey() : name), (id, before) -> {
+            int failures = before == null ? 1 : before.failures() + 1;
+            Duration wait = Backoff.after(failures, Duration.ofSeconds(1), Duration.ofSeconds(MAX_SECONDS));
+            return new Held(kind, name, reason, before == null ? now : before.since(), failures, now.plus(wait));
+        });
+        if (hold.failures() == 1 && kind != Kind.KEY) {
+            logger.warn(
+                    "The outbox relay holds the {} {}: no row of it counts an attempt or is parked, each of its keys"
+                            + " keeps its order, and it is tried again in 1 s, then less and less often, up to every"
+                            + " {} s, until the broker takes a row of it: {}",
+                    kind,
+                    name,
+                    MAX_SECONDS,
+                    reason);
+        } else {
+            logger.debug(
+                    "The outbox relay holds the {} {} ({} failure(s) in a row): {}",
+                    kind,
+                    name,
+                    hold.failures(),
+                    reason);
+        }
+    }
+
+    /** Lets the row's destination, route and key go: the broker confirmed the row. */
+    void confirmed(OutboxPublisher.Row row) {
+        Instant now = Instant.now();
+        this.confirmed.put(row.destination(), now);
+        release(Kind.DESTINATION, row.destination(), now);
+        release(Kind.ROUTE, route(row), now);
+        release(Kind.KEY, row.orderKey(), now);
+    }
+
+    private void release(Kind kind, String name, Instant now) {
+        Held hold = this.held.remove(kind + "\n" + name);
+        if (hold != null && kind != Kind.KEY) {
+            logger.info(
+                    "The outbox relay publishes to the {} {} again, after {} of failures",
+                    kind,
+                    hold.name(),
+                    Duration.between(hold.since(), now).withNanos(0));
+        }
+    }
+
+    /** Whether the destination confirmed a row lately ({@link #EVIDENCE}): a failure that tells nothing is the row's. */
+    boolean confirmedLately(String destination) {
+        Instant last = this.confirmed.get(destination);
+        return last != null && last.plus(EVIDENCE).isAfter(Instant.now());
+    }
+
+    /** How soon the next hold ends, if one is under way. */
+    @Nullable
+    Duration nextEnd() {
+        Instant now = Instant.now();
+        return this.held.values().stream()
+                .map(Held::until)
+                .filter(until -> until.isAfter(now))
+                .min(Comparator.naturalOrder())
+                .map(until -> Duration.between(now, until))
+                .orElse(null);
+    }
+
+    /** The destinations and routes held, longest first (keys are counted, not listed). */
+    List<Held> list() {
+        return this.held.values().stream()
+                .filter(hold -> hold.kind() != Kind.KEY)
+                .sorted(Comparator.comparing(Held::since))
+                .toList();
+    }
+
+    /** How many keys are held for failures that told nothing. */
+    long keys() {
+        return this.held.values().stream()
+                .filter(hold -> hold.kind() == Kind.KEY)
+                .count();
+    }
+
+    private static String route(OutboxPublisher.Row row) {
+        return row.destination() + " " + row.eventName();
+    }
+}
