@@ -11,3 +11,17 @@ WHERE parked_at IS NOT NULL AND published_at IS NOT NULL AND skipped_at IS NULL;
 
 CREATE INDEX IF NOT EXISTS outbox_event_pending_key_idx ON outbox_event (aggregatetype, aggregateid, position)
     WHERE published_at IS NULL;
+
+-- The keys that events were written for: a transaction that writes events locks its keys' rows (inserting those that
+-- are new, in their order, until it commits), so that the events of one key take their positions in the order their
+-- transactions commit. Row locks, one per key: two transactions of different keys never wait for each other, and a
+-- transaction of many keys takes no place in the server's shared lock table per key. The purge deletes the rows of
+-- keys first written longer ago than the outbox's retention (a later write adds the row again).
+CREATE TABLE IF NOT EXISTS outbox_key (
+    aggregatetype text        NOT NULL,
+    aggregateid   text        NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT outbox_key_pkey PRIMARY KEY (aggregatetype, aggregateid)
+);
+
+CREATE INDEX IF NOT EXISTS outbox_key_created_at_idx ON outbox_key (created_at);

@@ -54,16 +54,17 @@ CREATE TABLE IF NOT EXISTS outbox_event (
     INDEX outbox_event_pending_key_idx (aggregatetype, aggregateid, published_at, position)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
 
--- The locks of the outbox: a transaction that writes events locks its keys' slots (FOR UPDATE, until it ends), so
--- that the events of one key take their positions in the order their transactions commit; a relay locks the
--- partitions it publishes (FOR UPDATE SKIP LOCKED), so that the relays of several instances share them out. MariaDB
--- has no lock a transaction releases other than a row's: one row per slot, and per partition.
-CREATE TABLE IF NOT EXISTS outbox_key_lock (
-    slot SMALLINT NOT NULL,
-    PRIMARY KEY (slot)
-) ENGINE = InnoDB;
-
-INSERT INTO outbox_key_lock (slot) SELECT seq FROM seq_0_to_255 ON DUPLICATE KEY UPDATE slot = VALUES(slot);
+-- The keys events were written for: a transaction that writes events locks its keys' rows (FOR UPDATE, until it
+-- ends), so that the events of one key take their positions in the order their transactions commit. Purged after the
+-- retention. A relay locks the partitions it publishes (rows of outbox_relay_lock, FOR UPDATE SKIP LOCKED), so that
+-- the relays of several instances share them out: MariaDB has no lock a transaction releases other than a row's.
+CREATE TABLE IF NOT EXISTS outbox_key (
+    aggregatetype VARCHAR(255) NOT NULL,
+    aggregateid   VARCHAR(255) NOT NULL,
+    created_at    TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    PRIMARY KEY (aggregatetype, aggregateid),
+    INDEX outbox_key_created_at_idx (created_at)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
 
 CREATE TABLE IF NOT EXISTS outbox_relay_lock (
     partition_no SMALLINT NOT NULL,

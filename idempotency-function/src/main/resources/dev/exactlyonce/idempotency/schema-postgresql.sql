@@ -60,6 +60,17 @@ CREATE INDEX outbox_event_held_idx ON outbox_event (aggregatetype, aggregateid) 
 
 CREATE INDEX outbox_event_pending_key_idx ON outbox_event (aggregatetype, aggregateid, position) WHERE published_at IS NULL;
 
+-- The keys events were written for: a transaction that writes events locks its keys' rows until it commits, so that
+-- the events of one key take their positions in the order their transactions commit. Purged after the retention.
+CREATE TABLE outbox_key (
+    aggregatetype text        NOT NULL,
+    aggregateid   text        NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT outbox_key_pkey PRIMARY KEY (aggregatetype, aggregateid)
+);
+
+CREATE INDEX outbox_key_created_at_idx ON outbox_key (created_at);
+
 -- Who publishes the outbox: the library's relay ('relay'), or another process such as Debezium ('external').
 -- Registered by the first instance to start; an instance whose idempotency.outbox.relay.enabled disagrees refuses
 -- to start. One row at most.

@@ -21,6 +21,7 @@ import org.springframework.boot.health.autoconfigure.contributor.ConditionalOnEn
 import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitialization;
 import org.springframework.cloud.stream.binder.BinderFactory;
+import org.springframework.cloud.stream.binding.BindingService;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.StreamBridge;
 import org.springframework.context.annotation.Bean;
@@ -82,6 +83,7 @@ public class IdempotencyOutboxAutoConfiguration {
                 StreamBridge streamBridge,
                 BinderFactory binderFactory,
                 BindingServiceProperties bindings,
+                BindingService bindingService,
                 EnvelopeCodec codec,
                 OutboxProperties properties,
                 ObjectProvider<PublishConfirmation> confirmations,
@@ -92,6 +94,7 @@ public class IdempotencyOutboxAutoConfiguration {
                             streamBridge,
                             binderFactory,
                             bindings,
+                            bindingService,
                             codec,
                             properties.relay().confirmTimeout(),
                             confirmations.orderedStream().toList()),

@@ -4,25 +4,26 @@ import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import dev.exactlyonce.idempotency.jdbc.TableName;
 import java.math.BigDecimal;
 import java.math.RoundingMode;
-import java.nio.charset.StandardCharsets;
+import java.sql.Connection;
 import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.sql.Statement;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Collections;
+import java.util.Comparator;
 import java.util.List;
 import java.util.TreeSet;
 import java.util.UUID;
-import java.util.zip.CRC32;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.RowCallbackHandler;
 
 /**
- * The outbox's statements on MariaDB, which has neither arrays nor locks a transaction releases: the key locks and the
- * relay's partition locks are rows of two small tables ({@code outbox_key_lock}, {@code outbox_relay_lock}, one row per
- * slot, made by the migration), locked {@code FOR UPDATE} until the transaction ends, the relay's tried with
- * {@code SKIP LOCKED}. Times are compared and computed by the server ({@code NOW(6)}), and read as epoch seconds, so
+ * The outbox's statements on MariaDB, which has neither arrays nor locks a transaction releases: the key locks are the
+ * keys' rows of {@code outbox_key}, and the relay's partition locks rows of {@code outbox_relay_lock} (one per
+ * partition, made by the migration), locked until the transaction ends, the relay's tried with {@code SKIP LOCKED}. Times are compared and computed by the server ({@code NOW(6)}), and read as epoch seconds, so
  * that the JVM's time zone does not shift them.
  */
 final class MariaDbOutbox implements OutboxStatements {
@@ -31,11 +32,13 @@ final class MariaDbOutbox implements OutboxStatements {
 
     private static final int ROWS_PER_INSERT = 1_000;
 
+    /** Inserts the keys that are new, and locks those that exist (without changing them), in the order given. */
     private static final String LOCK_KEYS = """
-            SELECT slot FROM outbox_key_lock WHERE slot IN (%s) ORDER BY slot FOR UPDATE""";
+            INSERT INTO outbox_key (aggregatetype, aggregateid) VALUES %s
+            ON DUPLICATE KEY UPDATE aggregatetype = aggregatetype""";
 
     private static final String INSERT = """
-            INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload) VALUES """;
+            INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload, occurred_at) VALUES """;
 
     private static final String REPUBLISH = """
             UPDATE outbox_event
@@ -52,6 +55,7 @@ final class MariaDbOutbox implements OutboxStatements {
             SELECT head.aggregatetype, head.aggregateid, head.type, head.position,
                    CRC32(CONCAT(head.aggregatetype, ':', head.aggregateid)) & %d,
                    head.attempts > 0 AND (head.parked_at IS NOT NULL OR head.next_attempt_at > NOW(6)),
+                   head.attempts > 0 AND head.parked_at IS NOT NULL, UNIX_TIMESTAMP(head.publishable_at),
                    TIMESTAMPDIFF(MICROSECOND, head.publishable_at, NOW(6)) / 1000000
             FROM (SELECT aggregatetype, aggregateid, MIN(position) AS position FROM outbox_event
                   WHERE published_at IS NULL GROUP BY aggregatetype, aggregateid LIMIT ?) AS heads
@@ -92,17 +96,8 @@ final class MariaDbOutbox implements OutboxStatements {
                             / 1000000, 0)
             FROM outbox_event WHERE published_at IS NULL AND attempts > 0""";
 
-    private static final String NOT_PARKED = """
-            (aggregatetype, aggregateid) NOT IN (
-                SELECT aggregatetype, aggregateid FROM outbox_event
-                WHERE published_at IS NULL AND attempts > 0 AND parked_at IS NOT NULL)""";
-
-    private static final String BACKLOG = """
-            SELECT COUNT(*), COALESCE(SUM(parked_at IS NOT NULL), 0),
-                   MIN(CASE WHEN %1$s THEN publishable_at END),
-                   COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN %1$s THEN publishable_at END), NOW(6))
-                            / 1000000, 0)
-            FROM outbox_event WHERE published_at IS NULL""".formatted(NOT_PARKED);
+    private static final String UNPUBLISHED = """
+            SELECT COUNT(*) FROM (SELECT 1 FROM outbox_event WHERE published_at IS NULL LIMIT %d) AS counted""".formatted(OutboxBacklog.COUNTED);
 
     private static final String DELETE_PUBLISHED = """
             DELETE FROM outbox_event WHERE published_at < NOW(6) - INTERVAL ? SECOND ORDER BY published_at LIMIT ?""";
@@ -110,15 +105,17 @@ final class MariaDbOutbox implements OutboxStatements {
     private static final String DELETE_WRITTEN = """
             DELETE FROM outbox_event WHERE occurred_at < NOW(6) - INTERVAL ? SECOND ORDER BY occurred_at LIMIT ?""";
 
+    private static final String DELETE_KEYS = """
+            DELETE FROM outbox_key WHERE created_at < NOW(6) - INTERVAL ? SECOND LIMIT ?""";
+
     private static final String REGISTER_PUBLISHER = """
             INSERT INTO outbox_publisher (publisher) VALUES (?) ON DUPLICATE KEY UPDATE publisher = publisher""";
 
     private MariaDbOutbox() {}
 
-    /** Every lock slot has its row: a missing one would lock nothing (a key's order lost) or never be published. */
+    /** Every partition has its lock row: a missing one would never be published. */
     @Override
     public void checkSchema(JdbcTemplate jdbc, boolean relayed) {
-        checkLockRows(jdbc, "outbox_key_lock", "slot", Outbox.KEY_LOCKS, "writes");
         if (relayed) {
             checkLockRows(jdbc, "outbox_relay_lock", "partition_no", OutboxRelay.PARTITIONS, "relay runs");
         }
@@ -145,22 +142,30 @@ final class MariaDbOutbox implements OutboxStatements {
     }
 
     /**
-     * Locks the keys' slots, then inserts the rows in their order, {@value #ROWS_PER_INSERT} per statement (a
-     * transaction's rows, however many, stay within the server's packet and placeholder limits).
+     * Locks the keys (their rows of {@code outbox_key}, in a stable order), then inserts the rows in their order,
+     * {@value #ROWS_PER_INSERT} per statement (a transaction's rows, however many, stay within the server's packet and
+     * placeholder limits).
      */
     @Override
     public void insert(JdbcTemplate jdbc, List<Row> rows) {
         if (rows.isEmpty()) {
             return;
         }
-        TreeSet<Integer> slots = new TreeSet<>();
-        rows.forEach(row -> slots.add(slot(row.destination() + ':' + row.key())));
-        jdbc.query(LOCK_KEYS.formatted(placeholders(slots.size())), result -> {}, slots.toArray());
+        TreeSet<List<String>> keys = new TreeSet<>(
+                Comparator.comparing((List<String> key) -> key.get(0)).thenComparing(key -> key.get(1)));
+        rows.forEach(row -> keys.add(List.of(row.destination(), row.key())));
+        List<List<String>> sorted = new ArrayList<>(keys);
+        for (int from = 0; from < sorted.size(); from += ROWS_PER_INSERT) {
+            List<List<String>> chunk = sorted.subList(from, Math.min(sorted.size(), from + ROWS_PER_INSERT));
+            jdbc.update(
+                    LOCK_KEYS.formatted(String.join(", ", Collections.nCopies(chunk.size(), "(?, ?)"))),
+                    chunk.stream().flatMap(List::stream).toArray());
+        }
         for (int from = 0; from < rows.size(); from += ROWS_PER_INSERT) {
             List<Row> chunk = rows.subList(from, Math.min(rows.size(), from + ROWS_PER_INSERT));
             jdbc.update(connection -> {
-                PreparedStatement statement = connection.prepareStatement(
-                        INSERT + String.join(", ", Collections.nCopies(chunk.size(), "(?, ?, ?, ?, ?)")));
+                PreparedStatement statement = connection.prepareStatement(INSERT
+                        + String.join(", ", Collections.nCopies(chunk.size(), "(?, ?, ?, ?, ?, FROM_UNIXTIME(?))")));
                 int parameter = 1;
                 for (Row row : chunk) {
                     statement.setString(parameter++, row.id().toString());
@@ -168,17 +173,11 @@ final class MariaDbOutbox implements OutboxStatements {
                     statement.setString(parameter++, row.key());
                     statement.setString(parameter++, row.name());
                     statement.setString(parameter++, row.payload());
+                    statement.setBigDecimal(parameter++, epochSeconds(row.occurredAt()));
                 }
                 return statement;
             });
         }
-    }
-
-    /** The key's lock slot: its CRC-32 modulo the slots (any hash every writer computes alike would do). */
-    private static int slot(String key) {
-        CRC32 crc = new CRC32();
-        crc.update(key.getBytes(StandardCharsets.UTF_8));
-        return (int) (crc.getValue() & (Outbox.KEY_LOCKS - 1));
     }
 
     @Override
@@ -190,12 +189,20 @@ final class MariaDbOutbox implements OutboxStatements {
         return BigDecimal.valueOf(instant.getEpochSecond()).add(BigDecimal.valueOf(instant.getNano(), 9));
     }
 
-    /**
-     * Nothing: MariaDB's {@code idle_transaction_timeout} is the session's, and the relay's connection is the pool's.
-     * A relay whose connection went silent keeps its partitions until the server ends the session.
-     */
+    /** MariaDB's {@code idle_transaction_timeout} is the session's: set for the run, and lifted once it ended. */
     @Override
-    public void limitIdleTime(JdbcTemplate jdbc, Duration limit) {}
+    public void limitIdleTime(Connection connection, Duration limit) throws SQLException {
+        try (Statement statement = connection.createStatement()) {
+            statement.execute("SET SESSION idle_transaction_timeout = " + Math.max(1, limit.toSeconds()));
+        }
+    }
+
+    @Override
+    public void liftIdleLimit(Connection connection) throws SQLException {
+        try (Statement statement = connection.createStatement()) {
+            statement.execute("SET SESSION idle_transaction_timeout = DEFAULT");
+        }
+    }
 
     @Override
     public List<Head> heads(JdbcTemplate jdbc, int maxKeys) {
@@ -208,7 +215,9 @@ final class MariaDbOutbox implements OutboxStatements {
                         row.getLong(4),
                         row.getInt(5),
                         row.getBoolean(6),
-                        row.getDouble(7)),
+                        row.getBoolean(7),
+                        instant(row.getBigDecimal(8)),
+                        row.getDouble(9)),
                 maxKeys);
     }
 
@@ -275,13 +284,19 @@ final class MariaDbOutbox implements OutboxStatements {
     }
 
     @Override
-    public String backlog() {
-        return BACKLOG;
+    public long unpublished(JdbcTemplate jdbc) {
+        Long count = jdbc.queryForObject(UNPUBLISHED, Long.class);
+        return count != null ? count : 0;
     }
 
     @Override
     public int purgeBatch(JdbcTemplate jdbc, boolean published, Duration retention, int batchSize) {
         return jdbc.update(published ? DELETE_PUBLISHED : DELETE_WRITTEN, retention.toSeconds(), batchSize);
+    }
+
+    @Override
+    public int purgeKeysBatch(JdbcTemplate jdbc, Duration retention, int batchSize) {
+        return jdbc.update(DELETE_KEYS, retention.toSeconds(), batchSize);
     }
 
     @Override

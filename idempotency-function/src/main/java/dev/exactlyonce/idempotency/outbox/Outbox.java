@@ -44,9 +44,6 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  */
 public final class Outbox {
 
-    /** The most key locks a transaction takes: keys share them, so that a batch of many keys cannot fill the lock table. */
-    static final int KEY_LOCKS = 256;
-
     private static final Logger logger = LoggerFactory.getLogger(Outbox.class);
 
     private static final TransactionExecutionListener TRANSACTIONS = new Transactions();
@@ -152,6 +149,7 @@ public final class Outbox {
         }
         written.outbox = this;
         List<UUID> ids = new ArrayList<>(events.size());
+        Instant now = Instant.now();
         for (OutgoingEvent event : events) {
             UUID id = UuidV7.generate();
             written.rows.add(new OutboxStatements.Row(
@@ -159,7 +157,8 @@ public final class Outbox {
                     destination,
                     event.key(),
                     event.name(),
-                    this.codec.writePayload(event.payload()).toString()));
+                    this.codec.writePayload(event.payload()).toString(),
+                    now));
             ids.add(id);
         }
         return ids;
@@ -246,8 +245,14 @@ public final class Outbox {
         /** How many rows were written when each savepoint was set: a rollback to it drops the rows written since. */
         private final Map<Object, Integer> savepoints = new IdentityHashMap<>();
 
+        /**
+         * Flushes the persistence contexts bound to the transaction (JPA's), then inserts the rows: a flush that waits
+         * for another transaction's row lock then waits holding none of the keys' locks, so that the other
+         * transaction, writing an event of the same key, is not deadlocked with it.
+         */
         void insert() {
             if (this.outbox != null && !this.rows.isEmpty()) {
+                PersistenceContexts.flush();
                 this.outbox.insert(this.rows);
             }
         }

@@ -2,8 +2,8 @@ package dev.exactlyonce.idempotency.outbox;
 
 import dev.exactlyonce.idempotency.jdbc.Dialect;
 import dev.exactlyonce.idempotency.jdbc.TableName;
-import java.sql.Timestamp;
 import java.time.Duration;
+import java.util.Comparator;
 import java.util.Objects;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
@@ -26,21 +26,26 @@ public final class OutboxBacklogQuery {
         return TableName.exists(jdbc, "outbox_event");
     }
 
-    /** The backlog now, or {@code null} when the service's schema has no outbox table. */
+    /**
+     * The backlog now, or {@code null} when the service's schema has no outbox table: read from the head of each key
+     * with unpublished rows and from the rows refused (one probe per key, and the rows held back), and a count of the
+     * unpublished rows up to {@link OutboxBacklog#COUNTED}, never from every row.
+     */
     @Nullable
     public OutboxBacklog read() {
         if (!tableExists(this.jdbc)) {
             return null;
         }
-        String backlog = OutboxStatements.of(Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource())))
-                .backlog();
-        return this.jdbc.queryForObject(backlog, (row, index) -> {
-            Timestamp oldest = row.getTimestamp(3);
-            return new OutboxBacklog(
-                    row.getLong(1),
-                    oldest != null ? oldest.toInstant() : null,
-                    Duration.ofMillis((long) (row.getDouble(4) * 1000)),
-                    row.getLong(2));
-        });
+        OutboxStatements sql = OutboxStatements.of(Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource())));
+        OutboxStatements.Head oldest = sql.heads(this.jdbc, OutboxRelay.MAX_KEYS).stream()
+                .filter(head -> !head.parked())
+                .max(Comparator.comparingDouble(OutboxStatements.Head::waited))
+                .orElse(null);
+        long parked = this.jdbc.queryForObject(sql.held(), (row, index) -> row.getLong(1));
+        return new OutboxBacklog(
+                sql.unpublished(this.jdbc),
+                oldest != null ? oldest.publishableAt() : null,
+                oldest != null ? Duration.ofMillis((long) (oldest.waited() * 1000)) : Duration.ZERO,
+                parked);
     }
 }

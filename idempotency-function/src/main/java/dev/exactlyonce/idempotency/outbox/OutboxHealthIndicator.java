@@ -5,14 +5,24 @@ import java.util.List;
 import java.util.Map;
 import org.springframework.boot.health.contributor.Health;
 import org.springframework.boot.health.contributor.HealthIndicator;
+import org.springframework.boot.health.contributor.Status;
 
 /**
- * The {@code outbox} health contributor: {@code DOWN} when the oldest row not parked has waited longer than
- * {@code idempotency.outbox.relay.lag-bound} (the relay is failing, or cannot keep up), when rows are parked (their
- * keys wait for an operator), or when the relay's thread is gone; {@code UP} otherwise, with the backlog in its
- * details.
+ * The {@code outbox} health contributor: {@code DOWN} when this instance's relay thread is gone (restarting the
+ * instance mends it); {@code PARKED} when rows are parked (their keys wait for an operator), {@code LAGGING} when the
+ * oldest row of a key not parked has waited longer than {@code idempotency.outbox.relay.lag-bound}; {@code UP}
+ * otherwise; with the backlog, and the destinations and routes the relay waits out, in its details. Parked rows and
+ * the lag are the outbox's, shared by every instance: their statuses are of the outbox's own, which Spring Boot's
+ * health leaves out of the aggregate and answers with 200, so that they never take every instance out of a load
+ * balancer or a readiness check. Alert on them (the {@code idempotency.outbox.parked} and {@code .lag} gauges).
  */
 final class OutboxHealthIndicator implements HealthIndicator {
+
+    /** Rows parked: their keys wait for an operator (the outbox endpoint, or the infra command outbox-parked). */
+    static final Status PARKED = new Status("PARKED", "events wait for an operator: see the outbox endpoint");
+
+    /** The oldest row of a key not parked waited longer than the lag bound: the relay is failing, or cannot keep up. */
+    static final Status LAGGING = new Status("LAGGING", "the oldest event waited longer than the lag bound");
 
     private final OutboxBacklogQuery backlog;
 
@@ -35,8 +45,11 @@ final class OutboxHealthIndicator implements HealthIndicator {
                     .build();
         }
         boolean stalled = this.relay.stalled();
-        boolean down = outbox.lag().compareTo(this.lagBound) > 0 || outbox.parked() > 0 || stalled;
-        Health.Builder health = down ? Health.down() : Health.up();
+        Health.Builder health = stalled
+                ? Health.down()
+                : outbox.parked() > 0
+                        ? Health.status(PARKED)
+                        : outbox.lag().compareTo(this.lagBound) > 0 ? Health.status(LAGGING) : Health.up();
         health.withDetail("unpublished", outbox.unpublished())
                 .withDetail("lag", outbox.lag().toString())
                 .withDetail("lagBound", this.lagBound.toString())

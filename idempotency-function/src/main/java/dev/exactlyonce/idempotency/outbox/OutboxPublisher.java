@@ -32,6 +32,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.cloud.stream.binder.Binder;
 import org.springframework.cloud.stream.binder.BinderFactory;
 import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
+import org.springframework.cloud.stream.binding.BindingService;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.StreamBridge;
 import org.springframework.messaging.MessageChannel;
@@ -109,6 +110,11 @@ final class OutboxPublisher {
         }
 
         @Override
+        public boolean prepared(Object producerProperties) {
+            return true;
+        }
+
+        @Override
         public boolean waitsForTheBroker() {
             return false;
         }
@@ -136,6 +142,9 @@ final class OutboxPublisher {
     private final BinderFactory binderFactory;
 
     private final BindingServiceProperties bindings;
+
+    /** The bindings bound: one of the destination's name, bound before the relay set it up, is refused. */
+    private final BindingService bindingService;
 
     private final EnvelopeCodec codec;
 
@@ -181,12 +190,14 @@ final class OutboxPublisher {
             StreamBridge streamBridge,
             BinderFactory binderFactory,
             BindingServiceProperties bindings,
+            BindingService bindingService,
             EnvelopeCodec codec,
             Duration confirmTimeout,
             List<PublishConfirmation> confirmations) {
         this.streamBridge = streamBridge;
         this.binderFactory = binderFactory;
         this.bindings = bindings;
+        this.bindingService = bindingService;
         this.codec = codec;
         this.confirmTimeout = confirmTimeout;
         this.confirmations = List.copyOf(confirmations);
@@ -503,7 +514,12 @@ final class OutboxPublisher {
         return Thread.currentThread().isInterrupted() || Failures.find(ex, InterruptedException.class) != null;
     }
 
-    /** Sets the destination's producer defaults, before its first publication binds it; says how it confirms. */
+    /**
+     * Sets the destination's producer defaults, before its first publication binds it; says how it confirms. A binding
+     * of the destination's name that the service bound before (its {@code output-bindings}, say) was bound without
+     * them: the relay would take sends it never heard back from for published rows, or wait for confirms that never
+     * come, so it refuses to start instead, unless the service set them itself.
+     */
     private PublishConfirmation prepare(String destination) {
         Binder<?, ?, ?> binder =
                 this.binderFactory.getBinder(this.bindings.getBinder(destination), MessageChannel.class);
@@ -511,8 +527,22 @@ final class OutboxPublisher {
             return BINDER_TOOK_IT;
         }
         Object producer = extended.getExtendedProducerProperties(destination);
+        boolean bound = this.bindingService.getProducerBinding(destination) != null;
         for (PublishConfirmation confirmation : this.confirmations) {
+            boolean prepared = confirmation.prepared(producer);
             if (confirmation.prepare(binder, destination, producer)) {
+                if (bound && !prepared) {
+                    throw new StartupRefusal(
+                            ("The outbox relay publishes to %s through a binding of that name, and the service bound"
+                                            + " one before the relay could set it up (spring.cloud.stream.output-bindings,"
+                                            + " or a StreamBridge send as the service starts): the relay would publish"
+                                            + " without the broker's confirms, and mark rows published that the broker"
+                                            + " never took, or none at all")
+                                    .formatted(destination),
+                            ("Remove %s from spring.cloud.stream.output-bindings (the relay binds it), or publish your"
+                                            + " own messages to a binding of another name")
+                                    .formatted(destination));
+                }
                 return confirmation;
             }
         }

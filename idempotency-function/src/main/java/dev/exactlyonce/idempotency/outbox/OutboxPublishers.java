@@ -47,6 +47,14 @@ final class OutboxPublishers implements InitializingBean {
                     "Create it as the library's schema-postgresql.sql (or schema-mariadb.sql) does (the library's"
                             + " Flyway migrations do when the service migrates with Flyway)");
         }
+        if (!TableName.exists(this.jdbc, "outbox_key")) {
+            throw new StartupRefusal(
+                    "The schema has an outbox_event table but no outbox_key table, whose rows a transaction that"
+                            + " writes events locks, so that each key's events are published in the order their"
+                            + " transactions committed",
+                    "Create it as the library's schema-postgresql.sql (or schema-mariadb.sql) does (the library's"
+                            + " Flyway migrations do when the service migrates with Flyway)");
+        }
         OutboxStatements sql = OutboxStatements.of(Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource())));
         sql.checkSchema(this.jdbc, this.relayed);
         this.jdbc.update(sql.registerPublisher(), this.relayed ? RELAY : EXTERNAL);

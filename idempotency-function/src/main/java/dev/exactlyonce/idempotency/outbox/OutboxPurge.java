@@ -11,8 +11,9 @@ import org.slf4j.LoggerFactory;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * Deletes the outbox rows published longer ago than the retention, in batches, one instance at a time (as
- * {@code ProcessedEventPurge} does for processed event ids). Rows not yet published are never deleted, however old,
+ * Deletes the outbox rows published longer ago than the retention, and the keys first written before it (their lock
+ * rows: a later write adds them again), in batches, one instance at a time (as {@code ProcessedEventPurge} does for
+ * processed event ids). Rows not yet published are never deleted, however old,
  * unless the relay is off: another process (Debezium) publishes them, and nothing marks them.
  */
 final class OutboxPurge {
@@ -48,7 +49,13 @@ final class OutboxPurge {
         long rows = BatchedDelete.run(
                         this.batchSize, () -> sql.purgeBatch(jdbc, this.relayed, this.retention, this.batchSize))
                 .rows();
-        logger.info("Purged {} outbox row(s) published more than {} ago", rows, this.retention);
+        long keys = BatchedDelete.run(this.batchSize, () -> sql.purgeKeysBatch(jdbc, this.retention, this.batchSize))
+                .rows();
+        logger.info(
+                "Purged {} outbox row(s) published more than {} ago, and {} key(s) first written before",
+                rows,
+                this.retention,
+                keys);
         return rows;
     }
 }

@@ -21,7 +21,6 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.context.SmartLifecycle;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionStatus;
@@ -135,13 +134,6 @@ public final class OutboxRelay implements SmartLifecycle {
 
     private final int maxAttempts;
 
-    /**
-     * A run whose connection goes silent must not keep its partitions' locks until the server notices (its TCP
-     * keepalive, hours): the server ends a session idle that long inside the run's transaction, longer than its wait
-     * for confirms (PostgreSQL's {@code idle_in_transaction_session_timeout}; MariaDB has none for a transaction).
-     */
-    private final Duration idleLimit;
-
     private final Duration pollInterval;
 
     private final Duration linger;
@@ -163,12 +155,12 @@ public final class OutboxRelay implements SmartLifecycle {
             OutboxProperties.Relay properties,
             IdempotencyMetrics metrics) {
         this.jdbc = new JdbcTemplate(dataSource);
-        this.transactions = new DataSourceTransactionManager(dataSource);
+        this.transactions =
+                new RelayTransactions(dataSource, properties.confirmTimeout().plusSeconds(30));
         this.publisher = publisher;
         this.destination = destination;
         this.batchSize = properties.batchSize();
         this.maxAttempts = properties.maxAttempts();
-        this.idleLimit = properties.confirmTimeout().plusSeconds(30);
         this.pollInterval = properties.pollInterval();
         this.linger = properties.linger();
         this.metrics = metrics;
@@ -193,7 +185,6 @@ public final class OutboxRelay implements SmartLifecycle {
         TransactionStatus transaction = this.transactions.getTransaction(RUN);
         Run run;
         try {
-            sql().limitIdleTime(this.jdbc, this.idleLimit);
             Choice choice = choose(sql().heads(this.jdbc, MAX_KEYS));
             Run batch = publishBatch(choice.keys());
             // Read once the run's refusals are counted: the parked rows it set aside count, and their back-off.

@@ -3,8 +3,11 @@ package dev.exactlyonce.idempotency.outbox;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import dev.exactlyonce.idempotency.jdbc.Dialect;
 import dev.exactlyonce.idempotency.jdbc.MariaDbDialect;
+import java.sql.Connection;
+import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.List;
 import java.util.UUID;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -22,13 +25,17 @@ interface OutboxStatements {
         return dialect instanceof MariaDbDialect ? MariaDbOutbox.INSTANCE : PostgresOutbox.INSTANCE;
     }
 
-    /** A row to write: the event's id, its destination, its key, its name and its payload (a JSON object). */
-    record Row(UUID id, String destination, String key, String name, String payload) {}
+    /**
+     * A row to write: the event's id, its destination, its key, its name, its payload (a JSON object) and when it was
+     * emitted.
+     */
+    record Row(UUID id, String destination, String key, String name, String payload, Instant occurredAt) {}
 
     /**
-     * Locks the rows' keys (as {@link Outbox#KEY_LOCKS} lock slots, in ascending order, before any row gets its
-     * position, until the commit), then inserts the rows in the order they were written. The relay publishes by
-     * position, so two transactions that write events of one key have them published in the order they committed.
+     * Locks the rows' keys (their rows of {@code outbox_key}, in ascending order, before any row gets its position,
+     * until the commit), then inserts the rows in the order they were written. The relay publishes by position, so two
+     * transactions that write events of one key have them published in the order they committed; two of different
+     * keys never wait for each other.
      */
     void insert(JdbcTemplate jdbc, List<Row> rows);
 
@@ -36,11 +43,14 @@ interface OutboxStatements {
     int republish(JdbcTemplate jdbc, Timestamp from, Timestamp to);
 
     /**
-     * Ends the relay's session if it stays idle that long inside the run's transaction (the setting lasts for the
-     * transaction), so that a run whose connection went silent does not keep its partitions' locks; nothing where the
-     * database has no such setting for one transaction.
+     * Has the server end the relay's session if it stays idle that long inside the transaction just begun (its
+     * connection gone silent, its process frozen), so that it does not keep its partitions' locks until the server
+     * notices: hours of TCP keepalive, or MariaDB's {@code wait_timeout}.
      */
-    void limitIdleTime(JdbcTemplate jdbc, Duration limit);
+    void limitIdleTime(Connection connection, Duration limit) throws SQLException;
+
+    /** Lifts that limit before the connection goes back to the pool, where the database keeps it for the session. */
+    default void liftIdleLimit(Connection connection) throws SQLException {}
 
     /**
      * The head (oldest unpublished row) of every key that has one, up to {@code maxKeys} keys, in no particular order:
@@ -57,7 +67,9 @@ interface OutboxStatements {
      * @param position the head row's position
      * @param partition the key's partition ({@code OutboxRelay.PARTITIONS} of them)
      * @param held whether the head was refused and waits for its next attempt, or was parked
-     * @param waited how long the head has waited since it became publishable, in seconds
+     * @param parked whether the head was parked
+     * @param publishableAt when the head became publishable
+     * @param waited how long the head has waited since, in seconds
      */
     record Head(
             String destination,
@@ -66,6 +78,8 @@ interface OutboxStatements {
             long position,
             int partition,
             boolean held,
+            boolean parked,
+            Instant publishableAt,
             double waited) {}
 
     /** Locks those of the partitions no other relay holds (tried, never waited for), until the transaction ends. */
@@ -95,14 +109,14 @@ interface OutboxStatements {
      */
     String held();
 
-    /**
-     * The backlog: the unpublished rows, those parked, the oldest publishable one's time and how long it waited
-     * (seconds).
-     */
-    String backlog();
+    /** How many rows are unpublished, counted up to {@code OutboxBacklog.COUNTED} (an index range, not the table). */
+    long unpublished(JdbcTemplate jdbc);
 
     /** Deletes one batch of the rows published (or, without the relay, written) longer ago than the retention. */
     int purgeBatch(JdbcTemplate jdbc, boolean published, Duration retention, int batchSize);
+
+    /** Deletes one batch of the keys first written longer ago than the retention (a later write adds them again). */
+    int purgeKeysBatch(JdbcTemplate jdbc, Duration retention, int batchSize);
 
     /** Registers who publishes the outbox, unless registered; its parameter is {@code relay} or {@code external}. */
     String registerPublisher();

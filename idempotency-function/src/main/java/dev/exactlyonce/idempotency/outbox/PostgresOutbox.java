@@ -1,5 +1,8 @@
 package dev.exactlyonce.idempotency.outbox;
 
+import java.sql.Connection;
+import java.sql.PreparedStatement;
+import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.util.List;
@@ -15,18 +18,24 @@ final class PostgresOutbox implements OutboxStatements {
 
     public static final PostgresOutbox INSTANCE = new PostgresOutbox();
 
+    /**
+     * Locks the rows' keys (their rows of outbox_key, inserted where new, in ascending order, until the commit; a key
+     * row that exists is locked and not updated), then inserts the rows in the order written. The one-time filter runs
+     * the locks before the first row takes its position.
+     */
     private static final String INSERT = """
-            WITH key_locks AS MATERIALIZED (
-                SELECT count(pg_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox-key:' || current_schema()), slot))
-                FROM (SELECT DISTINCT hashtext(destination || ':' || key) & %d AS slot
-                      FROM unnest(?::text[], ?::text[]) AS written (destination, key)
-                      ORDER BY slot) AS slots)
-            INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload)
-            SELECT event.id, event.destination, event.key, event.name, event.payload::jsonb
-            FROM key_locks,
-                 unnest(?::uuid[], ?::text[], ?::text[], ?::text[], ?::text[])
-                     WITH ORDINALITY AS event (id, destination, key, name, payload, n)
-            ORDER BY event.n""".formatted(Outbox.KEY_LOCKS - 1);
+            WITH key_locks AS (
+                INSERT INTO outbox_key (aggregatetype, aggregateid)
+                SELECT DISTINCT destination, key FROM unnest(?::text[], ?::text[]) AS written (destination, key)
+                ORDER BY 1, 2
+                ON CONFLICT (aggregatetype, aggregateid) DO UPDATE SET aggregatetype = excluded.aggregatetype WHERE false
+                RETURNING 1)
+            INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload, occurred_at)
+            SELECT event.id, event.destination, event.key, event.name, event.payload::jsonb, event.occurred_at
+            FROM unnest(?::uuid[], ?::text[], ?::text[], ?::text[], ?::text[], ?::timestamptz[])
+                     WITH ORDINALITY AS event (id, destination, key, name, payload, occurred_at, n)
+            WHERE (SELECT count(*) FROM key_locks) >= 0
+            ORDER BY event.n""";
 
     private static final String REPUBLISH = """
             UPDATE outbox_event
@@ -52,6 +61,7 @@ final class PostgresOutbox implements OutboxStatements {
             SELECT head.aggregatetype, head.aggregateid, head.type, head.position,
                    hashtext(head.aggregatetype || ':' || head.aggregateid) & %d,
                    head.attempts > 0 AND (head.parked_at IS NOT NULL OR head.next_attempt_at > now()),
+                   head.attempts > 0 AND head.parked_at IS NOT NULL, head.publishable_at,
                    extract(epoch FROM clock_timestamp() - head.publishable_at)
             FROM (SELECT * FROM heads LIMIT ?) AS heads
             JOIN outbox_event head ON head.position = heads.position AND head.published_at IS NULL""".formatted(OutboxRelay.PARTITIONS - 1);
@@ -61,7 +71,7 @@ final class PostgresOutbox implements OutboxStatements {
 
     private static final String LOCK = """
             SELECT partition FROM unnest(?::int[]) AS partition
-            WHERE pg_try_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox:' || current_schema()), partition)""";
+            WHERE pg_try_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox:' || 'outbox_event'::regclass::oid), partition)""";
 
     /** The oldest unpublished rows of each key, up to a number per key, in the order written. */
     private static final String PENDING = """
@@ -93,17 +103,8 @@ final class PostgresOutbox implements OutboxStatements {
                    coalesce(extract(epoch FROM clock_timestamp() - min(publishable_at) FILTER (WHERE parked_at IS NULL)), 0)
             FROM outbox_event WHERE published_at IS NULL AND attempts > 0""";
 
-    /** The keys of parked rows: their rows wait for an operator, and count as parked, not as lag. */
-    private static final String NOT_PARKED = """
-            (aggregatetype, aggregateid) NOT IN (
-                SELECT aggregatetype, aggregateid FROM outbox_event
-                WHERE published_at IS NULL AND attempts > 0 AND parked_at IS NOT NULL)""";
-
-    private static final String BACKLOG = """
-            SELECT count(*), count(*) FILTER (WHERE parked_at IS NOT NULL),
-                   min(publishable_at) FILTER (WHERE %1$s),
-                   coalesce(extract(epoch FROM clock_timestamp() - min(publishable_at) FILTER (WHERE %1$s)), 0)
-            FROM outbox_event WHERE published_at IS NULL""".formatted(NOT_PARKED);
+    private static final String UNPUBLISHED = """
+            SELECT count(*) FROM (SELECT 1 FROM outbox_event WHERE published_at IS NULL LIMIT %d) AS counted""".formatted(OutboxBacklog.COUNTED);
 
     /**
      * The age is checked again on the row deleted: a row that {@code Outbox.republish} marked unpublished while the
@@ -122,6 +123,10 @@ final class PostgresOutbox implements OutboxStatements {
                 WHERE occurred_at < now() - make_interval(secs => ?) ORDER BY occurred_at LIMIT ?)
             AND occurred_at < now() - make_interval(secs => ?)""";
 
+    private static final String DELETE_KEYS = """
+            DELETE FROM outbox_key WHERE ctid IN (
+                SELECT ctid FROM outbox_key WHERE created_at < now() - make_interval(secs => ?) LIMIT ?)""";
+
     private static final String REGISTER_PUBLISHER = """
             INSERT INTO outbox_publisher (publisher) VALUES (?) ON CONFLICT DO NOTHING""";
 
@@ -139,7 +144,8 @@ final class PostgresOutbox implements OutboxStatements {
                 destinations,
                 keys,
                 rows.stream().map(Row::name).toArray(String[]::new),
-                rows.stream().map(Row::payload).toArray(String[]::new));
+                rows.stream().map(Row::payload).toArray(String[]::new),
+                rows.stream().map(row -> Timestamp.from(row.occurredAt())).toArray(Timestamp[]::new));
     }
 
     @Override
@@ -147,9 +153,13 @@ final class PostgresOutbox implements OutboxStatements {
         return jdbc.update(REPUBLISH, from, to);
     }
 
+    /** The setting lasts for the transaction. */
     @Override
-    public void limitIdleTime(JdbcTemplate jdbc, Duration limit) {
-        jdbc.queryForObject(IDLE_LIMIT, String.class, limit.toMillis() + "ms");
+    public void limitIdleTime(Connection connection, Duration limit) throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement(IDLE_LIMIT)) {
+            statement.setString(1, limit.toMillis() + "ms");
+            statement.execute();
+        }
     }
 
     @Override
@@ -163,7 +173,9 @@ final class PostgresOutbox implements OutboxStatements {
                         row.getLong(4),
                         row.getInt(5),
                         row.getBoolean(6),
-                        row.getDouble(7)),
+                        row.getBoolean(7),
+                        row.getTimestamp(8).toInstant(),
+                        row.getDouble(9)),
                 maxKeys);
     }
 
@@ -215,14 +227,20 @@ final class PostgresOutbox implements OutboxStatements {
     }
 
     @Override
-    public String backlog() {
-        return BACKLOG;
+    public long unpublished(JdbcTemplate jdbc) {
+        Long count = jdbc.queryForObject(UNPUBLISHED, Long.class);
+        return count != null ? count : 0;
     }
 
     @Override
     public int purgeBatch(JdbcTemplate jdbc, boolean published, Duration retention, int batchSize) {
         double age = retention.toSeconds();
         return jdbc.update(published ? DELETE_PUBLISHED : DELETE_WRITTEN, age, batchSize, age);
+    }
+
+    @Override
+    public int purgeKeysBatch(JdbcTemplate jdbc, Duration retention, int batchSize) {
+        return jdbc.update(DELETE_KEYS, (double) retention.toSeconds(), batchSize);
     }
 
     @Override

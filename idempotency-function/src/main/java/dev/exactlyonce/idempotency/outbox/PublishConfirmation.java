@@ -24,6 +24,12 @@ public interface PublishConfirmation {
      */
     boolean prepare(Binder<?, ?, ?> binder, String destination, Object producerProperties);
 
+    /**
+     * Whether the producer properties, of this binder, already have what the relay needs (set by the service): a
+     * binding of the destination's name bound before the relay could set them up is refused otherwise.
+     */
+    boolean prepared(Object producerProperties);
+
     /** Whether a send returns only once the broker answered: the relay then sends from a thread per row in flight. */
     boolean waitsForTheBroker();
 

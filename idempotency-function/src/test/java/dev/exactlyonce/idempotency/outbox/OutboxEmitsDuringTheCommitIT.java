@@ -12,6 +12,7 @@ import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import javax.sql.DataSource;
 import org.junit.jupiter.api.BeforeAll;
@@ -27,6 +28,8 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.transaction.PlatformTransactionManager;
+import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.event.TransactionPhase;
 import org.springframework.transaction.event.TransactionalEventListener;
 import org.springframework.transaction.support.TransactionSynchronization;
@@ -49,6 +52,9 @@ class OutboxEmitsDuringTheCommitIT {
     /** An application event, published in the transaction of its effect; each listener phase acts on its own. */
     record Noticed(String key, TransactionPhase phase) {}
 
+    /** An application event whose listener records it in a transaction of its own, emitting an event of its key. */
+    record Audited(String key) {}
+
     /** What the listeners of each phase did: the ids they emitted, or what emit threw at them. */
     static final List<Object> outcomes = new CopyOnWriteArrayList<>();
 
@@ -57,8 +63,8 @@ class OutboxEmitsDuringTheCommitIT {
     static class Service {
 
         @Bean
-        Listeners listeners(Outbox outbox) {
-            return new Listeners(outbox);
+        Listeners listeners(Outbox outbox, PlatformTransactionManager transactionManager) {
+            return new Listeners(outbox, transactionManager);
         }
     }
 
@@ -67,8 +73,19 @@ class OutboxEmitsDuringTheCommitIT {
 
         private final Outbox outbox;
 
-        Listeners(Outbox outbox) {
+        private final TransactionTemplate ofItsOwn;
+
+        Listeners(Outbox outbox, PlatformTransactionManager transactionManager) {
             this.outbox = outbox;
+            this.ofItsOwn = new TransactionTemplate(transactionManager);
+            this.ofItsOwn.setPropagationBehavior(TransactionDefinition.PROPAGATION_REQUIRES_NEW);
+        }
+
+        /** An audit written as the outer transaction commits, in a transaction of its own, of the outer one's key. */
+        @TransactionalEventListener(phase = TransactionPhase.BEFORE_COMMIT)
+        void audit(Audited audited) {
+            outcomes.add(
+                    this.ofItsOwn.execute(status -> this.outbox.emit(EVENT, audited.key(), Map.of("audit", true))));
         }
 
         @TransactionalEventListener(phase = TransactionPhase.BEFORE_COMMIT)
@@ -188,6 +205,24 @@ class OutboxEmitsDuringTheCommitIT {
 
         assertThat(rows("before-completion")).isEqualTo(1);
         assertPublished(emitted[0]);
+    }
+
+    @Test
+    void aTransactionOfItsOwnOpenedAsTheOuterOneCommitsEmitsTheOuterOnesKeyWithoutWaitingForIt() {
+        CompletableFuture<UUID> outer = CompletableFuture.supplyAsync(() -> this.transactions.execute(status -> {
+            UUID own = this.outbox.emit(EVENT, "audited", Map.of("own", true));
+            this.events.publishEvent(new Audited("audited"));
+            return own;
+        }));
+
+        assertThat(outer)
+                .as("the outer transaction, whose listener's inner transaction emits its key")
+                .succeedsWithin(Duration.ofSeconds(20));
+        assertThat(outcomes).singleElement().isInstanceOf(UUID.class);
+        assertThat(this.jdbc.queryForList(
+                        "SELECT id FROM outbox_event WHERE aggregateid = 'audited' ORDER BY position", UUID.class))
+                .as("the inner transaction's event, committed first, then the outer one's")
+                .containsExactly((UUID) outcomes.get(0), outer.join());
     }
 
     @Test

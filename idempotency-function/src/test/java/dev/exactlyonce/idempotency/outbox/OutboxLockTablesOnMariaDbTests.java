@@ -14,8 +14,8 @@ import org.springframework.jdbc.datasource.DriverManagerDataSource;
 import org.springframework.jdbc.datasource.init.ResourceDatabasePopulator;
 
 /**
- * On MariaDB the outbox's key locks and the relay's partition locks are rows ({@code outbox_key_lock},
- * {@code outbox_relay_lock}, one per slot): a schema made by a team's own script without them would lock nothing
+ * On MariaDB the outbox's key locks and the relay's partition locks are rows ({@code outbox_key}, one per key,
+ * {@code outbox_relay_lock}, one per partition): a schema made by a team's own script without them would lock nothing
  * (events of one key published out of order) or never publish a partition. An instance refuses to start on it.
  */
 class OutboxLockTablesOnMariaDbTests {
@@ -29,14 +29,14 @@ class OutboxLockTablesOnMariaDbTests {
     }
 
     @Test
-    void aSchemaWithoutTheKeyLockRowsIsRefused() {
+    void aSchemaWithoutTheKeyTableIsRefused() {
         DataSource dataSource = schema();
-        new JdbcTemplate(dataSource).update("DELETE FROM outbox_key_lock WHERE slot >= 128");
+        new JdbcTemplate(dataSource).update("DROP TABLE outbox_key");
 
         assertThatExceptionOfType(StartupRefusal.class)
                 .isThrownBy(() -> new OutboxPublishers(dataSource, true).afterPropertiesSet())
-                .withMessageContaining("outbox_key_lock holds 128 of its 256 rows")
-                .satisfies(refusal -> assertThat(refusal.action()).contains("INSERT INTO outbox_key_lock"));
+                .withMessageContaining("no outbox_key table")
+                .satisfies(refusal -> assertThat(refusal.action()).contains("schema-mariadb.sql"));
     }
 
     @Test

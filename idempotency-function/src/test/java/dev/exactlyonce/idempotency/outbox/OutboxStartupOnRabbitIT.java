@@ -7,6 +7,7 @@ import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
@@ -46,6 +47,25 @@ class OutboxStartupOnRabbitIT {
                 .isInstanceOf(StartupRefusal.class)
                 .hasMessageContaining("spring.rabbitmq.publisher-confirm-type: correlated")
                 .hasMessageContaining("idempotency.outbox.relay.enabled: false");
+    }
+
+    @Test
+    void aBindingNamedLikeTheDestinationBoundBeforeTheRelayCouldSetItUpRefusesToStart() {
+        Throwable failure = Deployment.of(Service.class)
+                .on(database)
+                .on(rabbit)
+                .with(
+                        "spring.cloud.stream.default-binder=rabbit",
+                        "spring.cloud.function.definition=",
+                        "idempotency.outbox.destination=" + EXCHANGE,
+                        // Bound as the context starts, before the relay: without the confirms the relay needs.
+                        "spring.cloud.stream.output-bindings=" + EXCHANGE)
+                .startupFailure();
+
+        assertThat(failure)
+                .isInstanceOf(StartupRefusal.class)
+                .hasMessageContaining("spring.cloud.stream.output-bindings")
+                .hasMessageContaining(EXCHANGE);
     }
 
     @ParameterizedTest

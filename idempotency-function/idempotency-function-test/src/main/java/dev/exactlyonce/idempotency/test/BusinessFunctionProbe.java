@@ -21,6 +21,9 @@ import org.springframework.core.env.Environment;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.support.ChannelInterceptor;
+import org.springframework.transaction.ConfigurableTransactionManager;
+import org.springframework.transaction.TransactionExecution;
+import org.springframework.transaction.TransactionExecutionListener;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
@@ -57,6 +60,33 @@ public final class BusinessFunctionProbe
     private final Map<String, Queue<Pause>> pauses = new ConcurrentHashMap<>();
 
     private final Map<String, Queue<Throwable>> thrown = new ConcurrentHashMap<>();
+
+    /** The service's transaction managers: the injected failures of commits are theirs (see failAtCommit). */
+    private final Set<ConfigurableTransactionManager> transactionManagers = ConcurrentHashMap.newKeySet();
+
+    /**
+     * Fails the commit of a transaction whose function was asked to fail, once every other listener of the manager
+     * ran (the outbox's, which writes the rows as the transaction commits): it throws, and the manager rolls back.
+     */
+    private final TransactionExecutionListener commitFailure = new TransactionExecutionListener() {
+        @Override
+        public void beforeCommit(TransactionExecution transaction) {
+            if (TransactionSynchronizationManager.getResource(this) instanceof String functionName) {
+                TransactionSynchronizationManager.unbindResource(this);
+                throw new InjectedFailure(functionName);
+            }
+        }
+
+        @Override
+        public void afterCommit(TransactionExecution transaction, @Nullable Throwable commitFailure) {
+            TransactionSynchronizationManager.unbindResourceIfPossible(this);
+        }
+
+        @Override
+        public void afterRollback(TransactionExecution transaction, @Nullable Throwable rollbackFailure) {
+            TransactionSynchronizationManager.unbindResourceIfPossible(this);
+        }
+    };
 
     @Override
     public void setEnvironment(Environment environment) {
@@ -119,6 +149,9 @@ public final class BusinessFunctionProbe
 
     @Override
     public Object postProcessAfterInitialization(Object bean, String beanName) {
+        if (bean instanceof ConfigurableTransactionManager transactionManager) {
+            this.transactionManagers.add(transactionManager);
+        }
         if (!this.functionNames.contains(beanName)
                 || !(bean instanceof Consumer<?> || bean instanceof Function<?, ?>)) {
             return bean;
@@ -162,6 +195,8 @@ public final class BusinessFunctionProbe
     /** Every guarded business function must be watched, or a test's count of its invocations would read 0. */
     @Override
     public void afterSingletonsInstantiated() {
+        // Last of each manager's listeners: added once every other was.
+        this.transactionManagers.forEach(transactionManager -> transactionManager.addListener(this.commitFailure));
         Set<String> unwatched = new TreeSet<>(this.functionNames);
         unwatched.removeAll(this.wrapped);
         if (!unwatched.isEmpty()) {
@@ -176,8 +211,8 @@ public final class BusinessFunctionProbe
 
     /**
      * The interceptor, placed before the transaction's on each guarded input channel, that fails the commit of a
-     * transaction in which a function was asked to fail: its synchronization, registered after the outbox's, throws
-     * once the outbox rows are written, and the transaction manager rolls back the claim, the effect and the rows.
+     * transaction in which a function was asked to fail: the probe's listener, the last of its transaction manager's,
+     * throws once the outbox rows are written, and the manager rolls back the claim, the effect and the rows.
      */
     ChannelInterceptor failAtCommit() {
         return new ChannelInterceptor() {
@@ -197,6 +232,13 @@ public final class BusinessFunctionProbe
                 }
                 if (!TransactionSynchronizationManager.isSynchronizationActive()) {
                     throw new InjectedFailure(functionName);
+                }
+                if (!BusinessFunctionProbe.this.transactionManagers.isEmpty()) {
+                    TransactionSynchronizationManager.unbindResourceIfPossible(
+                            BusinessFunctionProbe.this.commitFailure);
+                    TransactionSynchronizationManager.bindResource(
+                            BusinessFunctionProbe.this.commitFailure, functionName);
+                    return;
                 }
                 TransactionSynchronizationManager.registerSynchronization(new TransactionSynchronization() {
                     @Override

@@ -41,6 +41,11 @@ final class KafkaPublishConfirmation implements PublishConfirmation {
     }
 
     @Override
+    public boolean prepared(Object producerProperties) {
+        return producerProperties instanceof KafkaProducerProperties kafka && kafka.isSync();
+    }
+
+    @Override
     public boolean waitsForTheBroker() {
         return true;
     }

@@ -73,6 +73,11 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
     }
 
     @Override
+    public boolean prepared(Object producerProperties) {
+        return producerProperties instanceof RabbitProducerProperties rabbit && rabbit.isUseConfirmHeader();
+    }
+
+    @Override
     public boolean waitsForTheBroker() {
         return false;
     }
