@@ -5,6 +5,7 @@ import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import dev.exactlyonce.idempotency.outbox.PublishConfirmation.Answer;
 import dev.exactlyonce.idempotency.outbox.PublishConfirmation.Verdict;
 import java.time.Duration;
 import java.time.Instant;
@@ -485,8 +486,14 @@ final class OutboxPublisher {
         try {
             confirmation = this.destinations.computeIfAbsent(row.destination(), this::prepare);
             // The payload is the jsonb column's text, a JSON object: written into the envelope as it is.
-            MessageBuilder<byte[]> message = MessageBuilder.withPayload(this.codec.encode(new EventEnvelope<>(
-                            row.id(), row.eventName(), row.occurredAt(), new RawValue(row.payload()))))
+            byte[] envelope = this.codec.encode(
+                    new EventEnvelope<>(row.id(), row.eventName(), row.occurredAt(), new RawValue(row.payload())));
+            CompletableFuture<Answer> published =
+                    confirmation.publish(row.destination(), envelope, row.id(), row.eventName());
+            if (published != null) {
+                return published.thenApply(answer -> new Outcome(row, answer.failure(), answer.verdict()));
+            }
+            MessageBuilder<byte[]> message = MessageBuilder.withPayload(envelope)
                     .setHeader(MessageHeaders.CONTENT_TYPE, "application/json")
                     .setHeader(EventHeaders.EVENT_ID, row.id().toString())
                     .setHeader(EventHeaders.EVENT_NAME, row.eventName());

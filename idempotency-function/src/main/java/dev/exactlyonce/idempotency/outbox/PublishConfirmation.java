@@ -33,6 +33,17 @@ public interface PublishConfirmation {
     /** Whether a send returns only once the broker answered: the relay then sends from a thread per row in flight. */
     boolean waitsForTheBroker();
 
+    /**
+     * Publishes a row's envelope through the binder's own client, where the relay can use one (RabbitMQ: a template
+     * on the binder's connection factory, to the exchange the binding would publish to, with its routing key,
+     * delivery mode and confirms); completes with the broker's answer. {@code null} leaves the send to the
+     * destination's binding ({@code StreamBridge}, with {@link #answer}).
+     */
+    default @Nullable CompletableFuture<Answer> publish(
+            String destination, byte[] envelope, UUID eventId, String eventName) {
+        return null;
+    }
+
     /** Adds what the binder needs to the row's message, before it is sent; completes with the broker's answer. */
     CompletableFuture<Answer> answer(MessageBuilder<byte[]> message, UUID eventId, String key);
 

@@ -43,11 +43,7 @@ import org.springframework.boot.health.contributor.Status;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
-import org.springframework.integration.config.GlobalChannelInterceptor;
 import org.springframework.jdbc.core.JdbcTemplate;
-import org.springframework.messaging.Message;
-import org.springframework.messaging.MessageChannel;
-import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
@@ -55,6 +51,11 @@ import org.springframework.test.context.TestPropertySource;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 import org.springframework.transaction.support.TransactionTemplate;
+import tools.jackson.core.JsonGenerator;
+import tools.jackson.databind.SerializationContext;
+import tools.jackson.databind.ValueSerializer;
+import tools.jackson.databind.module.SimpleModule;
+import tools.jackson.databind.util.RawValue;
 
 /**
  * The outbox relay when the broker refuses rows, on a real RabbitMQ and PostgreSQL: a refused row holds back its own
@@ -91,7 +92,7 @@ class OutboxRefusedRowsOnRabbitIT {
 
     static final String OVERSIZED = "x".repeat(2 * MAX_MESSAGE_SIZE);
 
-    /** The name of an event whose publication throws an {@link Error} on the relay's thread. */
+    /** What makes the envelope of a row whose payload holds it throw an {@link Error} on the relay's thread. */
     static final String FATAL_EVENT = "test.thing.fatal.v1";
 
     @Configuration(proxyBeanMethods = false)
@@ -104,21 +105,24 @@ class OutboxRefusedRowsOnRabbitIT {
         }
 
         /**
-         * An interceptor of the relay's output that fails with an {@link Error}, as a class missing at run time
-         * would (an {@link OutOfMemoryError} would do the same to the relay, but JUnit aborts the whole run on one).
+         * A codec that fails with an {@link Error} as the relay writes the envelope of a row of {@link #FATAL_EVENT}'s
+         * payload, as a class missing at run time would (an {@link OutOfMemoryError} would do the same to the relay, but
+         * JUnit aborts the whole run on one).
          */
         @Bean
-        @GlobalChannelInterceptor(patterns = "*")
-        ChannelInterceptor errorOnFatalEvents() {
-            return new ChannelInterceptor() {
+        EnvelopeCodec envelopeCodec() {
+            SimpleModule fatal = new SimpleModule().addSerializer(RawValue.class, new ValueSerializer<RawValue>() {
                 @Override
-                public Message<?> preSend(Message<?> message, MessageChannel channel) {
-                    if (FATAL_EVENT.equals(message.getHeaders().get("event_name"))) {
+                public void serialize(RawValue value, JsonGenerator generator, SerializationContext context) {
+                    String raw = String.valueOf(value.rawValue());
+                    if (raw.contains(FATAL_EVENT)) {
                         throw new NoClassDefFoundError("thrown by the test for " + FATAL_EVENT);
                     }
-                    return message;
+                    generator.writeRawValue(raw);
                 }
-            };
+            });
+            return new EnvelopeCodec(
+                    EnvelopeCodec.defaultJsonMapper().rebuild().addModule(fatal).build());
         }
     }
 
@@ -404,7 +408,8 @@ class OutboxRefusedRowsOnRabbitIT {
 
     @Test
     void anErrorOnTheRelaysThreadDoesNotEndTheRelay() {
-        this.transactions.executeWithoutResult(status -> this.outbox.emit(FATAL_EVENT, "fatal", Map.of("n", 1)));
+        this.transactions.executeWithoutResult(
+                status -> this.outbox.emit(EMITTED_EVENT, "fatal", Map.of("marker", FATAL_EVENT)));
 
         List<UUID> later = emitStream(5, 10);
 

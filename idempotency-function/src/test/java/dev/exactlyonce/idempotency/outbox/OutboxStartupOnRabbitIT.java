@@ -1,21 +1,29 @@
 package dev.exactlyonce.idempotency.outbox;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
 
 import dev.exactlyonce.idempotency.Deployment;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
+import java.time.Duration;
+import java.util.Map;
+import java.util.UUID;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.transaction.support.TransactionTemplate;
 
 /**
  * What the outbox's relay refuses at start-up, on a real RabbitMQ and PostgreSQL: a relay that would publish without
- * the broker's confirms would mark nothing published, and publish every row again on every run.
+ * the broker's confirms would mark nothing published, and publish every row again on every run. A binding the service
+ * named like the relay's destination does not replace the relay's own publisher.
  */
 class OutboxStartupOnRabbitIT {
 
@@ -50,22 +58,33 @@ class OutboxStartupOnRabbitIT {
     }
 
     @Test
-    void aBindingNamedLikeTheDestinationBoundBeforeTheRelayCouldSetItUpRefusesToStart() {
-        Throwable failure = Deployment.of(Service.class)
-                .on(database)
-                .on(rabbit)
-                .with(
-                        "spring.cloud.stream.default-binder=rabbit",
-                        "spring.cloud.function.definition=",
-                        "idempotency.outbox.destination=" + EXCHANGE,
-                        // Bound as the context starts, before the relay: without the confirms the relay needs.
-                        "spring.cloud.stream.output-bindings=" + EXCHANGE)
-                .startupFailure();
+    void aBindingNamedLikeTheDestinationBoundBeforeTheRelayLeavesTheRelaysOwnPublisherAsItIs() throws Exception {
+        String queue = rabbit.uniqueName("outbox-startup-received");
+        try (var connection = rabbit.newConnection();
+                var channel = connection.createChannel();
+                ConfigurableApplicationContext service = Deployment.of(Service.class)
+                        .on(database)
+                        .on(rabbit)
+                        .with(
+                                "spring.cloud.stream.default-binder=rabbit",
+                                "spring.cloud.function.definition=",
+                                "idempotency.outbox.destination=" + EXCHANGE,
+                                // Bound as the context starts, before the relay: without the confirms it needs.
+                                "spring.cloud.stream.output-bindings=" + EXCHANGE)
+                        .start()) {
+            channel.exchangeDeclare(EXCHANGE, "topic", true);
+            channel.queueDeclare(queue, false, false, true, Map.of());
+            channel.queueBind(queue, EXCHANGE, "#");
+            UUID id = service.getBean(TransactionTemplate.class)
+                    .execute(status -> service.getBean(Outbox.class).emit("test.thing.noticed.v1", "k", Map.of()));
+            JdbcTemplate jdbc = service.getBean(JdbcTemplate.class);
 
-        assertThat(failure)
-                .isInstanceOf(StartupRefusal.class)
-                .hasMessageContaining("spring.cloud.stream.output-bindings")
-                .hasMessageContaining(EXCHANGE);
+            await().atMost(Duration.ofSeconds(30))
+                    .alias("the row published with the broker's confirm, and marked")
+                    .until(() -> jdbc.queryForObject(
+                            "SELECT published_at IS NOT NULL FROM outbox_event WHERE id = ?", Boolean.class, id));
+            assertThat(rabbit.messageCount(queue)).isEqualTo(1);
+        }
     }
 
     @ParameterizedTest

@@ -45,7 +45,10 @@ import org.springframework.kafka.test.context.EmbeddedKafka;
  *       serializer for its dead letters, would lose every rejected record with a key, and is refused;
  *   <li>a record held during an outage ({@code max-hold}, plus the statement that met it) must fit in the consumer's
  *       {@code max.poll.interval.ms}, or the consumer would leave its group each time: a binding where it does not
- *       is refused.
+ *       is refused;
+ *   <li>the outbox relay sends through a binding named like its destination, whose sends it sets to wait for the
+ *       broker's acknowledgement: one the service bound before the relay could set it up would mark rows published
+ *       that the broker never took, and is refused.
  * </ul>
  */
 @EmbeddedKafka(partitions = 1)
@@ -151,6 +154,21 @@ class StartupChecksOnKafkaIT {
                         "idempotency.outage.max-hold=10m",
                         "spring.cloud.stream.kafka.binder.consumer-properties[max.poll.interval.ms]=900000")
                 .close();
+    }
+
+    @Test
+    void aBindingNamedLikeTheOutboxDestinationBoundBeforeTheRelayRefusesToStart(EmbeddedKafkaBroker kafka) {
+        Throwable failure = catchThrowable(() -> start(
+                        kafka,
+                        "idempotency.outbox.destination=outbox-startup",
+                        // Bound as the context starts, before the relay: without the acknowledgement it waits for.
+                        "spring.cloud.stream.output-bindings=outbox-startup")
+                .close());
+
+        assertThat(messages(failure))
+                .anySatisfy(message -> assertThat(message)
+                        .contains("The outbox relay publishes to outbox-startup through a binding of that name")
+                        .contains("spring.cloud.stream.output-bindings"));
     }
 
     /** The test service on Kafka, with its guarded binding {@value #BINDING} on {@value #TOPIC}. */
