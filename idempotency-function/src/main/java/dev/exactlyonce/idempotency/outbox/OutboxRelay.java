@@ -15,6 +15,7 @@ import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -142,6 +143,16 @@ public final class OutboxRelay implements SmartLifecycle {
 
     private final Semaphore wakeUps = new Semaphore(0);
 
+    /** The lag the last run that succeeded measured, and when: while runs fail, the lag gauge goes on from it. */
+    private volatile Duration measuredLag = Duration.ZERO;
+
+    private volatile long measuredAt = System.nanoTime();
+
+    /** When a commit first woke the relay up since its last run that succeeded ({@link #NEVER} if none did). */
+    private final AtomicLong wokenSince = new AtomicLong(NEVER);
+
+    private static final long NEVER = Long.MIN_VALUE;
+
     private volatile CountDownLatch stopping = new CountDownLatch(1);
 
     private volatile boolean running;
@@ -175,6 +186,7 @@ public final class OutboxRelay implements SmartLifecycle {
 
     /** Runs the relay soon: a transaction that wrote rows committed. */
     void wake() {
+        this.wokenSince.compareAndSet(NEVER, System.nanoTime());
         if (this.wakeUps.availablePermits() == 0) {
             this.wakeUps.release();
         }
@@ -203,6 +215,7 @@ public final class OutboxRelay implements SmartLifecycle {
             throw ex;
         }
         this.transactions.commit(transaction);
+        this.wokenSince.set(NEVER);
         if (run.failure() != null) {
             this.metrics.outboxPublishFailed();
         }
@@ -308,7 +321,9 @@ public final class OutboxRelay implements SmartLifecycle {
             double seconds = row.getDouble(2);
             Duration nextAttempt = row.wasNull() ? null : Duration.ofMillis(Math.max(0, (long) (seconds * 1000)));
             double lag = Math.max(headsLag, row.getDouble(3));
-            this.metrics.outboxLag(Duration.ofMillis((long) (lag * 1000)));
+            this.measuredLag = Duration.ofMillis((long) (lag * 1000));
+            this.measuredAt = System.nanoTime();
+            this.metrics.outboxLag(this.measuredLag);
             return nextAttempt;
         });
     }
@@ -368,6 +383,7 @@ public final class OutboxRelay implements SmartLifecycle {
             } catch (RuntimeException | Error ex) {
                 // Whatever failed (the database away, a heap exhausted by a run of large rows), the relay goes on.
                 this.metrics.outboxPublishFailed();
+                this.metrics.outboxLag(estimatedLag());
                 if (ex instanceof Error) {
                     logger.error("A run of the outbox relay failed with an error; it tries again", ex);
                 }
@@ -381,6 +397,18 @@ public final class OutboxRelay implements SmartLifecycle {
             }
             awaitWork(run);
         }
+    }
+
+    /**
+     * The lag while runs fail, when the database cannot say it: the lag last measured, grown since; or, when there
+     * was none, how long ago a commit first woke the relay up since.
+     */
+    private Duration estimatedLag() {
+        long now = System.nanoTime();
+        Duration grown = this.measuredLag.isZero() ? Duration.ZERO : this.measuredLag.plusNanos(now - this.measuredAt);
+        long woken = this.wokenSince.get();
+        Duration waiting = woken == NEVER ? Duration.ZERO : Duration.ofNanos(now - woken);
+        return grown.compareTo(waiting) >= 0 ? grown : waiting;
     }
 
     /** Says the first of failed runs in a row, and waits longer after each: see {@link #retryDelay}. */
