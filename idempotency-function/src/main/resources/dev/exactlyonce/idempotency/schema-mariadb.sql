@@ -46,12 +46,13 @@ CREATE TABLE IF NOT EXISTS outbox_event (
     last_error      TEXT         NULL,
     parked_at       TIMESTAMP(6) NULL DEFAULT NULL,
     skipped_at      TIMESTAMP(6) NULL DEFAULT NULL,
+    pending_key     VARCHAR(511) AS (IF(published_at IS NULL, CONCAT(aggregatetype, CHAR(0 USING utf8mb4), aggregateid), NULL)) PERSISTENT,
     PRIMARY KEY (id),
     UNIQUE KEY outbox_event_position_key (position),
     INDEX outbox_event_unpublished_idx (published_at, position),
     INDEX outbox_event_occurred_at_idx (occurred_at),
     INDEX outbox_event_held_idx (aggregatetype, aggregateid, published_at, attempts),
-    INDEX outbox_event_pending_key_idx (aggregatetype, aggregateid, published_at, position)
+    INDEX outbox_event_pending_key_idx (pending_key, position)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
 
 -- The keys events were written for: a transaction that writes events locks its keys' rows (FOR UPDATE, until it

@@ -77,7 +77,7 @@ final class Holds {
     boolean holds(String destination, String eventName, String orderKey) {
         Instant now = Instant.now();
         return due(Kind.DESTINATION, destination, now)
-                || due(Kind.ROUTE, destination + " " + eventName, now)
+                || due(Kind.ROUTE, route(destination, eventName), now)
                 || due(Kind.KEY, orderKey, now);
     }
 
@@ -180,6 +180,10 @@ final class Holds {
     }
 
     private static String route(OutboxPublisher.Row row) {
-        return row.destination() + " " + row.eventName();
+        return route(row.destination(), row.eventName());
+    }
+
+    private static String route(String destination, String eventName) {
+        return destination + " " + eventName;
     }
 }

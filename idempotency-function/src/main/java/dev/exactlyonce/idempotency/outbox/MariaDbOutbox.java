@@ -6,17 +6,20 @@ import java.math.BigDecimal;
 import java.math.RoundingMode;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Collections;
 import java.util.Comparator;
 import java.util.List;
 import java.util.TreeSet;
 import java.util.UUID;
+import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.RowCallbackHandler;
 
@@ -31,6 +34,13 @@ final class MariaDbOutbox implements OutboxStatements {
     public static final MariaDbOutbox INSTANCE = new MariaDbOutbox();
 
     private static final int ROWS_PER_INSERT = 1_000;
+
+    /** The order of {@code utf8mb4_nopad_bin}: of the characters' code points (String's compareTo is UTF-16's). */
+    private static final Comparator<String> BY_CODE_POINT = (one, other) -> {
+        int[] a = one.codePoints().toArray();
+        int[] b = other.codePoints().toArray();
+        return Arrays.compare(a, b);
+    };
 
     /** Inserts the keys that are new, and locks those that exist (without changing them), in the order given. */
     private static final String LOCK_KEYS = """
@@ -48,26 +58,28 @@ final class MariaDbOutbox implements OutboxStatements {
               AND skipped_at IS NULL""";
 
     /**
-     * The head of every key with an unpublished row, by a loose scan of the pending rows' key index (one step per key);
-     * see PostgresOutbox.
+     * The head of every key with an unpublished row, by a loose scan of the pending rows' key index
+     * ({@code pending_key}, NULL once a row is published: one step per pending key); see PostgresOutbox.
      */
     private static final String HEADS = """
             SELECT head.aggregatetype, head.aggregateid, head.type, head.position,
                    CRC32(CONCAT(head.aggregatetype, ':', head.aggregateid)) & %d,
                    head.attempts > 0 AND (head.parked_at IS NOT NULL OR head.next_attempt_at > NOW(6)),
                    head.attempts > 0 AND head.parked_at IS NOT NULL, UNIX_TIMESTAMP(head.publishable_at),
-                   TIMESTAMPDIFF(MICROSECOND, head.publishable_at, NOW(6)) / 1000000
-            FROM (SELECT aggregatetype, aggregateid, MIN(position) AS position FROM outbox_event
-                  WHERE published_at IS NULL GROUP BY aggregatetype, aggregateid LIMIT ?) AS heads
-            JOIN outbox_event head ON head.position = heads.position""".formatted(OutboxRelay.PARTITIONS - 1);
+                   TIMESTAMPDIFF(MICROSECOND, head.publishable_at, NOW(6)) / 1000000, heads.pending_key
+            FROM (SELECT pending_key, MIN(position) AS position FROM outbox_event
+                  WHERE pending_key > ? GROUP BY pending_key ORDER BY pending_key LIMIT ?) AS heads
+            JOIN outbox_event head ON head.position = heads.position
+            ORDER BY heads.pending_key""".formatted(OutboxRelay.PARTITIONS - 1);
 
     private static final String LOCK_PARTITIONS = """
             SELECT partition_no FROM outbox_relay_lock WHERE partition_no IN (%s) FOR UPDATE SKIP LOCKED""";
 
-    /** One key's oldest unpublished rows: the pending rows of several keys are the union of theirs. */
+    /** One key's oldest unpublished rows, and which are held: the pending rows of several keys are their union. */
     private static final String PENDING = """
-            (SELECT id, aggregatetype, aggregateid, type, payload, UNIX_TIMESTAMP(occurred_at), position
-             FROM outbox_event WHERE aggregatetype = ? AND aggregateid = ? AND published_at IS NULL
+            (SELECT id, aggregatetype, aggregateid, type, payload, UNIX_TIMESTAMP(occurred_at), position,
+                    attempts > 0 AND (parked_at IS NOT NULL OR next_attempt_at > NOW(6))
+             FROM outbox_event WHERE pending_key = CONCAT(?, CHAR(0 USING utf8mb4), ?)
              ORDER BY position LIMIT ?)""";
 
     private static final String MARK = """
@@ -105,8 +117,10 @@ final class MariaDbOutbox implements OutboxStatements {
     private static final String DELETE_WRITTEN = """
             DELETE FROM outbox_event WHERE occurred_at < NOW(6) - INTERVAL ? SECOND ORDER BY occurred_at LIMIT ?""";
 
+    /** In the key's order, as the writers lock them: the purge and a writer cannot deadlock. */
     private static final String DELETE_KEYS = """
-            DELETE FROM outbox_key WHERE created_at < NOW(6) - INTERVAL ? SECOND LIMIT ?""";
+            DELETE FROM outbox_key WHERE created_at < NOW(6) - INTERVAL ? SECOND ORDER BY aggregatetype, aggregateid
+            LIMIT ?""";
 
     private static final String REGISTER_PUBLISHER = """
             INSERT INTO outbox_publisher (publisher) VALUES (?) ON DUPLICATE KEY UPDATE publisher = publisher""";
@@ -189,36 +203,48 @@ final class MariaDbOutbox implements OutboxStatements {
         return BigDecimal.valueOf(instant.getEpochSecond()).add(BigDecimal.valueOf(instant.getNano(), 9));
     }
 
-    /** MariaDB's {@code idle_transaction_timeout} is the session's: set for the run, and lifted once it ended. */
+    /** MariaDB's {@code idle_transaction_timeout} is the session's: set for the run, and set back once it ended. */
     @Override
-    public void limitIdleTime(Connection connection, Duration limit) throws SQLException {
+    public String limitIdleTime(Connection connection, Duration limit) throws SQLException {
         try (Statement statement = connection.createStatement()) {
+            String previous;
+            try (ResultSet session = statement.executeQuery("SELECT @@SESSION.idle_transaction_timeout")) {
+                session.next();
+                previous = Long.toString(session.getLong(1));
+            }
             statement.execute("SET SESSION idle_transaction_timeout = " + Math.max(1, limit.toSeconds()));
+            return previous;
         }
     }
 
     @Override
-    public void liftIdleLimit(Connection connection) throws SQLException {
+    public void liftIdleLimit(Connection connection, String previous) throws SQLException {
         try (Statement statement = connection.createStatement()) {
-            statement.execute("SET SESSION idle_transaction_timeout = DEFAULT");
+            statement.execute("SET SESSION idle_transaction_timeout = " + Long.parseLong(previous));
         }
     }
 
     @Override
-    public List<Head> heads(JdbcTemplate jdbc, int maxKeys) {
-        return jdbc.query(
+    public Heads heads(JdbcTemplate jdbc, @Nullable Object after, int maxKeys) {
+        String[] last = {null};
+        List<Head> heads = jdbc.query(
                 HEADS,
-                (row, index) -> new Head(
-                        row.getString(1),
-                        row.getString(2),
-                        row.getString(3),
-                        row.getLong(4),
-                        row.getInt(5),
-                        row.getBoolean(6),
-                        row.getBoolean(7),
-                        instant(row.getBigDecimal(8)),
-                        row.getDouble(9)),
+                (row, index) -> {
+                    last[0] = row.getString(10);
+                    return new Head(
+                            row.getString(1),
+                            row.getString(2),
+                            row.getString(3),
+                            row.getLong(4),
+                            row.getInt(5),
+                            row.getBoolean(6),
+                            row.getBoolean(7),
+                            instant(row.getBigDecimal(8)),
+                            row.getDouble(9));
+                },
+                after instanceof String key ? key : "",
                 maxKeys);
+        return new Heads(heads, heads.size() == maxKeys ? last[0] : null);
     }
 
     @Override
@@ -231,16 +257,18 @@ final class MariaDbOutbox implements OutboxStatements {
     public List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey) {
         List<Object> parameters = new ArrayList<>(keys.size() * 3);
         keys.forEach(head -> parameters.addAll(List.of(head.destination(), head.key(), perKey)));
-        return jdbc.query(
+        return OutboxStatements.withoutHeldKeys(jdbc.query(
                 String.join(" UNION ALL ", Collections.nCopies(keys.size(), PENDING)) + " ORDER BY 7",
-                (row, index) -> new OutboxPublisher.Row(
-                        row.getObject(1, UUID.class),
-                        row.getString(2),
-                        row.getString(3),
-                        row.getString(4),
-                        row.getString(5),
-                        instant(row.getBigDecimal(6))),
-                parameters.toArray());
+                (row, index) -> new Pending(
+                        new OutboxPublisher.Row(
+                                row.getObject(1, UUID.class),
+                                row.getString(2),
+                                row.getString(3),
+                                row.getString(4),
+                                row.getString(5),
+                                instant(row.getBigDecimal(6))),
+                        row.getBoolean(8)),
+                parameters.toArray()));
     }
 
     private static Instant instant(BigDecimal epochSeconds) {

@@ -22,6 +22,7 @@ import org.springframework.jdbc.core.ConnectionCallback;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.transaction.TransactionExecution;
 import org.springframework.transaction.TransactionExecutionListener;
+import org.springframework.transaction.TransactionStatus;
 import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
@@ -194,7 +195,7 @@ public final class Outbox {
             Written written = written(transaction);
             if (written != null) {
                 written.closed = true;
-                written.insert();
+                written.insert(transaction);
             }
         }
 
@@ -246,13 +247,15 @@ public final class Outbox {
         private final Map<Object, Integer> savepoints = new IdentityHashMap<>();
 
         /**
-         * Flushes the persistence contexts bound to the transaction (JPA's), then inserts the rows: a flush that waits
-         * for another transaction's row lock then waits holding none of the keys' locks, so that the other
-         * transaction, writing an event of the same key, is not deadlocked with it.
+         * Flushes the transaction (an ORM's persistence context: JPA's, with a JpaTransactionManager), then inserts the
+         * rows: a flush that waits for another transaction's row lock then waits holding none of the keys' locks, so
+         * that the other transaction, writing an event of the same key, is not deadlocked with it.
          */
-        void insert() {
+        void insert(TransactionExecution transaction) {
             if (this.outbox != null && !this.rows.isEmpty()) {
-                PersistenceContexts.flush();
+                if (transaction instanceof TransactionStatus status) {
+                    status.flush();
+                }
                 this.outbox.insert(this.rows);
             }
         }

@@ -37,7 +37,7 @@ public final class OutboxBacklogQuery {
             return null;
         }
         OutboxStatements sql = OutboxStatements.of(Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource())));
-        OutboxStatements.Head oldest = sql.heads(this.jdbc, OutboxRelay.MAX_KEYS).stream()
+        OutboxStatements.Head oldest = sql.heads(this.jdbc, null, OutboxRelay.MAX_KEYS).heads().stream()
                 .filter(head -> !head.parked())
                 .max(Comparator.comparingDouble(OutboxStatements.Head::waited))
                 .orElse(null);

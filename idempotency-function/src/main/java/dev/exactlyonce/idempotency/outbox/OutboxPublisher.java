@@ -71,7 +71,11 @@ final class OutboxPublisher {
 
         /** What keeps the order: the rows of one key of one destination. */
         String orderKey() {
-            return this.destination + '\n' + this.key;
+            return orderKey(this.destination, this.key);
+        }
+
+        static String orderKey(String destination, String key) {
+            return destination + '\n' + key;
         }
     }
 

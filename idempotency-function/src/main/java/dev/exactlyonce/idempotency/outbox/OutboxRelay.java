@@ -16,6 +16,7 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.stream.Collectors;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -95,6 +96,7 @@ public final class OutboxRelay implements SmartLifecycle {
      *
      * @param ran whether it ran: {@code false} when every partition it found rows in was another instance's
      * @param read the rows it read
+     * @param more whether a key it read had more rows than its share: the next run goes at once
      * @param published the rows it published and marked
      * @param failure why it stopped before the rows it read were all published, if it did
      * @param unanswered whether rows were held rather than published: the broker did not answer, or refused their
@@ -106,6 +108,7 @@ public final class OutboxRelay implements SmartLifecycle {
     record Run(
             boolean ran,
             int read,
+            boolean more,
             int published,
             @Nullable String failure,
             boolean unanswered,
@@ -114,7 +117,7 @@ public final class OutboxRelay implements SmartLifecycle {
             @Nullable Duration nextAttempt) {
 
         static Run idle(boolean ran, boolean contended) {
-            return new Run(ran, 0, 0, null, false, 0, contended, null);
+            return new Run(ran, 0, false, 0, null, false, 0, contended, null);
         }
 
         /** Whether every row it read waited for a hold: nothing it could do until one ends. */
@@ -142,6 +145,9 @@ public final class OutboxRelay implements SmartLifecycle {
     private final IdempotencyMetrics metrics;
 
     private final Semaphore wakeUps = new Semaphore(0);
+
+    /** Where the next run reads keys' heads from, when there were more than {@link #MAX_KEYS}: past the last read. */
+    private @Nullable Object scanFrom;
 
     /** The lag the last run that succeeded measured, and when: while runs fail, the lag gauge goes on from it. */
     private volatile Duration measuredLag = Duration.ZERO;
@@ -197,13 +203,14 @@ public final class OutboxRelay implements SmartLifecycle {
         TransactionStatus transaction = this.transactions.getTransaction(RUN);
         Run run;
         try {
-            Choice choice = choose(sql().heads(this.jdbc, MAX_KEYS));
+            Choice choice = choose(readHeads());
             Run batch = publishBatch(choice.keys());
             // Read once the run's refusals are counted: the parked rows it set aside count, and their back-off.
             Duration nextAttempt = readHeld(choice.lag());
             run = new Run(
                     batch.ran(),
                     batch.read(),
+                    batch.more() || choice.more(),
                     batch.published(),
                     batch.failure(),
                     batch.unanswered(),
@@ -232,10 +239,35 @@ public final class OutboxRelay implements SmartLifecycle {
     }
 
     /**
-     * The keys a run publishes: those whose head waited longest, up to {@code batch-size} keys, leaving out the keys
-     * held back (their head refused and waiting, or parked) and those whose head's destination, route or key the
-     * relay waits out ({@link Holds}); of a destination whose hold just ended, one key only, as a probe. Also how long
-     * the oldest head of a key not held back has waited, and how many keys wait for a hold.
+     * The heads of up to {@link #MAX_KEYS} keys: with more keys than that, those past the last key the previous run
+     * read, then those from the first key on, so that every key's turn comes.
+     */
+    private List<OutboxStatements.Head> readHeads() {
+        Object from = this.scanFrom;
+        OutboxStatements.Heads heads = sql().heads(this.jdbc, from, MAX_KEYS);
+        this.scanFrom = heads.next();
+        if (heads.next() != null || from == null) {
+            return heads.heads();
+        }
+        // The read reached the last key, having begun past the first: the keys before it are read too, once.
+        OutboxStatements.Heads first =
+                sql().heads(this.jdbc, null, MAX_KEYS - heads.heads().size());
+        this.scanFrom = first.next();
+        Set<String> read = new HashSet<>();
+        List<OutboxStatements.Head> all = new ArrayList<>(heads.heads());
+        all.forEach(head -> read.add(OutboxPublisher.Row.orderKey(head.destination(), head.key())));
+        first.heads().stream()
+                .filter(head -> read.add(OutboxPublisher.Row.orderKey(head.destination(), head.key())))
+                .forEach(all::add);
+        return all;
+    }
+
+    /**
+     * The keys a run publishes: those whose head waited longest since it became publishable, up to {@code batch-size}
+     * keys, leaving out the keys held back (their head refused and waiting, or parked) and those whose head's
+     * destination, route or key the relay waits out ({@link Holds}); of a destination whose hold just ended, one key
+     * only, as a probe. Also how long the oldest head of a key not held back has waited, and how many keys wait for a
+     * hold.
      */
     private Choice choose(List<OutboxStatements.Head> heads) {
         Holds holds = this.publisher.holds();
@@ -247,13 +279,16 @@ public final class OutboxRelay implements SmartLifecycle {
                 continue;
             }
             lag = Math.max(lag, head.waited());
-            if (holds.holds(head.destination(), head.eventName(), head.destination() + '\n' + head.key())) {
+            if (holds.holds(
+                    head.destination(),
+                    head.eventName(),
+                    OutboxPublisher.Row.orderKey(head.destination(), head.key()))) {
                 held++;
             } else {
                 ready.add(head);
             }
         }
-        ready.sort(Comparator.comparingLong(OutboxStatements.Head::position));
+        ready.sort(Comparator.comparingDouble(OutboxStatements.Head::waited).reversed());
         List<OutboxStatements.Head> keys = new ArrayList<>();
         Set<String> probed = new HashSet<>();
         for (OutboxStatements.Head head : ready) {
@@ -264,10 +299,14 @@ public final class OutboxRelay implements SmartLifecycle {
                 keys.add(head);
             }
         }
-        return new Choice(keys, lag, held);
+        return new Choice(keys, lag, held, keys.size() < ready.size() || this.scanFrom != null);
     }
 
-    private record Choice(List<OutboxStatements.Head> keys, double lag, int held) {}
+    /**
+     * The keys a run publishes, the lag, the keys waiting for a hold, and whether keys ready to publish were left for
+     * the next run (beyond {@code batch-size} keys, or beyond the heads read).
+     */
+    private record Choice(List<OutboxStatements.Head> keys, double lag, int held, boolean more) {}
 
     /**
      * Locks the keys' partitions that no other relay holds, and publishes the oldest rows of the keys in them: an even
@@ -289,7 +328,13 @@ public final class OutboxRelay implements SmartLifecycle {
         }
         List<OutboxStatements.Head> ours =
                 keys.stream().filter(head -> locked.contains(head.partition())).toList();
-        List<OutboxPublisher.Row> rows = sql().pending(this.jdbc, ours, Math.max(1, this.batchSize / ours.size()));
+        int share = (this.batchSize + ours.size() - 1) / ours.size();
+        List<OutboxPublisher.Row> rows = sql().pending(this.jdbc, ours, share);
+        boolean more = rows.stream()
+                .collect(Collectors.groupingBy(OutboxPublisher.Row::orderKey, Collectors.counting()))
+                .values()
+                .stream()
+                .anyMatch(count -> count >= share);
         OutboxPublisher.Published published = this.publisher.publish(rows);
         // Counted as they went out: a run whose mark then fails published them all the same (and its next run
         // publishes them again, counted again).
@@ -303,6 +348,7 @@ public final class OutboxRelay implements SmartLifecycle {
         return new Run(
                 true,
                 rows.size(),
+                more,
                 published.confirmed().size(),
                 published.failure(),
                 published.unanswered() != null,
@@ -377,7 +423,7 @@ public final class OutboxRelay implements SmartLifecycle {
             Run run;
             try {
                 run = publishPending();
-                while (this.running && run.read() == this.batchSize && run.published() > 0) {
+                while (this.running && run.more() && run.published() > 0) {
                     run = publishPending();
                 }
             } catch (RuntimeException | Error ex) {

@@ -8,8 +8,12 @@ import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.UUID;
+import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.RowCallbackHandler;
 
@@ -24,6 +28,26 @@ interface OutboxStatements {
     static OutboxStatements of(Dialect dialect) {
         return dialect instanceof MariaDbDialect ? MariaDbOutbox.INSTANCE : PostgresOutbox.INSTANCE;
     }
+
+    /** The rows of the keys whose first row is not held back, from the rows read with whether each is held. */
+    static List<OutboxPublisher.Row> withoutHeldKeys(List<Pending> rows) {
+        Set<String> held = new HashSet<>();
+        Set<String> seen = new HashSet<>();
+        List<OutboxPublisher.Row> ready = new ArrayList<>(rows.size());
+        for (Pending pending : rows) {
+            String key = pending.row().orderKey();
+            if (seen.add(key) && pending.held()) {
+                held.add(key);
+            }
+            if (!held.contains(key)) {
+                ready.add(pending.row());
+            }
+        }
+        return ready;
+    }
+
+    /** A pending row, and whether it is held back (refused and waiting for its next attempt, or parked). */
+    record Pending(OutboxPublisher.Row row, boolean held) {}
 
     /**
      * A row to write: the event's id, its destination, its key, its name, its payload (a JSON object) and when it was
@@ -45,18 +69,33 @@ interface OutboxStatements {
     /**
      * Has the server end the relay's session if it stays idle that long inside the transaction just begun (its
      * connection gone silent, its process frozen), so that it does not keep its partitions' locks until the server
-     * notices: hours of TCP keepalive, or MariaDB's {@code wait_timeout}.
+     * notices: hours of TCP keepalive, or MariaDB's {@code wait_timeout}. Returns the session's own limit, where the
+     * limit is set for the session rather than for the transaction.
      */
-    void limitIdleTime(Connection connection, Duration limit) throws SQLException;
+    @Nullable
+    String limitIdleTime(Connection connection, Duration limit) throws SQLException;
 
-    /** Lifts that limit before the connection goes back to the pool, where the database keeps it for the session. */
-    default void liftIdleLimit(Connection connection) throws SQLException {}
+    /**
+     * Sets the session's idle limit back to what {@link #limitIdleTime} returned (when it returned one), before the
+     * connection goes back to the pool, where the database keeps it for the session.
+     */
+    default void liftIdleLimit(Connection connection, String previous) throws SQLException {}
 
     /**
      * The head (oldest unpublished row) of every key that has one, up to {@code maxKeys} keys, in no particular order:
-     * what a run chooses its keys from. Its cost is one index probe per key, however many rows a key holds.
+     * what a run chooses its keys from. Its cost is one index probe per key, however many rows a key holds. It reads
+     * from the beginning, or past {@code after} (a {@link Heads#next()} of an earlier read).
      */
-    List<Head> heads(JdbcTemplate jdbc, int maxKeys);
+    Heads heads(JdbcTemplate jdbc, @Nullable Object after, int maxKeys);
+
+    /**
+     * Keys' heads.
+     *
+     * @param heads the heads read
+     * @param next where a read of the keys after these starts, when there were more than it read; {@code null} when
+     *     it read them all
+     */
+    record Heads(List<Head> heads, @Nullable Object next) {}
 
     /**
      * A key's head.
@@ -85,7 +124,10 @@ interface OutboxStatements {
     /** Locks those of the partitions no other relay holds (tried, never waited for), until the transaction ends. */
     List<Integer> lockPartitions(JdbcTemplate jdbc, List<Integer> partitions);
 
-    /** The oldest unpublished rows of each of the keys, up to {@code perKey} of each, in the order written. */
+    /**
+     * The oldest unpublished rows of each of the keys, up to {@code perKey} of each, in the order written; none of a
+     * key whose head was refused and waits for its next attempt, or was parked, meanwhile (by another relay).
+     */
     List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey);
 
     /** Marks the rows published. */

@@ -7,6 +7,7 @@ import java.sql.Timestamp;
 import java.time.Duration;
 import java.util.List;
 import java.util.UUID;
+import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.RowCallbackHandler;
 
@@ -50,10 +51,11 @@ final class PostgresOutbox implements OutboxStatements {
      */
     static final String HEADS = """
             WITH RECURSIVE heads AS (
-                (SELECT aggregatetype, aggregateid, position FROM outbox_event
-                 WHERE published_at IS NULL ORDER BY aggregatetype, aggregateid, position LIMIT 1)
+                (SELECT aggregatetype, aggregateid, position, 1 AS n FROM outbox_event
+                 WHERE published_at IS NULL AND (aggregatetype, aggregateid) > (?, ?)
+                 ORDER BY aggregatetype, aggregateid, position LIMIT 1)
               UNION ALL
-                SELECT next.aggregatetype, next.aggregateid, next.position
+                SELECT next.aggregatetype, next.aggregateid, next.position, heads.n + 1
                 FROM heads CROSS JOIN LATERAL (
                     SELECT aggregatetype, aggregateid, position FROM outbox_event
                     WHERE published_at IS NULL AND (aggregatetype, aggregateid) > (heads.aggregatetype, heads.aggregateid)
@@ -64,7 +66,8 @@ final class PostgresOutbox implements OutboxStatements {
                    head.attempts > 0 AND head.parked_at IS NOT NULL, head.publishable_at,
                    extract(epoch FROM clock_timestamp() - head.publishable_at)
             FROM (SELECT * FROM heads LIMIT ?) AS heads
-            JOIN outbox_event head ON head.position = heads.position AND head.published_at IS NULL""".formatted(OutboxRelay.PARTITIONS - 1);
+            JOIN outbox_event head ON head.position = heads.position AND head.published_at IS NULL
+            ORDER BY heads.n""".formatted(OutboxRelay.PARTITIONS - 1);
 
     private static final String IDLE_LIMIT = """
             SELECT set_config('idle_in_transaction_session_timeout', ?, true)""";
@@ -73,9 +76,10 @@ final class PostgresOutbox implements OutboxStatements {
             SELECT partition FROM unnest(?::int[]) AS partition
             WHERE pg_try_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox:' || 'outbox_event'::regclass::oid), partition)""";
 
-    /** The oldest unpublished rows of each key, up to a number per key, in the order written. */
+    /** The oldest unpublished rows of each key, up to a number per key, in the order written, and which are held. */
     private static final String PENDING = """
-            SELECT event.id, event.aggregatetype, event.aggregateid, event.type, event.payload::text, event.occurred_at
+            SELECT event.id, event.aggregatetype, event.aggregateid, event.type, event.payload::text, event.occurred_at,
+                   event.attempts > 0 AND (event.parked_at IS NOT NULL OR event.next_attempt_at > now())
             FROM unnest(?::text[], ?::text[]) AS pending (aggregatetype, aggregateid)
             CROSS JOIN LATERAL (
                 SELECT * FROM outbox_event
@@ -123,9 +127,11 @@ final class PostgresOutbox implements OutboxStatements {
                 WHERE occurred_at < now() - make_interval(secs => ?) ORDER BY occurred_at LIMIT ?)
             AND occurred_at < now() - make_interval(secs => ?)""";
 
+    /** Skips the keys a writer holds: the purge never waits for one, nor makes one wait. */
     private static final String DELETE_KEYS = """
             DELETE FROM outbox_key WHERE ctid IN (
-                SELECT ctid FROM outbox_key WHERE created_at < now() - make_interval(secs => ?) LIMIT ?)""";
+                SELECT ctid FROM outbox_key WHERE created_at < now() - make_interval(secs => ?) LIMIT ?
+                FOR UPDATE SKIP LOCKED)""";
 
     private static final String REGISTER_PUBLISHER = """
             INSERT INTO outbox_publisher (publisher) VALUES (?) ON CONFLICT DO NOTHING""";
@@ -153,18 +159,20 @@ final class PostgresOutbox implements OutboxStatements {
         return jdbc.update(REPUBLISH, from, to);
     }
 
-    /** The setting lasts for the transaction. */
+    /** The setting lasts for the transaction: nothing to set back. */
     @Override
-    public void limitIdleTime(Connection connection, Duration limit) throws SQLException {
+    public @Nullable String limitIdleTime(Connection connection, Duration limit) throws SQLException {
         try (PreparedStatement statement = connection.prepareStatement(IDLE_LIMIT)) {
             statement.setString(1, limit.toMillis() + "ms");
             statement.execute();
         }
+        return null;
     }
 
     @Override
-    public List<Head> heads(JdbcTemplate jdbc, int maxKeys) {
-        return jdbc.query(
+    public Heads heads(JdbcTemplate jdbc, @Nullable Object after, int maxKeys) {
+        String[] from = after instanceof String[] key ? key : new String[] {"", ""};
+        List<Head> heads = jdbc.query(
                 HEADS,
                 (row, index) -> new Head(
                         row.getString(1),
@@ -176,7 +184,11 @@ final class PostgresOutbox implements OutboxStatements {
                         row.getBoolean(7),
                         row.getTimestamp(8).toInstant(),
                         row.getDouble(9)),
+                from[0],
+                from[1],
                 maxKeys);
+        Head last = heads.size() == maxKeys ? heads.get(heads.size() - 1) : null;
+        return new Heads(heads, last != null ? new String[] {last.destination(), last.key()} : null);
     }
 
     @Override
@@ -186,18 +198,20 @@ final class PostgresOutbox implements OutboxStatements {
 
     @Override
     public List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey) {
-        return jdbc.query(
+        return OutboxStatements.withoutHeldKeys(jdbc.query(
                 PENDING,
-                (row, index) -> new OutboxPublisher.Row(
-                        row.getObject(1, UUID.class),
-                        row.getString(2),
-                        row.getString(3),
-                        row.getString(4),
-                        row.getString(5),
-                        row.getTimestamp(6).toInstant()),
+                (row, index) -> new Pending(
+                        new OutboxPublisher.Row(
+                                row.getObject(1, UUID.class),
+                                row.getString(2),
+                                row.getString(3),
+                                row.getString(4),
+                                row.getString(5),
+                                row.getTimestamp(6).toInstant()),
+                        row.getBoolean(7)),
                 keys.stream().map(Head::destination).toArray(String[]::new),
                 keys.stream().map(Head::key).toArray(String[]::new),
-                perKey);
+                perKey));
     }
 
     @Override

@@ -24,6 +24,9 @@ final class RelayTransactions extends DataSourceTransactionManager {
 
     private final Duration idleLimit;
 
+    /** The session's own idle limit, to set back after the run (MariaDB's is the session's). */
+    private final ThreadLocal<String> previousLimit = new ThreadLocal<>();
+
     RelayTransactions(DataSource dataSource, Duration idleLimit) {
         super(dataSource);
         this.idleLimit = idleLimit;
@@ -33,19 +36,34 @@ final class RelayTransactions extends DataSourceTransactionManager {
     protected void prepareTransactionalConnection(Connection connection, TransactionDefinition definition)
             throws SQLException {
         super.prepareTransactionalConnection(connection, definition);
-        statements().limitIdleTime(connection, this.idleLimit);
+        String previous = statements().limitIdleTime(connection, this.idleLimit);
+        if (previous != null) {
+            this.previousLimit.set(previous);
+        }
     }
 
     @Override
     protected void doCleanupAfterCompletion(Object transaction) {
-        try {
-            statements()
-                    .liftIdleLimit(((JdbcTransactionObjectSupport) transaction)
-                            .getConnectionHolder()
-                            .getConnection());
-        } catch (SQLException | RuntimeException ex) {
-            // The session ended (the limit passed, the connection lost): the pool drops the connection.
-            logger.debug("Could not lift the idle limit of the outbox relay's session: {}", ex.toString());
+        String previous = this.previousLimit.get();
+        this.previousLimit.remove();
+        if (previous != null) {
+            Connection connection = ((JdbcTransactionObjectSupport) transaction)
+                    .getConnectionHolder()
+                    .getConnection();
+            try {
+                statements().liftIdleLimit(connection, previous);
+            } catch (SQLException | RuntimeException ex) {
+                // The session ended (the limit passed, the connection lost), or it did not and would keep the limit
+                // in the pool: the connection is closed either way, and the pool opens another.
+                logger.warn(
+                        "Could not set the outbox relay's session idle limit back; its connection is closed: {}",
+                        ex.toString());
+                try {
+                    connection.abort(Runnable::run);
+                } catch (SQLException | RuntimeException closing) {
+                    logger.debug("Could not close it: {}", closing.toString());
+                }
+            }
         }
         super.doCleanupAfterCompletion(transaction);
     }

@@ -20,12 +20,14 @@ import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.jdbc.autoconfigure.JdbcConnectionDetails;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.ApplicationEventPublisher;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DataSourceTransactionManager;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.transaction.PlatformTransactionManager;
@@ -162,6 +164,9 @@ class OutboxEmitsDuringTheCommitIT {
     @Autowired
     Outbox outbox;
 
+    @Autowired
+    JdbcConnectionDetails connectionDetails;
+
     @BeforeEach
     void clean() {
         this.jdbc.execute("CREATE TABLE IF NOT EXISTS noticed_effect (key text NOT NULL)");
@@ -272,6 +277,28 @@ class OutboxEmitsDuringTheCommitIT {
                         unfollowed.executeWithoutResult(status -> this.outbox.emit(EVENT, "unfollowed", Map.of())))
                 .isInstanceOf(IllegalStateException.class)
                 .hasMessageContaining("Outbox.transactionListener()");
+    }
+
+    @Test
+    void aTransactionOfAnotherManagerInsideTheTransactionLeavesItsEventsToBeWritten() {
+        // Another resource's manager (here another DataSource object on the same database), not a bean.
+        TransactionTemplate other =
+                new TransactionTemplate(new DataSourceTransactionManager(new DriverManagerDataSource(
+                        this.connectionDetails.getJdbcUrl(),
+                        this.connectionDetails.getUsername(),
+                        this.connectionDetails.getPassword())));
+
+        List<UUID> ids = this.transactions.execute(status -> {
+            UUID before = this.outbox.emit(EVENT, "around-another", Map.of("n", 1));
+            other.executeWithoutResult(inner -> {});
+            UUID after = this.outbox.emit(EVENT, "around-another", Map.of("n", 2));
+            return List.of(before, after);
+        });
+
+        assertThat(this.jdbc.queryForList(
+                        "SELECT id FROM outbox_event WHERE aggregateid = 'around-another' ORDER BY position",
+                        UUID.class))
+                .isEqualTo(ids);
     }
 
     /** Writes the effect, publishes the application event for the phase's listener, and maybe emits first. */

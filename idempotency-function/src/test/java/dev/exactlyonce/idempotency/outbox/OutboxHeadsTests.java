@@ -51,7 +51,8 @@ class OutboxHeadsTests {
 
     @Test
     void eachKeyHasItsHeadAndTheKeysHeldBackAreMarked() {
-        List<OutboxStatements.Head> heads = PostgresOutbox.INSTANCE.heads(jdbc, OutboxRelay.MAX_KEYS);
+        List<OutboxStatements.Head> heads =
+                PostgresOutbox.INSTANCE.heads(jdbc, null, OutboxRelay.MAX_KEYS).heads();
 
         assertThat(heads).hasSize(102);
         assertThat(heads)
@@ -65,11 +66,44 @@ class OutboxHeadsTests {
         JsonNode plan = JsonMapper.builder()
                 .build()
                 .readTree(jdbc.queryForObject(
-                        "EXPLAIN (ANALYZE, FORMAT JSON) " + PostgresOutbox.HEADS, String.class, OutboxRelay.MAX_KEYS));
+                        "EXPLAIN (ANALYZE, FORMAT JSON) " + PostgresOutbox.HEADS,
+                        String.class,
+                        "",
+                        "",
+                        OutboxRelay.MAX_KEYS));
 
         assertThat(rowsRead(plan.get(0).get("Plan")))
                 .as("the rows each step of the plan read (its rows times its loops, and those its filter removed)")
                 .allSatisfy(rows -> assertThat(rows).isLessThan(1_000));
+    }
+
+    @Test
+    void beyondTheMostKeysARunReadsTheNextReadGoesOnFromTheLastKeyItRead() {
+        OutboxStatements.Heads first = PostgresOutbox.INSTANCE.heads(jdbc, null, 60);
+        OutboxStatements.Heads second = PostgresOutbox.INSTANCE.heads(jdbc, first.next(), 60);
+
+        assertThat(first.heads()).hasSize(60);
+        assertThat(first.next()).isNotNull();
+        assertThat(second.heads()).hasSize(42);
+        assertThat(second.next()).as("the second read reached the last key").isNull();
+        assertThat(second.heads())
+                .extracting(OutboxStatements.Head::key)
+                .doesNotContainAnyElementsOf(
+                        first.heads().stream().map(OutboxStatements.Head::key).toList());
+    }
+
+    @Test
+    void theRowsOfAKeyWhoseHeadIsHeldBackAreNotReadToPublish() {
+        List<OutboxStatements.Head> heads =
+                PostgresOutbox.INSTANCE.heads(jdbc, null, OutboxRelay.MAX_KEYS).heads();
+
+        // As a run that read the heads before another relay parked one would ask for the rows of both keys.
+        List<OutboxStatements.Head> asked = heads.stream()
+                .filter(head -> head.key().equals("parked") || head.key().equals("key-7"))
+                .toList();
+        assertThat(PostgresOutbox.INSTANCE.pending(jdbc, asked, 10))
+                .extracting(OutboxPublisher.Row::key)
+                .containsOnly("key-7");
     }
 
     private static List<Long> rowsRead(JsonNode node) {

@@ -115,6 +115,37 @@ class OutboxPurgeTests {
                 .containsExactly("republished");
     }
 
+    @Test
+    void theKeysFirstWrittenBeforeTheRetentionGoExceptOneAWriterHoldsWhichThePurgeDoesNotWaitFor() throws Exception {
+        this.jdbc.execute("TRUNCATE outbox_key");
+        this.jdbc.update("""
+                INSERT INTO outbox_key (aggregatetype, aggregateid, created_at)
+                VALUES ('events', 'old', now() - interval '10 days'), ('events', 'held', now() - interval '10 days'),
+                       ('events', 'new', now())""");
+        TransactionTemplate transactions = new TransactionTemplate(new DataSourceTransactionManager(dataSource));
+        CountDownLatch locked = new CountDownLatch(1);
+        CountDownLatch release = new CountDownLatch(1);
+        CompletableFuture<Void> writer = CompletableFuture.runAsync(() -> transactions.executeWithoutResult(status -> {
+            this.jdbc.queryForList(
+                    "SELECT aggregateid FROM outbox_key WHERE aggregateid = 'held' FOR UPDATE", String.class);
+            locked.countDown();
+            await(release);
+        }));
+        try {
+            assertThat(locked.await(10, TimeUnit.SECONDS)).isTrue();
+
+            CompletableFuture<Long> purging = CompletableFuture.supplyAsync(
+                    () -> new OutboxPurge(dataSource, Duration.ofDays(7), 1, true).purge());
+
+            assertThat(purging).as("the purge, beside a writer holding a key").succeedsWithin(Duration.ofSeconds(10));
+            assertThat(this.jdbc.queryForList("SELECT aggregateid FROM outbox_key", String.class))
+                    .containsExactlyInAnyOrder("held", "new");
+        } finally {
+            release.countDown();
+            writer.get(10, TimeUnit.SECONDS);
+        }
+    }
+
     private static void await(CountDownLatch latch) {
         try {
             if (!latch.await(30, TimeUnit.SECONDS)) {

@@ -355,6 +355,23 @@ class OutboxRefusedRowsOnRabbitIT {
         assertThat(unpublished("hot")).as("the hot key is still publishing").isPositive();
     }
 
+    @Test
+    void keysWhoseRowsOutnumberTheirShareAreDrainedRunAfterRunWithoutWaitingForThePoll() {
+        // Three keys of 1,000 rows: a run takes 167 of each, not a full batch, and the next goes at once all the same.
+        for (String key : List.of("drained-a", "drained-b", "drained-c")) {
+            this.jdbcTemplate.update("""
+                    INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload)
+                    SELECT gen_random_uuid(), ?, ?, ?, jsonb_build_object('n', n) FROM generate_series(1, 1000) AS n""", OUTPUT, key, EMITTED_EVENT);
+        }
+
+        List<UUID> woken = emitStream(1, 1);
+
+        await().atMost(Duration.ofSeconds(60))
+                .alias("every row published, the relay woken by one commit and never polling (poll-interval: 1h)")
+                .until(() -> unpublished() == 0);
+        assertThat(arrivals.received(woken)).isTrue();
+    }
+
     /** With the relay polling, as it does by default: a poll that finds only a refused row must not slow it down. */
     @Nested
     @TestPropertySource(properties = "idempotency.outbox.relay.poll-interval=200ms")

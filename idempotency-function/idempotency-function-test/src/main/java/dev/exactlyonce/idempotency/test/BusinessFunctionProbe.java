@@ -71,7 +71,8 @@ public final class BusinessFunctionProbe
     private final TransactionExecutionListener commitFailure = new TransactionExecutionListener() {
         @Override
         public void beforeCommit(TransactionExecution transaction) {
-            if (TransactionSynchronizationManager.getResource(this) instanceof String functionName) {
+            if (transaction.isNewTransaction()
+                    && TransactionSynchronizationManager.getResource(this) instanceof String functionName) {
                 TransactionSynchronizationManager.unbindResource(this);
                 throw new InjectedFailure(functionName);
             }

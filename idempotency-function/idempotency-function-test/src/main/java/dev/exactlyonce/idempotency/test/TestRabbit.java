@@ -195,12 +195,19 @@ public final class TestRabbit {
         String run(List<String> arguments) throws IOException, InterruptedException;
     }
 
-    /** {@code rabbitmqctl} of this machine. */
-    private static String localControl(List<String> arguments) throws IOException, InterruptedException {
+    /** {@code rabbitmqctl} with the arguments. */
+    private static String[] rabbitmqctl(List<String> arguments) {
         List<String> command = new ArrayList<>();
         command.add("rabbitmqctl");
         command.addAll(arguments);
-        Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
+        return command.toArray(String[]::new);
+    }
+
+    /** {@code rabbitmqctl} of this machine. */
+    private static String localControl(List<String> arguments) throws IOException, InterruptedException {
+        Process process = new ProcessBuilder(rabbitmqctl(arguments))
+                .redirectErrorStream(true)
+                .start();
         String output = new String(process.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
         if (process.waitFor() != 0) {
             throw new IOException("exit code " + process.exitValue() + ": " + output.strip());
@@ -322,11 +329,8 @@ public final class TestRabbit {
                     container.getAdminUsername(),
                     container.getAdminPassword(),
                     arguments -> {
-                        List<String> command = new ArrayList<>();
-                        command.add("rabbitmqctl");
-                        command.addAll(arguments);
                         org.testcontainers.containers.Container.ExecResult result =
-                                container.execInContainer(command.toArray(String[]::new));
+                                container.execInContainer(rabbitmqctl(arguments));
                         if (result.getExitCode() != 0) {
                             throw new IOException("exit code " + result.getExitCode() + ": " + result.getStderr());
                         }

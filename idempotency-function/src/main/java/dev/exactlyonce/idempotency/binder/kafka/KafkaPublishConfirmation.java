@@ -13,7 +13,6 @@ import org.apache.kafka.common.errors.AuthenticationException;
 import org.apache.kafka.common.errors.AuthorizationException;
 import org.apache.kafka.common.errors.InterruptException;
 import org.apache.kafka.common.errors.InvalidTopicException;
-import org.apache.kafka.common.errors.RecordBatchTooLargeException;
 import org.apache.kafka.common.errors.RecordTooLargeException;
 import org.apache.kafka.common.errors.RetriableException;
 import org.apache.kafka.common.errors.SerializationException;
@@ -57,10 +56,10 @@ final class KafkaPublishConfirmation implements PublishConfirmation {
     }
 
     /**
-     * A record the broker or the client will never take (too large, not serializable) is the row's; a topic the user
-     * may not write, or an invalid one, is the route's; a retriable failure (a timeout, a leader not available), an
-     * authentication or cluster authorization failure, or a send interrupted, says nothing of the record; anything else
-     * tells neither.
+     * A record the broker or the client will never take (too large, not serializable) is the row's (a batch too large
+     * holds other keys' records too: it tells nothing of one); a topic the user may not write, or an invalid one, is
+     * the route's; a retriable failure (a timeout, a leader not available), an authentication or cluster authorization
+     * failure, or a send interrupted, says nothing of the record; anything else tells neither.
      */
     @Override
     public Verdict failed(Throwable failure) {
@@ -77,7 +76,6 @@ final class KafkaPublishConfirmation implements PublishConfirmation {
             failure -> failure instanceof TopicAuthorizationException || failure instanceof InvalidTopicException;
 
     private static final Predicate<Throwable> ROW = failure -> failure instanceof RecordTooLargeException
-            || failure instanceof RecordBatchTooLargeException
             || failure instanceof InvalidRecordException
             || failure instanceof SerializationException
             || failure instanceof MessageConversionException;

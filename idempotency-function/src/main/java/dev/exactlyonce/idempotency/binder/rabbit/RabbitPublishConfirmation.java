@@ -142,7 +142,7 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
                 return eventName;
             }
             String key = this.routingKey.getValue(
-                    org.springframework.messaging.support.MessageBuilder.withPayload(envelope)
+                    MessageBuilder.withPayload(envelope)
                             .setHeader(EventHeaders.EVENT_ID, eventId)
                             .setHeader(EventHeaders.EVENT_NAME, eventName)
                             .build(),
@@ -206,16 +206,12 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
     }
 
     /**
-     * A send refused on a channel the broker had closed for an earlier publication tells that close's reason; a
-     * message the client cannot convert is the row's; the broker not reached, not answering, or refusing the
-     * connection is the broker's condition; anything else tells neither.
+     * A message the client cannot convert is the row's; the broker not reached, not answering, refusing the
+     * connection, or a channel closed before the send (for an earlier publication, perhaps of another row: the
+     * broker's answer about this one is its confirm's) is the broker's condition; anything else tells neither.
      */
     @Override
     public Verdict failed(Throwable failure) {
-        ShutdownSignalException shutdown = Failures.find(failure, ShutdownSignalException.class);
-        if (shutdown != null && !shutdown.isHardError() && shutdown.getReason() instanceof AMQP.Channel.Close close) {
-            return closedWith(close.getReplyCode());
-        }
         if (Failures.first(failure, BROKER_CONDITIONS) != null) {
             return Verdict.UNANSWERED;
         }
