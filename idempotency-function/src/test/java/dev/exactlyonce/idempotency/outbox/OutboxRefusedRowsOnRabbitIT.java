@@ -165,9 +165,12 @@ class OutboxRefusedRowsOnRabbitIT {
         setMaxMessageSize(Integer.toString(MAX_MESSAGE_SIZE));
     }
 
-    /** Channels opened from now on take it. */
+    /** Channels opened from now on take it (RabbitMQ 4 reads it from a persistent term, 3.x from the environment). */
     private static void setMaxMessageSize(String bytes) {
-        rabbit.control("eval", "application:set_env(rabbit, max_message_size, " + bytes + ").");
+        rabbit.control(
+                "eval",
+                "application:set_env(rabbit, max_message_size, %s), persistent_term:put(max_message_size, %s)."
+                        .formatted(bytes, bytes));
     }
 
     @AfterAll

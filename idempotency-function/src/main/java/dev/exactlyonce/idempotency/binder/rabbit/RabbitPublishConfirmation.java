@@ -18,6 +18,7 @@ import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.amqp.AmqpAuthenticationException;
 import org.springframework.amqp.AmqpConnectException;
+import org.springframework.amqp.AmqpException;
 import org.springframework.amqp.AmqpIOException;
 import org.springframework.amqp.AmqpResourceNotAvailableException;
 import org.springframework.amqp.AmqpTimeoutException;
@@ -224,8 +225,13 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
                 : Verdict.UNEXPLAINED;
     }
 
-    /** Failures of the connection to the broker, whatever the message. */
+    /**
+     * Failures of the connection to the broker, whatever the message, and Spring AMQP's refusal of a send on a confirm
+     * channel already closed (a plain {@link AmqpException}: the broker closed it for an earlier publication).
+     */
     private static final Predicate<Throwable> BROKER_CONDITIONS = failure -> failure instanceof AmqpConnectException
+            || (failure.getClass() == AmqpException.class
+                    && String.valueOf(failure.getMessage()).endsWith("is closed"))
             || failure instanceof AmqpIOException
             || failure instanceof AmqpTimeoutException
             || failure instanceof AmqpAuthenticationException
