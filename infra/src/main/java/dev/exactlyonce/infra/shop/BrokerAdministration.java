@@ -129,9 +129,15 @@ public final class BrokerAdministration {
         }
     }
 
-    /** Whether the command succeeded. */
+    /**
+     * Whether the command succeeded: {@code rabbitmqctl} of this machine, or the command {@code RABBITMQCTL} names
+     * (such as {@code infra/rabbitmq4.sh ctl}, for the node that script runs).
+     */
     private static boolean rabbitmqctl(String... arguments) {
-        List<String> command = new ArrayList<>(List.of("rabbitmqctl", "-q"));
+        String named = System.getenv("RABBITMQCTL");
+        List<String> command =
+                new ArrayList<>(named != null ? List.of(named.trim().split("\\s+")) : List.of("rabbitmqctl"));
+        command.add("-q");
         command.addAll(List.of(arguments));
         try {
             Process process =
@@ -141,7 +147,7 @@ public final class BrokerAdministration {
         } catch (IOException ex) {
             throw new IllegalStateException(
                     ("Cannot create the broker's users: its management API does not answer on"
-                                    + " port 15672, and rabbitmqctl cannot be run here (%s). Enable the"
+                                    + " port 15672, and rabbitmqctl (or RABBITMQCTL) cannot be run here (%s). Enable the"
                                     + " management plugin (rabbitmq-plugins enable rabbitmq_management), or"
                                     + " create the users of"
                                     + " infra/rabbitmq/definitions.json yourself")

@@ -24,8 +24,9 @@ import org.springframework.test.context.DynamicPropertyRegistry;
  * The RabbitMQ broker of a test run, and names of exchanges and queues unique to the run.
  *
  * <p>The broker is, in this order: the one the environment names ({@code RABBITMQ_HOST}, {@code RABBITMQ_PORT},
- * {@code RABBITMQ_USERNAME}, {@code RABBITMQ_PASSWORD}); a Testcontainers container when a Docker engine is available;
- * {@code 127.0.0.1:5672} as {@code guest}. Names made by {@link #uniqueName(String)} end with the run's id; the
+ * {@code RABBITMQ_USERNAME}, {@code RABBITMQ_PASSWORD}, and {@code RABBITMQCTL}, the command that runs
+ * {@code rabbitmqctl} on it, such as {@code infra/rabbitmq4.sh ctl}); a Testcontainers container when a Docker engine
+ * is available; {@code 127.0.0.1:5672} as {@code guest}. Names made by {@link #uniqueName(String)} end with the run's id; the
  * exchanges and queues of those names (and their {@code .dlq} queues), and of the names given to
  * {@link #deleteAtExit(String)}, are deleted when the JVM exits, so that runs leave nothing on a shared broker.
  */
@@ -169,16 +170,17 @@ public final class TestRabbit {
     }
 
     /**
-     * Runs {@code rabbitmqctl} on the broker (a permission set or cleared, say): in the container, or on this machine
-     * for the local broker.
+     * Runs {@code rabbitmqctl} on the broker (a permission set or cleared, say): in the container, on this machine for
+     * the local broker, or as {@code RABBITMQCTL} names it for a broker the environment names.
      *
      * @return what it printed
-     * @throws IllegalStateException when it fails, or when the broker is one the environment names (not reachable so)
+     * @throws IllegalStateException when it fails, or when the environment names the broker but no {@code RABBITMQCTL}
      */
     public String control(String... arguments) {
         if (this.control == null) {
             throw new IllegalStateException("rabbitmqctl cannot reach the broker at " + this.host + ":" + this.port
-                    + ", named by RABBITMQ_HOST: run this test against the local broker, or a Docker engine");
+                    + ", named by RABBITMQ_HOST: name the command that runs rabbitmqctl on it with RABBITMQCTL"
+                    + " (infra/rabbitmq4.sh env prints it for the node that script runs)");
         }
         try {
             return this.control.run(List.of(arguments));
@@ -197,22 +199,28 @@ public final class TestRabbit {
 
     /** {@code rabbitmqctl} with the arguments. */
     private static String[] rabbitmqctl(List<String> arguments) {
-        List<String> command = new ArrayList<>();
-        command.add("rabbitmqctl");
-        command.addAll(arguments);
-        return command.toArray(String[]::new);
+        return command(List.of("rabbitmqctl"), arguments);
     }
 
-    /** {@code rabbitmqctl} of this machine. */
-    private static String localControl(List<String> arguments) throws IOException, InterruptedException {
-        Process process = new ProcessBuilder(rabbitmqctl(arguments))
-                .redirectErrorStream(true)
-                .start();
-        String output = new String(process.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
-        if (process.waitFor() != 0) {
-            throw new IOException("exit code " + process.exitValue() + ": " + output.strip());
-        }
-        return output;
+    private static String[] command(List<String> command, List<String> arguments) {
+        List<String> line = new ArrayList<>(command);
+        line.addAll(arguments);
+        return line.toArray(String[]::new);
+    }
+
+    /** Runs {@code rabbitmqctl} on this machine, as that command line (its words) runs it. */
+    private static Control commandControl(List<String> rabbitmqctl) {
+        return arguments -> {
+            Process process = new ProcessBuilder(command(rabbitmqctl, arguments))
+                    .redirectErrorStream(true)
+                    .start();
+            String output =
+                    new String(process.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+            if (process.waitFor() != 0) {
+                throw new IOException("exit code " + process.exitValue() + ": " + output.strip());
+            }
+            return output;
+        };
     }
 
     /** How many messages are ready in the queue. */
@@ -292,12 +300,15 @@ public final class TestRabbit {
                     Integer.parseInt(env.getOrDefault("RABBITMQ_PORT", "5672")),
                     env.getOrDefault("RABBITMQ_USERNAME", "guest"),
                     env.getOrDefault("RABBITMQ_PASSWORD", "guest"),
-                    null));
+                    env.containsKey("RABBITMQCTL")
+                            ? commandControl(
+                                    List.of(env.get("RABBITMQCTL").trim().split("\\s+")))
+                            : null));
         }
         if (TestPostgres.DockerEngine.isAvailable()) {
             return Containers.rabbit();
         }
-        return checked(new TestRabbit("127.0.0.1", 5672, "guest", "guest", TestRabbit::localControl));
+        return checked(new TestRabbit("127.0.0.1", 5672, "guest", "guest", commandControl(List.of("rabbitmqctl"))));
     }
 
     private static TestRabbit checked(TestRabbit broker) {
