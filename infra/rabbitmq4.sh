@@ -53,11 +53,15 @@ install_root() {
     }
 }
 
+# A node looks this machine's name up for connections: from the root's hosts file, not a DNS server (a connection's
+# handshake would otherwise wait for the resolver's timeout, 5 s, whenever it is slow to answer).
+name_this_machine() {
+    grep -qw "$(hostname)" "$root/etc/hosts" || echo "127.0.0.1 $(hostname)" >>"$root/etc/hosts"
+}
+
 configure() {
     mountpoint -q "$root/proc" || mount -t proc proc "$root/proc"
-    # The node looks this machine's name up for connections: from the root's hosts file, not a DNS server (a
-    # connection's handshake would otherwise wait for the resolver's timeout, 5 s, whenever it is slow to answer).
-    grep -qw "$(hostname)" "$root/etc/hosts" || echo "127.0.0.1 $(hostname)" >>"$root/etc/hosts"
+    name_this_machine
     mkdir -p "$root/etc/rabbitmq"
     cat >"$root/etc/rabbitmq/rabbitmq-env.conf" <<EOF
 NODENAME=rabbit4@localhost
@@ -77,6 +81,7 @@ ctl() {
 case "${1:-}" in
 install)
     install_root
+    name_this_machine
     ;;
 start)
     install_root
