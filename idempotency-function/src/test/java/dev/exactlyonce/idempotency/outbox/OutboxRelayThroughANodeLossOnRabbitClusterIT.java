@@ -3,13 +3,12 @@ package dev.exactlyonce.idempotency.outbox;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import com.rabbitmq.client.Address;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
-import com.rabbitmq.client.ConnectionFactory;
 import com.rabbitmq.client.GetResponse;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.TestPostgres;
+import dev.exactlyonce.idempotency.test.TestRabbitCluster;
 import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -60,7 +59,7 @@ class OutboxRelayThroughANodeLossOnRabbitClusterIT {
 
     private static final int EVENTS_PER_KEY = 20;
 
-    private static final String ADDRESSES = System.getenv("RABBITMQ_CLUSTER");
+    private static final TestRabbitCluster cluster = TestRabbitCluster.fromEnvironment();
 
     private static final String RUN =
             Integer.toHexString(ThreadLocalRandom.current().nextInt(0x100000, 0x1000000));
@@ -74,15 +73,13 @@ class OutboxRelayThroughANodeLossOnRabbitClusterIT {
     @DynamicPropertySource
     static void services(DynamicPropertyRegistry registry) {
         TestPostgres.newDatabase("relaynodeloss").registerDataSource(registry);
-        registry.add("spring.rabbitmq.addresses", () -> ADDRESSES);
-        registry.add("spring.rabbitmq.username", () -> "guest");
-        registry.add("spring.rabbitmq.password", () -> "guest");
+        cluster.registerConnection(registry);
         registry.add("idempotency.outbox.destination", () -> EXCHANGE);
     }
 
     @BeforeAll
     static void exchangeAndQueue() throws Exception {
-        try (Connection connection = connectionFactory().newConnection(Address.parseAddresses(ADDRESSES))) {
+        try (Connection connection = cluster.newConnection()) {
             Channel channel = connection.createChannel();
             channel.exchangeDeclare(EXCHANGE, "topic", true);
             channel.queueDeclare(QUEUE, true, false, false, Map.of("x-queue-type", "quorum"));
@@ -93,9 +90,9 @@ class OutboxRelayThroughANodeLossOnRabbitClusterIT {
     @AfterAll
     static void startTheKilledNodesAgainAndDeleteTheQueue() throws Exception {
         for (int node : killed) {
-            cluster("start", Integer.toString(node));
+            cluster.control("start", Integer.toString(node));
         }
-        try (Connection connection = connectionFactory().newConnection(Address.parseAddresses(ADDRESSES))) {
+        try (Connection connection = cluster.newConnection()) {
             Channel channel = connection.createChannel();
             channel.queueDelete(QUEUE);
             channel.exchangeDelete(EXCHANGE);
@@ -133,7 +130,7 @@ class OutboxRelayThroughANodeLossOnRabbitClusterIT {
         await().atMost(Duration.ofSeconds(60)).until(() -> published() >= KEYS * EVENTS_PER_KEY / 4);
         int node = nodeOfTheRelaysConnection();
         killed.add(node);
-        cluster("kill", Integer.toString(node));
+        cluster.control("kill", Integer.toString(node));
 
         assertThat(emitting).succeedsWithin(Duration.ofMinutes(1));
         await().atMost(Duration.ofMinutes(3))
@@ -166,7 +163,7 @@ class OutboxRelayThroughANodeLossOnRabbitClusterIT {
     /** Takes what the queue holds into {@link #firstArrivals}; returns how many distinct events arrived so far. */
     private int drainFirstArrivals() throws Exception {
         JsonMapper json = JsonMapper.builder().build();
-        try (Connection connection = connectionFactory().newConnection(Address.parseAddresses(ADDRESSES))) {
+        try (Connection connection = cluster.newConnection()) {
             Channel channel = connection.createChannel();
             for (GetResponse message = channel.basicGet(QUEUE, true);
                     message != null;
@@ -186,35 +183,13 @@ class OutboxRelayThroughANodeLossOnRabbitClusterIT {
     /** The node (1, 2 or 3) the relay publishes through: that of the service's publisher connection. */
     private static int nodeOfTheRelaysConnection() throws Exception {
         // The address the connection reached: node N is 10.77.0.1N.
-        String connections =
-                cluster("ctl", "1", "-q", "list_connections", "host", "client_properties", "--no-table-headers");
+        String connections = cluster.control(
+                "ctl", "1", "-q", "list_connections", "host", "client_properties", "--no-table-headers");
         Matcher node = Pattern.compile("(?m)^\\d+\\.\\d+\\.\\d+\\.\\d(\\d)\\s.*rabbitConnectionFactory\\.publisher")
                 .matcher(connections);
         assertThat(node.find())
                 .as("the service's publisher connection in %s", connections)
                 .isTrue();
         return Integer.parseInt(node.group(1));
-    }
-
-    private static ConnectionFactory connectionFactory() {
-        ConnectionFactory factory = new ConnectionFactory();
-        factory.setUsername("guest");
-        factory.setPassword("guest");
-        factory.setAutomaticRecoveryEnabled(false);
-        factory.setConnectionTimeout(5_000);
-        return factory;
-    }
-
-    /** Runs the cluster's control command ({@code infra/cluster.sh rabbitmq}) with the arguments. */
-    private static String cluster(String... arguments) throws Exception {
-        List<String> command = new ArrayList<>(
-                List.of(System.getenv("RABBITMQ_CLUSTER_CONTROL").trim().split("\\s+")));
-        command.addAll(List.of(arguments));
-        Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
-        String output = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        if (process.waitFor() != 0) {
-            throw new IllegalStateException(String.join(" ", command) + ": " + output);
-        }
-        return output;
     }
 }

@@ -26,8 +26,8 @@ import org.springframework.test.context.DynamicPropertyRegistry;
  * <p>The broker is, in this order: the one the environment names ({@code RABBITMQ_HOST}, {@code RABBITMQ_PORT},
  * {@code RABBITMQ_USERNAME}, {@code RABBITMQ_PASSWORD}, and {@code RABBITMQCTL}, the command that runs
  * {@code rabbitmqctl} on it, such as {@code infra/rabbitmq4.sh ctl}); a Testcontainers container when a Docker engine
- * is available; {@code 127.0.0.1:5672} as {@code guest}. Names made by {@link #uniqueName(String)} end with the run's id; the
- * exchanges and queues of those names (and their {@code .dlq} queues), and of the names given to
+ * is available; {@code 127.0.0.1:5672} as {@code guest}. Names made by {@link #uniqueName(String)} end with the run's
+ * id; the exchanges and queues of those names (and their {@code .dlq} queues), and of the names given to
  * {@link #deleteAtExit(String)}, are deleted when the JVM exits, so that runs leave nothing on a shared broker.
  */
 public final class TestRabbit {

@@ -3,10 +3,8 @@ package dev.exactlyonce.idempotency.binder.rabbit;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
-import com.rabbitmq.client.Address;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
-import com.rabbitmq.client.ConnectionFactory;
 import com.rabbitmq.client.MessageProperties;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.ThingHappened;
@@ -14,8 +12,8 @@ import dev.exactlyonce.idempotency.Things;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.TestPostgres;
+import dev.exactlyonce.idempotency.test.TestRabbitCluster;
 import java.io.IOException;
-import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
@@ -66,7 +64,7 @@ class QueueLeaderKilledOnRabbitClusterIT {
 
     private static final int EVENTS = 2_000;
 
-    private static final String ADDRESSES = System.getenv("RABBITMQ_CLUSTER");
+    private static final TestRabbitCluster cluster = TestRabbitCluster.fromEnvironment();
 
     private static final String RUN =
             Integer.toHexString(ThreadLocalRandom.current().nextInt(0x100000, 0x1000000));
@@ -84,9 +82,7 @@ class QueueLeaderKilledOnRabbitClusterIT {
     @DynamicPropertySource
     static void services(DynamicPropertyRegistry registry) {
         TestPostgres.newDatabase("leaderkilled").registerDataSource(registry);
-        registry.add("spring.rabbitmq.addresses", () -> ADDRESSES);
-        registry.add("spring.rabbitmq.username", () -> "guest");
-        registry.add("spring.rabbitmq.password", () -> "guest");
+        cluster.registerConnection(registry);
         registry.add("spring.cloud.stream.bindings." + BINDING + ".destination", () -> DESTINATION);
         registry.add("spring.cloud.stream.bindings." + BINDING + ".group", () -> "things");
         String rabbit = "spring.cloud.stream.rabbit.bindings." + BINDING + ".consumer.";
@@ -101,9 +97,9 @@ class QueueLeaderKilledOnRabbitClusterIT {
     @AfterAll
     static void startTheKilledNodesAgainAndDeleteTheQueues() throws Exception {
         for (int node : killed) {
-            cluster("start", Integer.toString(node));
+            cluster.control("start", Integer.toString(node));
         }
-        try (Connection connection = connectionFactory().newConnection(Address.parseAddresses(ADDRESSES))) {
+        try (Connection connection = cluster.newConnection()) {
             Channel channel = connection.createChannel();
             channel.queueDelete(QUEUE);
             channel.queueDelete(QUEUE + ".dlq");
@@ -122,7 +118,7 @@ class QueueLeaderKilledOnRabbitClusterIT {
         await().atMost(Duration.ofSeconds(60)).until(() -> effects() >= EVENTS / 4);
         int leader = leaderOf(QUEUE);
         killed.add(leader);
-        cluster("kill", Integer.toString(leader));
+        cluster.control("kill", Integer.toString(leader));
 
         assertThat(publishing).succeedsWithin(Duration.ofMinutes(3));
         await().atMost(Duration.ofMinutes(3))
@@ -153,7 +149,7 @@ class QueueLeaderKilledOnRabbitClusterIT {
     private static void publishAll(List<EventEnvelope<ThingHappened>> events) {
         int next = 0;
         while (next < events.size()) {
-            try (Connection connection = connectionFactory().newConnection(Address.parseAddresses(ADDRESSES))) {
+            try (Connection connection = cluster.newConnection()) {
                 Channel channel = connection.createChannel();
                 channel.confirmSelect();
                 while (next < events.size()) {
@@ -185,7 +181,7 @@ class QueueLeaderKilledOnRabbitClusterIT {
 
     /** The node (1, 2 or 3) whose member leads the quorum queue. */
     private static int leaderOf(String queue) throws Exception {
-        String leaders = cluster("ctl", "1", "-q", "list_queues", "name", "leader", "--no-table-headers");
+        String leaders = cluster.control("ctl", "1", "-q", "list_queues", "name", "leader", "--no-table-headers");
         Matcher leader =
                 Pattern.compile(Pattern.quote(queue) + "\\s+rabbit@rmq(\\d)").matcher(leaders);
         assertThat(leader.find()).as("the leader of %s in %s", queue, leaders).isTrue();
@@ -198,32 +194,10 @@ class QueueLeaderKilledOnRabbitClusterIT {
                 .filter(candidate -> !killed.contains(Integer.parseInt(candidate)))
                 .findFirst()
                 .orElseThrow();
-        String counts = cluster("ctl", node, "-q", "list_queues", "name", "messages", "--no-table-headers");
+        String counts = cluster.control("ctl", node, "-q", "list_queues", "name", "messages", "--no-table-headers");
         Matcher messages =
                 Pattern.compile("(?m)^" + Pattern.quote(queue) + "\\s+(\\d+)$").matcher(counts);
         assertThat(messages.find()).as("the queue %s in %s", queue, counts).isTrue();
         return Integer.parseInt(messages.group(1));
-    }
-
-    private static ConnectionFactory connectionFactory() {
-        ConnectionFactory factory = new ConnectionFactory();
-        factory.setUsername("guest");
-        factory.setPassword("guest");
-        factory.setAutomaticRecoveryEnabled(false);
-        factory.setConnectionTimeout(5_000);
-        return factory;
-    }
-
-    /** Runs the cluster's control command ({@code infra/cluster.sh rabbitmq}) with the arguments. */
-    private static String cluster(String... arguments) throws Exception {
-        List<String> command = new ArrayList<>(
-                List.of(System.getenv("RABBITMQ_CLUSTER_CONTROL").trim().split("\\s+")));
-        command.addAll(List.of(arguments));
-        Process process = new ProcessBuilder(command).redirectErrorStream(true).start();
-        String output = new String(process.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
-        if (process.waitFor() != 0) {
-            throw new IllegalStateException(String.join(" ", command) + ": " + output);
-        }
-        return output;
     }
 }
