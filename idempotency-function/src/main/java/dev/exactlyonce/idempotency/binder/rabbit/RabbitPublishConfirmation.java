@@ -226,12 +226,16 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
     }
 
     /**
-     * Failures of the connection to the broker, whatever the message, and Spring AMQP's refusal of a send on a confirm
-     * channel already closed (a plain {@link AmqpException}: the broker closed it for an earlier publication).
+     * Failures of the connection to the broker, whatever the message, and Spring AMQP's refusals of a send on a
+     * confirm channel the broker closed for an earlier publication: before the send (a plain {@link AmqpException},
+     * "... is closed"), or during it, between registering the template for the channel's confirms and adding this
+     * one's (an {@link IllegalArgumentException}, "Listener not registered", once the channel's shutdown removed it).
      */
     private static final Predicate<Throwable> BROKER_CONDITIONS = failure -> failure instanceof AmqpConnectException
             || (failure.getClass() == AmqpException.class
                     && String.valueOf(failure.getMessage()).endsWith("is closed"))
+            || (failure instanceof IllegalArgumentException
+                    && String.valueOf(failure.getMessage()).startsWith("Listener not registered"))
             || failure instanceof AmqpIOException
             || failure instanceof AmqpTimeoutException
             || failure instanceof AmqpAuthenticationException
