@@ -7,6 +7,8 @@
 #   infra/cluster.sh ENGINE down           stops the nodes and removes their namespaces (and their data)
 #   infra/cluster.sh ENGINE kill NODE      kill -9 of the node's processes (NODE is 1, 2 or 3)
 #   infra/cluster.sh ENGINE start NODE     starts a node again, after kill, into the cluster
+#   infra/cluster.sh ENGINE restart NODE   a rolling restart's step: once the others keep a majority of every quorum
+#                                          queue (RabbitMQ), stops the node cleanly and starts it again
 #   infra/cluster.sh ENGINE freeze NODE    SIGSTOP of the node's processes: it neither answers nor closes anything
 #   infra/cluster.sh ENGINE cut NODE       takes the node's link down: cut off from the other nodes and the services
 #   infra/cluster.sh ENGINE heal           every link of the engine's nodes up, every frozen node resumed
@@ -21,8 +23,8 @@
 # rejoins them. The nodes notice a silent peer within 15 to 25 s (net_ticktime 20; 45 to 75 s by default).
 #
 # kafka: three brokers in KRaft mode, each also a controller, at 10.77.0.21 to 10.77.0.23, port 9092, with
-# replication 3 and min.insync.replicas 2 for every topic they create; Kafka's classes are those of the infra jar
-# (./mvnw package -pl infra -am builds it).
+# replication 3 and min.insync.replicas 2 for every topic they create; Kafka's classes are those of the library's test
+# class path (Maven resolves it at the first up).
 set -euo pipefail
 
 engine=${1:-}
@@ -39,7 +41,7 @@ say() {
 }
 
 usage() {
-    sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'
     exit 2
 }
 
@@ -163,22 +165,36 @@ rabbit_await() {
 
 # --- Kafka ----------------------------------------------------------------------------------------------------------
 
-kafka_jar() {
-    local jar
-    jar=$(ls "$here"/target/infra-*.jar 2>/dev/null | head -1)
-    if [ -z "$jar" ]; then
-        say "Kafka's classes come from the infra jar: build it first (./mvnw package -pl infra -am -DskipTests)"
-        exit 1
+# Kafka's classes: the library's test class path (spring-kafka-test brings Kafka's broker), resolved by Maven once per
+# cluster, so that the cluster starts before anything of the project is built.
+kafka_classpath() {
+    if [ ! -s "$kafka_data/classpath" ]; then
+        mkdir -p "$kafka_data"
+        "$here/../mvnw" -q -f "$here/../idempotency-function/pom.xml" \
+            org.apache.maven.plugins:maven-dependency-plugin:3.9.0:build-classpath \
+            -Dmdep.includeScope=test -Dmdep.outputFile="$kafka_data/classpath" >"$kafka_data/classpath.log" 2>&1 || {
+            say "resolving Kafka's classes failed: $kafka_data/classpath.log"
+            exit 1
+        }
+        cat >"$kafka_data/logback.xml" <<EOF
+<configuration>
+  <appender name="out" class="ch.qos.logback.core.ConsoleAppender">
+    <encoder><pattern>%d %-5level [%thread] %logger{36} %msg%n</pattern></encoder>
+  </appender>
+  <root level="INFO"><appender-ref ref="out"/></root>
+</configuration>
+EOF
     fi
-    echo "$jar"
+    cat "$kafka_data/classpath"
 }
 
-# Runs a main class of Kafka's, from the infra jar, in the node's namespace.
+# Runs a main class of Kafka's in the node's namespace.
 kafka_java() {
-    local node=$1 main=$2
+    local node=$1 main=$2 classpath
     shift 2
-    ip netns exec "$(ns "$node")" java -Xmx512m -cp "$(kafka_jar)" -Dloader.main="$main" \
-        org.springframework.boot.loader.launch.PropertiesLauncher "$@"
+    classpath=$(kafka_classpath)
+    ip netns exec "$(ns "$node")" java -Xmx512m -cp "$classpath" \
+        -Dlogback.configurationFile="$kafka_data/logback.xml" "$main" "$@"
 }
 
 kafka_configure() {
@@ -268,6 +284,7 @@ up)
         for n in "${nodes[@]}"; do rabbit_await "$n"; done
         say "RabbitMQ $(rabbit_ctl 1 -q version) on three nodes: $(addresses)"
     else
+        kafka_classpath >/dev/null
         kafka_configure
         for n in "${nodes[@]}"; do kafka_start "$n"; done
         for n in "${nodes[@]}"; do kafka_await "$n"; done
@@ -291,6 +308,20 @@ kill)
     ;;
 start)
     check_node "${3:-}"
+    start_node "$3"
+    ;;
+restart)
+    check_node "${3:-}"
+    if [ "$engine" = rabbitmq ]; then
+        rabbit_in_node "$3" rabbitmq-upgrade -q await_online_quorum_plus_one --timeout 300 >/dev/null
+        rabbit_ctl "$3" -q stop
+    else
+        for pid in $(pids "$3"); do kill -TERM "$pid" 2>/dev/null || true; done
+        for _ in $(seq 1 60); do
+            [ -z "$(pids "$3")" ] && break
+            sleep 1
+        done
+    fi
     start_node "$3"
     ;;
 freeze)

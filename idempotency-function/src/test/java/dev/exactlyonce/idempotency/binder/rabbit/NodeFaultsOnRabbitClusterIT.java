@@ -16,15 +16,21 @@ import dev.exactlyonce.idempotency.test.TestRabbitCluster;
 import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.Consumer;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -38,17 +44,20 @@ import org.springframework.test.context.DynamicPropertySource;
 
 /**
  * A guarded service on a three-node RabbitMQ 4 cluster (infra/cluster.sh), its queue a quorum queue of three members,
- * given every node's address: the node that leads its queue is killed ({@code kill -9}) while 2,000 events stream
- * in. Every event's effect is applied once, nothing is dead-lettered, and nothing is left in the queue. The cluster
- * is {@code RABBITMQ_CLUSTER} (its addresses) and {@code RABBITMQ_CLUSTER_CONTROL} (the command that kills and
- * starts its nodes, {@code infra/cluster.sh rabbitmq}); {@code .ci/run} starts it and sets both.
+ * given every node's address, while events stream in: the node that leads its queue is killed ({@code kill -9}), or
+ * cut off from the other nodes and from the service for a minute and then healed, or every node is restarted in turn.
+ * Every event's effect is applied once, nothing is dead-lettered, and nothing is left in the queue. The cluster pauses
+ * a minority ({@code pause_minority}): the node cut off stops serving, and its clients go to the other two, where the
+ * queue elects a new leader. The cluster is {@code RABBITMQ_CLUSTER} (its addresses) and
+ * {@code RABBITMQ_CLUSTER_CONTROL} (the command that acts on its nodes, {@code infra/cluster.sh rabbitmq});
+ * {@code .ci/run} starts it and sets both.
  */
 @SpringBootTest(
-        classes = QueueLeaderKilledOnRabbitClusterIT.Service.class,
+        classes = NodeFaultsOnRabbitClusterIT.Service.class,
         properties = "spring.cloud.stream.default-binder=rabbit")
 @EnableIdempotencyTestKit(testBinder = false)
 @EnabledIfEnvironmentVariable(named = "RABBITMQ_CLUSTER", matches = ".+")
-class QueueLeaderKilledOnRabbitClusterIT {
+class NodeFaultsOnRabbitClusterIT {
 
     /** The service: its business function, and Spring Boot's auto-configuration. */
     @Configuration(proxyBeanMethods = false)
@@ -62,14 +71,22 @@ class QueueLeaderKilledOnRabbitClusterIT {
         }
     }
 
-    private static final int EVENTS = 2_000;
+    /** How long a node stays cut off. */
+    private static final Duration CUT = Duration.ofSeconds(60);
+
+    /** Events published before the fault, and the stream's pace: 20 events every 200 ms. */
+    private static final int BEFORE_THE_FAULT = 500;
+
+    private static final int PER_BATCH = 20;
+
+    private static final Duration PACE = Duration.ofMillis(200);
 
     private static final TestRabbitCluster cluster = TestRabbitCluster.fromEnvironment();
 
     private static final String RUN =
             Integer.toHexString(ThreadLocalRandom.current().nextInt(0x100000, 0x1000000));
 
-    private static final String DESTINATION = "leader-killed." + RUN;
+    private static final String DESTINATION = "node-faults." + RUN;
 
     private static final String QUEUE = DESTINATION + ".things";
 
@@ -77,11 +94,12 @@ class QueueLeaderKilledOnRabbitClusterIT {
 
     private static final EnvelopeCodec CODEC = new EnvelopeCodec();
 
-    private static final List<Integer> killed = new ArrayList<>();
+    /** The nodes a fault has taken away (killed, or cut off), which neither publish nor answer the test's questions. */
+    private final Set<Integer> away = new HashSet<>();
 
     @DynamicPropertySource
     static void services(DynamicPropertyRegistry registry) {
-        TestPostgres.newDatabase("leaderkilled").registerDataSource(registry);
+        TestPostgres.newDatabase("nodefaults").registerDataSource(registry);
         cluster.registerConnection(registry);
         registry.add("spring.cloud.stream.bindings." + BINDING + ".destination", () -> DESTINATION);
         registry.add("spring.cloud.stream.bindings." + BINDING + ".group", () -> "things");
@@ -94,11 +112,23 @@ class QueueLeaderKilledOnRabbitClusterIT {
     @Autowired
     JdbcTemplate jdbcTemplate;
 
-    @AfterAll
-    static void startTheKilledNodesAgainAndDeleteTheQueues() throws Exception {
-        for (int node : killed) {
+    @BeforeEach
+    void noEffectYet() {
+        // The test before left its queue empty (it asserted it): its effects are none of this one's.
+        this.jdbcTemplate.update("DELETE FROM thing_effect");
+    }
+
+    @AfterEach
+    void everyNodeBackInTheCluster() {
+        cluster.control("heal");
+        for (int node = 1; node <= 3; node++) {
             cluster.control("start", Integer.toString(node));
         }
+        this.away.clear();
+    }
+
+    @AfterAll
+    static void deleteTheQueues() throws Exception {
         try (Connection connection = cluster.newConnection()) {
             Channel channel = connection.createChannel();
             channel.queueDelete(QUEUE);
@@ -109,31 +139,75 @@ class QueueLeaderKilledOnRabbitClusterIT {
 
     @Test
     void theNodeLeadingTheQueueKilledMidStreamLosesNoEffectAndDoublesNone() throws Exception {
-        List<EventEnvelope<ThingHappened>> events = new ArrayList<>();
-        for (int i = 0; i < EVENTS; i++) {
-            events.add(Things.thingHappened());
+        streamThrough(() -> {
+            int leader = leaderOf(QUEUE);
+            this.away.add(leader);
+            cluster.control("kill", Integer.toString(leader));
+        });
+    }
+
+    @Test
+    void theNodeLeadingTheQueueCutOffForAMinuteThenHealedLosesNoEffectAndDoublesNone() throws Exception {
+        streamThrough(() -> {
+            int leader = leaderOf(QUEUE);
+            this.away.add(leader);
+            cluster.control("cut", Integer.toString(leader));
+            LockSupport.parkNanos(CUT.toNanos());
+            cluster.control("heal");
+            this.away.remove(leader);
+        });
+    }
+
+    @Test
+    void everyNodeRestartedInTurnMidStreamLosesNoEffectAndDoublesNone() throws Exception {
+        streamThrough(() -> {
+            for (int node = 1; node <= 3; node++) {
+                // Each waits until the quorum queues keep a majority without it, stops, and starts again.
+                this.away.add(node);
+                cluster.control("restart", Integer.toString(node));
+                this.away.remove(node);
+            }
+        });
+    }
+
+    /**
+     * Streams events to the service at a steady pace, makes the fault once the service has applied the first ones,
+     * stops the stream once the fault is over, and checks what the service did with every event it was sent.
+     */
+    private void streamThrough(Fault fault) throws Exception {
+        AtomicBoolean streaming = new AtomicBoolean(true);
+        CompletableFuture<List<UUID>> published = CompletableFuture.supplyAsync(() -> publishUntil(streaming));
+        try {
+            await().atMost(Duration.ofSeconds(60)).until(() -> effects() >= BEFORE_THE_FAULT);
+            fault.make();
+        } finally {
+            streaming.set(false);
         }
-        CompletableFuture<Void> publishing = CompletableFuture.runAsync(() -> publishAll(events));
 
-        await().atMost(Duration.ofSeconds(60)).until(() -> effects() >= EVENTS / 4);
-        int leader = leaderOf(QUEUE);
-        killed.add(leader);
-        cluster.control("kill", Integer.toString(leader));
-
-        assertThat(publishing).succeedsWithin(Duration.ofMinutes(3));
+        assertThat(published).succeedsWithin(Duration.ofMinutes(3));
+        List<UUID> sent = published.get();
         await().atMost(Duration.ofMinutes(3))
-                .untilAsserted(() -> assertThat(effects()).isEqualTo(EVENTS));
+                .untilAsserted(() -> assertThat(effects()).isEqualTo(sent.size()));
         assertThat(this.jdbcTemplate.queryForObject(
                         "SELECT count(*) FROM (SELECT thing_id FROM thing_effect GROUP BY thing_id HAVING count(*) > 1)"
                                 + " AS doubled",
                         Integer.class))
                 .as("events applied more than once")
                 .isZero();
+        assertThat(new HashSet<>(this.jdbcTemplate.queryForList("SELECT thing_id FROM thing_effect", UUID.class)))
+                .as("the things of the events sent")
+                .hasSize(sent.size());
         await().atMost(Duration.ofSeconds(60))
                 .untilAsserted(() -> assertThat(messagesIn(QUEUE))
                         .as("messages left in the queue, ready or unacknowledged")
                         .isZero());
         assertThat(messagesIn(QUEUE + ".dlq")).as("valid events dead-lettered").isZero();
+    }
+
+    /** What a test does to the cluster: returns once it is over. */
+    @FunctionalInterface
+    private interface Fault {
+        void make() throws Exception;
     }
 
     private int effects() {
@@ -143,18 +217,27 @@ class QueueLeaderKilledOnRabbitClusterIT {
     }
 
     /**
-     * Publishes every event as a producer's relay would: confirmed, and sent again (the same event id) whenever a
-     * confirm did not come, through whichever node still answers.
+     * Publishes events, {@value #PER_BATCH} every 200 ms, until told to stop, as a producer's relay would: confirmed,
+     * and sent again (the same event id) whenever a confirm did not come, through whichever node still answers.
+     * Returns the things of the events it sent, each confirmed.
      */
-    private static void publishAll(List<EventEnvelope<ThingHappened>> events) {
-        int next = 0;
-        while (next < events.size()) {
-            try (Connection connection = cluster.newConnection()) {
+    private static List<UUID> publishUntil(AtomicBoolean streaming) {
+        List<UUID> things = new ArrayList<>();
+        List<EventEnvelope<ThingHappened>> batch = new ArrayList<>();
+        while (streaming.get() || !batch.isEmpty()) {
+            Connection connection = null;
+            try {
+                connection = cluster.newConnection();
                 Channel channel = connection.createChannel();
                 channel.confirmSelect();
-                while (next < events.size()) {
-                    int end = Math.min(next + 50, events.size());
-                    for (EventEnvelope<ThingHappened> event : events.subList(next, end)) {
+                while (streaming.get() || !batch.isEmpty()) {
+                    if (batch.isEmpty()) {
+                        for (int i = 0; i < PER_BATCH; i++) {
+                            batch.add(Things.thingHappened());
+                        }
+                        LockSupport.parkNanos(PACE.toNanos());
+                    }
+                    for (EventEnvelope<ThingHappened> event : batch) {
                         channel.basicPublish(
                                 DESTINATION,
                                 event.eventName(),
@@ -166,38 +249,52 @@ class QueueLeaderKilledOnRabbitClusterIT {
                                 CODEC.encode(event));
                     }
                     channel.waitForConfirmsOrDie(10_000);
-                    next = end;
+                    batch.forEach(event -> things.add(event.payload().thingId()));
+                    batch.clear();
                 }
+                connection.close();
             } catch (IOException | TimeoutException | RuntimeException | InterruptedException ex) {
                 if (ex instanceof InterruptedException) {
                     Thread.currentThread().interrupt();
                     throw new IllegalStateException(ex);
                 }
-                // The node went: the unconfirmed part of the group goes again, through another node.
+                // The node went (or answers no more): the unconfirmed batch goes again, through another node.
+                if (connection != null) {
+                    connection.abort(1_000);
+                }
                 LockSupport.parkNanos(Duration.ofMillis(500).toNanos());
             }
         }
+        return things;
     }
 
     /** The node (1, 2 or 3) whose member leads the quorum queue. */
-    private static int leaderOf(String queue) throws Exception {
-        String leaders = cluster.control("ctl", "1", "-q", "list_queues", "name", "leader", "--no-table-headers");
+    private int leaderOf(String queue) {
+        String leaders = ask("list_queues", "name", "leader");
         Matcher leader =
                 Pattern.compile(Pattern.quote(queue) + "\\s+rabbit@rmq(\\d)").matcher(leaders);
         assertThat(leader.find()).as("the leader of %s in %s", queue, leaders).isTrue();
         return Integer.parseInt(leader.group(1));
     }
 
-    /** The queue's messages, ready or unacknowledged, as a node still running counts them. */
-    private static int messagesIn(String queue) throws Exception {
-        String node = List.of("1", "2", "3").stream()
-                .filter(candidate -> !killed.contains(Integer.parseInt(candidate)))
-                .findFirst()
-                .orElseThrow();
-        String counts = cluster.control("ctl", node, "-q", "list_queues", "name", "messages", "--no-table-headers");
+    /** The queue's messages, ready or unacknowledged. */
+    private int messagesIn(String queue) {
+        String counts = ask("list_queues", "name", "messages");
         Matcher messages =
                 Pattern.compile("(?m)^" + Pattern.quote(queue) + "\\s+(\\d+)$").matcher(counts);
         assertThat(messages.find()).as("the queue %s in %s", queue, counts).isTrue();
         return Integer.parseInt(messages.group(1));
+    }
+
+    /** A {@code rabbitmqctl} listing, as a node the test has not taken away gives it. */
+    private String ask(String... listing) {
+        int node = List.of(1, 2, 3).stream()
+                .filter(candidate -> !this.away.contains(candidate))
+                .findFirst()
+                .orElseThrow();
+        List<String> arguments = new ArrayList<>(List.of("ctl", Integer.toString(node), "-q"));
+        arguments.addAll(List.of(listing));
+        arguments.add("--no-table-headers");
+        return cluster.control(arguments.toArray(String[]::new));
     }
 }

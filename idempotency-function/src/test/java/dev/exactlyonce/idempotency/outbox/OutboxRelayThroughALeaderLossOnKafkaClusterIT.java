@@ -1,0 +1,219 @@
+package dev.exactlyonce.idempotency.outbox;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.TestKafkaCluster;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.nio.charset.StandardCharsets;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.annotation.Configuration;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+import org.springframework.transaction.support.TransactionTemplate;
+import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
+
+/**
+ * The outbox relay on a three-broker Kafka (infra/cluster.sh), given every broker's address: the broker leading a
+ * partition of its topic is killed ({@code kill -9}) while 2,000 events of 100 keys are emitted. Every event is
+ * published, no row counts an attempt or is parked, and each key's events first reach the topic in the order they
+ * were emitted. The cluster is {@code KAFKA_CLUSTER} and {@code KAFKA_CLUSTER_CONTROL}, as for the guard's Kafka
+ * cluster test.
+ */
+@SpringBootTest(
+        classes = OutboxRelayThroughALeaderLossOnKafkaClusterIT.Service.class,
+        properties = {"spring.cloud.stream.default-binder=kafka", "spring.cloud.function.definition="})
+@EnableIdempotencyTestKit(testBinder = false)
+@Tag("kafka")
+@EnabledIfEnvironmentVariable(named = "KAFKA_CLUSTER", matches = ".+")
+class OutboxRelayThroughALeaderLossOnKafkaClusterIT {
+
+    /** A service that emits, and consumes nothing. */
+    @Configuration(proxyBeanMethods = false)
+    @EnableAutoConfiguration
+    static class Service {}
+
+    private static final int KEYS = 100;
+
+    private static final int EVENTS_PER_KEY = 20;
+
+    private static final TestKafkaCluster cluster = TestKafkaCluster.fromEnvironment();
+
+    private static final String RUN =
+            Integer.toHexString(ThreadLocalRandom.current().nextInt(0x100000, 0x1000000));
+
+    private static final String TOPIC = "relay-leader-loss." + RUN;
+
+    private static final List<Integer> killed = new ArrayList<>();
+
+    @DynamicPropertySource
+    static void services(DynamicPropertyRegistry registry) {
+        TestPostgres.newDatabase("relayleaderloss").registerDataSource(registry);
+        cluster.registerBinder(registry);
+        registry.add("idempotency.outbox.destination", () -> TOPIC);
+    }
+
+    @BeforeAll
+    static void topic() throws Exception {
+        try (Admin admin = admin()) {
+            admin.createTopics(List.of(new NewTopic(TOPIC, 3, (short) 3))).all().get(60, TimeUnit.SECONDS);
+        }
+    }
+
+    @AfterAll
+    static void startTheKilledBrokersAgainAndDeleteTheTopic() throws Exception {
+        for (int broker : killed) {
+            cluster.control("start", Integer.toString(broker));
+        }
+        try (Admin admin = admin()) {
+            admin.deleteTopics(List.of(TOPIC)).all().get(60, TimeUnit.SECONDS);
+        }
+    }
+
+    @Autowired
+    Outbox outbox;
+
+    @Autowired
+    TransactionTemplate transactions;
+
+    @Autowired
+    JdbcTemplate jdbcTemplate;
+
+    @Test
+    void theBrokerLeadingAPartitionKilledMidStreamLosesNoEventAndKeepsEachKeysOrder() throws Exception {
+        CompletableFuture<Void> emitting = CompletableFuture.runAsync(() -> {
+            for (int n = 0; n < EVENTS_PER_KEY; n++) {
+                int sequence = n;
+                // Ten keys a transaction, as a service emitting in its effects' transactions would.
+                for (int first = 0; first < KEYS; first += 10) {
+                    int from = first;
+                    // Spread over about ten seconds, so that the broker goes while the relay publishes.
+                    LockSupport.parkNanos(Duration.ofMillis(50).toNanos());
+                    this.transactions.executeWithoutResult(status -> {
+                        for (int key = from; key < from + 10; key++) {
+                            this.outbox.emit(
+                                    "test.thing.noticed.v1", "key-" + key, Map.of("key", "key-" + key, "n", sequence));
+                        }
+                    });
+                }
+            }
+        });
+        await().atMost(Duration.ofSeconds(60)).until(() -> published() >= KEYS * EVENTS_PER_KEY / 4);
+        int leader = leaderOfTheFirstPartition();
+        killed.add(leader);
+        cluster.control("kill", Integer.toString(leader));
+
+        assertThat(emitting).succeedsWithin(Duration.ofMinutes(1));
+        await().atMost(Duration.ofMinutes(3))
+                .untilAsserted(() -> assertThat(published()).isEqualTo(KEYS * EVENTS_PER_KEY));
+        assertThat(this.jdbcTemplate.queryForList(
+                        "SELECT aggregateid, attempts, parked_at, last_error FROM outbox_event"
+                                + " WHERE attempts > 0 OR parked_at IS NOT NULL"))
+                .as("rows that counted an attempt, or were parked")
+                .isEmpty();
+        await().atMost(Duration.ofSeconds(60))
+                .untilAsserted(() -> assertThat(readFirstArrivals()).isEqualTo(KEYS * EVENTS_PER_KEY));
+        assertThat(this.firstArrivals).hasSize(KEYS);
+        assertThat(this.firstArrivals.values())
+                .as("each key's events, in the order they first reached the topic")
+                .allSatisfy(sequence -> assertThat(sequence).isSorted().hasSize(EVENTS_PER_KEY));
+    }
+
+    private int published() {
+        Integer count = this.jdbcTemplate.queryForObject(
+                "SELECT count(*) FROM outbox_event WHERE published_at IS NOT NULL", Integer.class);
+        return count != null ? count : 0;
+    }
+
+    /** Each key's event numbers, in the order each event id first arrived (a copy sent again counts once). */
+    private final Map<String, List<Integer>> firstArrivals = new HashMap<>();
+
+    private final Set<String> arrived = new HashSet<>();
+
+    /**
+     * Reads the topic from its beginning into {@link #firstArrivals} (afresh each time); returns how many distinct
+     * events it holds.
+     */
+    private int readFirstArrivals() throws Exception {
+        this.firstArrivals.clear();
+        this.arrived.clear();
+        JsonMapper json = JsonMapper.builder().build();
+        Map<String, Object> properties = Map.of(
+                ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG,
+                cluster.brokers(),
+                ConsumerConfig.ISOLATION_LEVEL_CONFIG,
+                "read_committed");
+        try (KafkaConsumer<String, byte[]> consumer =
+                new KafkaConsumer<>(properties, new StringDeserializer(), new ByteArrayDeserializer())) {
+            List<TopicPartition> partitions = consumer.partitionsFor(TOPIC).stream()
+                    .map(partition -> new TopicPartition(TOPIC, partition.partition()))
+                    .toList();
+            consumer.assign(partitions);
+            consumer.seekToBeginning(partitions);
+            Map<TopicPartition, Long> ends = consumer.endOffsets(partitions);
+            while (partitions.stream().anyMatch(partition -> consumer.position(partition) < ends.get(partition))) {
+                for (ConsumerRecord<String, byte[]> record : consumer.poll(Duration.ofSeconds(1))) {
+                    JsonNode envelope = json.readTree(new String(record.value(), StandardCharsets.UTF_8));
+                    if (this.arrived.add(envelope.path("event_id").asString())) {
+                        JsonNode payload = envelope.path("payload");
+                        this.firstArrivals
+                                .computeIfAbsent(payload.path("key").asString(), any -> new ArrayList<>())
+                                .add(payload.path("n").asInt());
+                    }
+                }
+            }
+        }
+        return this.arrived.size();
+    }
+
+    private static Admin admin() {
+        return Admin.create(Map.of(
+                AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, cluster.brokers(),
+                AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, 10_000,
+                AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30_000));
+    }
+
+    /** The broker (1, 2 or 3: its node id) that leads the topic's first partition. */
+    private static int leaderOfTheFirstPartition() throws Exception {
+        try (Admin admin = admin()) {
+            return admin.describeTopics(List.of(TOPIC))
+                    .allTopicNames()
+                    .get(60, TimeUnit.SECONDS)
+                    .get(TOPIC)
+                    .partitions()
+                    .get(0)
+                    .leader()
+                    .id();
+        }
+    }
+}
