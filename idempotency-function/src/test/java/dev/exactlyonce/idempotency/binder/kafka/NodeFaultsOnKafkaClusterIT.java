@@ -53,10 +53,10 @@ import org.springframework.test.context.DynamicPropertySource;
 
 /**
  * A guarded service on a three-broker Kafka (infra/cluster.sh), its topic of three partitions replicated three times
- * ({@code min.insync.replicas} 2), given every broker's address, while events stream in: the broker leading a
- * partition is killed ({@code kill -9}), or cut off from the others and from the service for 30 s and then
- * healed. Every event's effect is applied once, nothing reaches the dead-letter topic, and the group ends with no
- * lag. The cluster is {@code KAFKA_CLUSTER} (its addresses) and {@code KAFKA_CLUSTER_CONTROL} (the command that acts
+ * ({@code min.insync.replicas} 2), given every broker's address, while events stream in: the broker that coordinates
+ * the service's group (and leads a partition) is killed ({@code kill -9}), or cut off from the others and from the
+ * service for 30 s and then healed: the records the service applied and had not committed to it are given to it
+ * again. Every event's effect is applied once, nothing reaches the dead-letter topic, and the group ends with no lag. The cluster is {@code KAFKA_CLUSTER} (its addresses) and {@code KAFKA_CLUSTER_CONTROL} (the command that acts
  * on its brokers, {@code infra/cluster.sh kafka}); {@code .ci/run} starts it and sets both.
  */
 @SpringBootTest(
@@ -156,14 +156,14 @@ class NodeFaultsOnKafkaClusterIT {
     }
 
     @Test
-    void theBrokerLeadingAPartitionKilledMidStreamLosesNoEffectAndDoublesNone() throws Exception {
-        streamThrough(() -> cluster.control("kill", Integer.toString(leaderOfTheFirstPartition())));
+    void theBrokerCoordinatingTheGroupKilledMidStreamLosesNoEffectAndDoublesNone() throws Exception {
+        streamThrough(() -> cluster.control("kill", Integer.toString(coordinatorOfTheGroup())));
     }
 
     @Test
-    void theBrokerLeadingAPartitionCutOffForHalfAMinuteThenHealedLosesNoEffectAndDoublesNone() throws Exception {
+    void theBrokerCoordinatingTheGroupCutOffForHalfAMinuteThenHealedLosesNoEffectAndDoublesNone() throws Exception {
         streamThrough(() -> {
-            cluster.control("cut", Integer.toString(leaderOfTheFirstPartition()));
+            cluster.control("cut", Integer.toString(coordinatorOfTheGroup()));
             LockSupport.parkNanos(CUT.toNanos());
             cluster.control("heal");
         });
@@ -273,16 +273,17 @@ class NodeFaultsOnKafkaClusterIT {
                 AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30_000));
     }
 
-    /** The broker (1, 2 or 3: its node id) that leads the topic's first partition. */
-    private static int leaderOfTheFirstPartition() throws Exception {
+    /**
+     * The broker (1, 2 or 3: its node id) that coordinates the service's group: the one its offsets go to, and, as
+     * each of the three leads a partition of the topic, the leader of one.
+     */
+    private static int coordinatorOfTheGroup() throws Exception {
         try (Admin admin = admin()) {
-            return admin.describeTopics(List.of(TOPIC))
-                    .allTopicNames()
+            return admin.describeConsumerGroups(List.of(GROUP))
+                    .all()
                     .get(60, TimeUnit.SECONDS)
-                    .get(TOPIC)
-                    .partitions()
-                    .get(0)
-                    .leader()
+                    .get(GROUP)
+                    .coordinator()
                     .id();
         }
     }

@@ -28,7 +28,9 @@ import org.apache.kafka.common.TopicPartition;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIfEnvironmentVariable;
@@ -44,19 +46,21 @@ import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
 /**
- * The outbox relay on a three-broker Kafka (infra/cluster.sh), given every broker's address: the broker leading a
- * partition of its topic is killed ({@code kill -9}) while 2,000 events of 100 keys are emitted. Every event is
- * published, no row counts an attempt or is parked, and each key's events first reach the topic in the order they
- * were emitted. The cluster is {@code KAFKA_CLUSTER} and {@code KAFKA_CLUSTER_CONTROL}, as for the guard's Kafka
- * cluster test.
+ * The outbox relay on a three-broker Kafka (infra/cluster.sh), given every broker's address, while 2,000 events of 100
+ * keys are emitted: the broker leading a partition of its topic is killed ({@code kill -9}), or two brokers of the
+ * three are killed for 40 s, so that no partition has the two in-sync replicas {@code acks=all} needs, and started
+ * again. Every event is published, no row counts an attempt or is parked, and each key's events first reach the topic
+ * in the order they were emitted. The producer gives a record up after 10 s ({@code delivery.timeout.ms}), so that the
+ * relay sees the brokers' absence rather than the producer waiting it out. The cluster is {@code KAFKA_CLUSTER} and
+ * {@code KAFKA_CLUSTER_CONTROL}, as for the guard's Kafka cluster test.
  */
 @SpringBootTest(
-        classes = OutboxRelayThroughALeaderLossOnKafkaClusterIT.Service.class,
+        classes = OutboxRelayThroughBrokerLossesOnKafkaClusterIT.Service.class,
         properties = {"spring.cloud.stream.default-binder=kafka", "spring.cloud.function.definition="})
 @EnableIdempotencyTestKit(testBinder = false)
 @Tag("kafka")
 @EnabledIfEnvironmentVariable(named = "KAFKA_CLUSTER", matches = ".+")
-class OutboxRelayThroughALeaderLossOnKafkaClusterIT {
+class OutboxRelayThroughBrokerLossesOnKafkaClusterIT {
 
     /** A service that emits, and consumes nothing. */
     @Configuration(proxyBeanMethods = false)
@@ -72,15 +76,20 @@ class OutboxRelayThroughALeaderLossOnKafkaClusterIT {
     private static final String RUN =
             Integer.toHexString(ThreadLocalRandom.current().nextInt(0x100000, 0x1000000));
 
-    private static final String TOPIC = "relay-leader-loss." + RUN;
+    private static final String TOPIC = "relay-broker-losses." + RUN;
 
-    private static final List<Integer> killed = new ArrayList<>();
+    /** How long the two brokers stay away. */
+    private static final Duration AWAY = Duration.ofSeconds(40);
 
     @DynamicPropertySource
     static void services(DynamicPropertyRegistry registry) {
         TestPostgres.newDatabase("relayleaderloss").registerDataSource(registry);
         cluster.registerBinder(registry);
         registry.add("idempotency.outbox.destination", () -> TOPIC);
+        String producer = "spring.cloud.stream.kafka.binder.producer-properties.";
+        registry.add(producer + "delivery.timeout.ms", () -> "10000");
+        registry.add(producer + "request.timeout.ms", () -> "5000");
+        registry.add(producer + "linger.ms", () -> "0");
     }
 
     @BeforeAll
@@ -90,11 +99,20 @@ class OutboxRelayThroughALeaderLossOnKafkaClusterIT {
         }
     }
 
-    @AfterAll
-    static void startTheKilledBrokersAgainAndDeleteTheTopic() throws Exception {
-        for (int broker : killed) {
+    @BeforeEach
+    void noRowYet() {
+        this.jdbcTemplate.update("DELETE FROM outbox_event");
+    }
+
+    @AfterEach
+    void everyBrokerBack() {
+        for (int broker = 1; broker <= 3; broker++) {
             cluster.control("start", Integer.toString(broker));
         }
+    }
+
+    @AfterAll
+    static void deleteTheTopic() throws Exception {
         try (Admin admin = admin()) {
             admin.deleteTopics(List.of(TOPIC)).all().get(60, TimeUnit.SECONDS);
         }
@@ -111,27 +129,50 @@ class OutboxRelayThroughALeaderLossOnKafkaClusterIT {
 
     @Test
     void theBrokerLeadingAPartitionKilledMidStreamLosesNoEventAndKeepsEachKeysOrder() throws Exception {
+        emitThrough("leader-killed", () -> cluster.control("kill", Integer.toString(leaderOfTheFirstPartition())));
+    }
+
+    @Test
+    void twoBrokersOfThreeGoneForFortySecondsParkNothingAndEachKeyIsPublishedInOrderOnceTheyAreBack() throws Exception {
+        emitThrough("two-gone", () -> {
+            int leader = leaderOfTheFirstPartition();
+            int another = leader % 3 + 1;
+            cluster.control("kill", Integer.toString(leader));
+            cluster.control("kill", Integer.toString(another));
+            await().during(AWAY)
+                    .atMost(AWAY.plusSeconds(30))
+                    .until(() -> this.jdbcTemplate.queryForObject(
+                                    "SELECT count(*) FROM outbox_event WHERE parked_at IS NOT NULL", Integer.class)
+                            == 0);
+            cluster.control("start", Integer.toString(leader));
+            cluster.control("start", Integer.toString(another));
+        });
+    }
+
+    /**
+     * Emits {@value #EVENTS_PER_KEY} events of each of {@value #KEYS} keys (named after the test) over about ten
+     * seconds, makes the fault once a quarter is published, and checks what the relay did with every row.
+     */
+    private void emitThrough(String test, Fault fault) throws Exception {
         CompletableFuture<Void> emitting = CompletableFuture.runAsync(() -> {
             for (int n = 0; n < EVENTS_PER_KEY; n++) {
                 int sequence = n;
                 // Ten keys a transaction, as a service emitting in its effects' transactions would.
                 for (int first = 0; first < KEYS; first += 10) {
                     int from = first;
-                    // Spread over about ten seconds, so that the broker goes while the relay publishes.
+                    // Spread over about ten seconds, so that the fault comes while the relay publishes.
                     LockSupport.parkNanos(Duration.ofMillis(50).toNanos());
                     this.transactions.executeWithoutResult(status -> {
                         for (int key = from; key < from + 10; key++) {
-                            this.outbox.emit(
-                                    "test.thing.noticed.v1", "key-" + key, Map.of("key", "key-" + key, "n", sequence));
+                            String name = test + "-" + key;
+                            this.outbox.emit("test.thing.noticed.v1", name, Map.of("key", name, "n", sequence));
                         }
                     });
                 }
             }
         });
         await().atMost(Duration.ofSeconds(60)).until(() -> published() >= KEYS * EVENTS_PER_KEY / 4);
-        int leader = leaderOfTheFirstPartition();
-        killed.add(leader);
-        cluster.control("kill", Integer.toString(leader));
+        fault.make();
 
         assertThat(emitting).succeedsWithin(Duration.ofMinutes(1));
         await().atMost(Duration.ofMinutes(3))
@@ -142,11 +183,17 @@ class OutboxRelayThroughALeaderLossOnKafkaClusterIT {
                 .as("rows that counted an attempt, or were parked")
                 .isEmpty();
         await().atMost(Duration.ofSeconds(60))
-                .untilAsserted(() -> assertThat(readFirstArrivals()).isEqualTo(KEYS * EVENTS_PER_KEY));
+                .untilAsserted(() -> assertThat(readFirstArrivals(test + "-")).isEqualTo(KEYS * EVENTS_PER_KEY));
         assertThat(this.firstArrivals).hasSize(KEYS);
         assertThat(this.firstArrivals.values())
                 .as("each key's events, in the order they first reached the topic")
                 .allSatisfy(sequence -> assertThat(sequence).isSorted().hasSize(EVENTS_PER_KEY));
+    }
+
+    /** What a test does to the cluster: returns once it is over. */
+    @FunctionalInterface
+    private interface Fault {
+        void make() throws Exception;
     }
 
     private int published() {
@@ -161,10 +208,10 @@ class OutboxRelayThroughALeaderLossOnKafkaClusterIT {
     private final Set<String> arrived = new HashSet<>();
 
     /**
-     * Reads the topic from its beginning into {@link #firstArrivals} (afresh each time); returns how many distinct
-     * events it holds.
+     * Reads the topic from its beginning into {@link #firstArrivals} (afresh each time), for the keys of the prefix
+     * (the test's); returns how many distinct events of theirs it holds.
      */
-    private int readFirstArrivals() throws Exception {
+    private int readFirstArrivals(String keys) throws Exception {
         this.firstArrivals.clear();
         this.arrived.clear();
         JsonMapper json = JsonMapper.builder().build();
@@ -184,8 +231,9 @@ class OutboxRelayThroughALeaderLossOnKafkaClusterIT {
             while (partitions.stream().anyMatch(partition -> consumer.position(partition) < ends.get(partition))) {
                 for (ConsumerRecord<String, byte[]> record : consumer.poll(Duration.ofSeconds(1))) {
                     JsonNode envelope = json.readTree(new String(record.value(), StandardCharsets.UTF_8));
-                    if (this.arrived.add(envelope.path("event_id").asString())) {
-                        JsonNode payload = envelope.path("payload");
+                    JsonNode payload = envelope.path("payload");
+                    if (payload.path("key").asString().startsWith(keys)
+                            && this.arrived.add(envelope.path("event_id").asString())) {
                         this.firstArrivals
                                 .computeIfAbsent(payload.path("key").asString(), any -> new ArrayList<>())
                                 .add(payload.path("n").asInt());
