@@ -48,7 +48,7 @@ import tools.jackson.databind.json.JsonMapper;
 /**
  * The outbox relay on a three-broker Kafka (infra/cluster.sh), given every broker's address, while 2,000 events of 100
  * keys are emitted: the broker leading a partition of its topic is killed ({@code kill -9}), or two brokers of the
- * three are killed for 40 s, so that no partition has the two in-sync replicas {@code acks=all} needs, and started
+ * three are killed for 25 s, so that no partition has the two in-sync replicas {@code acks=all} needs, and started
  * again. Every event is published, no row counts an attempt or is parked, and each key's events first reach the topic
  * in the order they were emitted. The producer gives a record up after 10 s ({@code delivery.timeout.ms}), so that the
  * relay sees the brokers' absence rather than the producer waiting it out. The cluster is {@code KAFKA_CLUSTER} and
@@ -79,7 +79,7 @@ class OutboxRelayThroughBrokerLossesOnKafkaClusterIT {
     private static final String TOPIC = "relay-broker-losses." + RUN;
 
     /** How long the two brokers stay away. */
-    private static final Duration AWAY = Duration.ofSeconds(40);
+    private static final Duration AWAY = Duration.ofSeconds(25);
 
     @DynamicPropertySource
     static void services(DynamicPropertyRegistry registry) {
@@ -133,7 +133,8 @@ class OutboxRelayThroughBrokerLossesOnKafkaClusterIT {
     }
 
     @Test
-    void twoBrokersOfThreeGoneForFortySecondsParkNothingAndEachKeyIsPublishedInOrderOnceTheyAreBack() throws Exception {
+    void twoBrokersOfThreeGoneForTwentyFiveSecondsParkNothingAndEachKeyIsPublishedInOrderOnceTheyAreBack()
+            throws Exception {
         emitThrough("two-gone", () -> {
             int leader = leaderOfTheFirstPartition();
             int another = leader % 3 + 1;

@@ -156,6 +156,8 @@ class NodeFaultsOnRabbitClusterIT {
             cluster.control("cut", Integer.toString(node));
             LockSupport.parkNanos(CUT.toNanos());
             cluster.control("heal");
+            // Paused while it was cut off (pause_minority), it answers once it has rejoined the other two.
+            cluster.control("start", Integer.toString(node));
             this.away.remove(node);
         });
     }
