@@ -2,9 +2,24 @@
 # The main job: the three services, the payment provider and the order service on PostgreSQL (or MariaDB) and RabbitMQ
 # (local, or started from infra/compose.yaml when a Docker engine is there), with every ordinary source of duplicates
 # firing, and a report of what each service made of them. Builds the jars first when they are missing.
-#   infra/demo.sh [--orders 200] [--database-outage 30] [--database mariadb]
+#   infra/demo.sh [--orders 200] [--database-outage 30] [--database mariadb] [--cluster]
+# --cluster runs the shop on a three-node RabbitMQ 4 cluster (infra/cluster.sh rabbitmq up, as root), kills one node and
+# cuts another off mid-run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+args=()
+for arg in "$@"; do
+    if [ "$arg" = "--cluster" ]; then
+        infra/cluster.sh rabbitmq up
+        RABBITMQ_CLUSTER=$(infra/cluster.sh rabbitmq addresses)
+        export RABBITMQ_CLUSTER RABBITMQ_CLUSTER_CONTROL="$PWD/infra/cluster.sh rabbitmq"
+        # The broker users are the cluster's: created through a node of it.
+        export RABBITMQCTL="$PWD/infra/cluster.sh rabbitmq ctl 1"
+        args+=(--cluster rabbitmq)
+    else
+        args+=("$arg")
+    fi
+done
 jars=(infra/target/infra-*.jar stock-service/target/stock-service-*.jar shipping-service/target/shipping-service-*.jar
     billing-service/target/billing-service-*.jar)
 for jar in "${jars[@]}"; do
@@ -14,4 +29,4 @@ for jar in "${jars[@]}"; do
         break
     fi
 done
-exec java -jar infra/target/infra-*.jar demo "$@"
+exec java -jar infra/target/infra-*.jar demo ${args[@]+"${args[@]}"}

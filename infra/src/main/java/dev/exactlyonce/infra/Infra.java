@@ -33,7 +33,7 @@ public final class Infra {
             Usage: java -jar infra/target/infra-*.jar <command> [arguments]
 
             Commands:
-              demo [--orders <n>] [--database-outage <s>] [--database postgresql|mariadb]
+              demo [--orders <n>] [--database-outage <s>] [--database postgresql|mariadb] [--cluster rabbitmq]
                   The main job: runs the three services, the payment provider and the order service on
                   PostgreSQL (or MariaDB: --database mariadb) and RabbitMQ (localhost, or infra/compose.yaml
                   when Docker is there), fires all three sources of duplicates (relay republish, broker
@@ -42,7 +42,10 @@ public final class Infra {
                   services for <s> seconds in the middle of the stream (the replay is published meanwhile) and
                   says how soon they resumed. The database server is PGHOST, PGPORT, PGUSER, PGPASSWORD
                   (default 127.0.0.1:5432, postgres), or MARIADB_HOST, MARIADB_PORT, MARIADB_USER,
-                  MARIADB_PASSWORD (default 127.0.0.1:3306, root).
+                  MARIADB_PASSWORD (default 127.0.0.1:3306, root). --cluster rabbitmq runs the shop on the
+                  three-node cluster of infra/cluster.sh (RABBITMQ_CLUSTER, RABBITMQ_CLUSTER_CONTROL; infra/demo.sh
+                  --cluster starts it and sets them), kills the node leading stock's queue mid-run and then cuts
+                  another off for 30 s.
 
               replay-dead-letters <queue> [--event-id <uuid>]... [--dry-run]
                   Move the dead letters of <queue>.dlq back to <queue>: all of them, or those of the given
@@ -238,12 +241,19 @@ public final class Infra {
     }
 
     private static int demo(String[] args, PrintStream out) throws Exception {
-        Map<String, String> options = options(args, "--orders", "--database-outage", "--database");
+        Map<String, String> options = options(args, "--orders", "--database-outage", "--database", "--cluster");
+        String cluster = options.getOrDefault("--cluster", "none");
+        if (!List.of("none", "rabbitmq").contains(cluster)) {
+            throw new IllegalArgumentException(
+                    "--cluster takes rabbitmq (the cluster of infra/cluster.sh rabbitmq), not '%s'."
+                            .formatted(cluster));
+        }
         return new Demo(out, System.getenv())
                 .run(
                         options.getOrDefault("--database", "postgresql"),
                         Integer.parseInt(options.getOrDefault("--orders", "200")),
-                        Duration.ofSeconds(Long.parseLong(options.getOrDefault("--database-outage", "0"))));
+                        Duration.ofSeconds(Long.parseLong(options.getOrDefault("--database-outage", "0"))),
+                        cluster.equals("rabbitmq"));
     }
 
     /** Reads {@code --name value} options, each of the known names at most once. */

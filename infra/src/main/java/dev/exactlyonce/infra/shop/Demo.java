@@ -1,5 +1,6 @@
 package dev.exactlyonce.infra.shop;
 
+import dev.exactlyonce.idempotency.test.TestRabbitCluster;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.io.PrintStream;
@@ -37,13 +38,23 @@ public final class Demo {
      * @param orders how many orders are placed
      * @param databaseOutage how long the database is taken away from the services in the middle of the stream of
      *     events (none when zero)
+     * @param cluster whether the shop runs on the three-node RabbitMQ cluster the environment names
+     *     ({@code RABBITMQ_CLUSTER}, {@code RABBITMQ_CLUSTER_CONTROL}: infra/cluster.sh), one node of which is
+     *     killed and another cut off mid-run
      */
-    public int run(String product, int orders, Duration databaseOutage) throws Exception {
+    public int run(String product, int orders, Duration databaseOutage, boolean cluster) throws Exception {
         this.out.println("Exactly-once effects on at-least-once delivery: the shop, with every ordinary source of"
                 + " duplicates firing");
         ShopDatabases.Server database = ShopDatabases.Server.fromEnvironment(product, this.env);
-        String rabbitHost = this.env.getOrDefault("RABBITMQ_HOST", "127.0.0.1");
-        int rabbitPort = Integer.parseInt(this.env.getOrDefault("RABBITMQ_PORT", "5672"));
+        TestRabbitCluster nodes = TestRabbitCluster.fromEnvironment();
+        List<String> rabbitNodes = cluster ? List.of(nodes.addresses().split(",")) : List.of();
+        String rabbitHost = cluster
+                ? rabbitNodes.get(0).substring(0, rabbitNodes.get(0).lastIndexOf(':'))
+                : this.env.getOrDefault("RABBITMQ_HOST", "127.0.0.1");
+        int rabbitPort = cluster
+                ? Integer.parseInt(
+                        rabbitNodes.get(0).substring(rabbitNodes.get(0).lastIndexOf(':') + 1))
+                : Integer.parseInt(this.env.getOrDefault("RABBITMQ_PORT", "5672"));
         String rabbitUser = this.env.getOrDefault("RABBITMQ_USERNAME", "guest");
         String rabbitPassword = this.env.getOrDefault("RABBITMQ_PASSWORD", "guest");
         boolean databaseMissing = !answers(database.host(), database.port());
@@ -82,18 +93,33 @@ public final class Demo {
             }
         }
         this.out.printf(
-                "%s %s:%d (as %s), RabbitMQ %s:%d%n",
-                database.displayName(), database.host(), database.port(), database.adminUser(), rabbitHost, rabbitPort);
+                "%s %s:%d (as %s), RabbitMQ %s%n",
+                database.displayName(),
+                database.host(),
+                database.port(),
+                database.adminUser(),
+                cluster ? "cluster " + String.join(",", rabbitNodes) : rabbitHost + ":" + rabbitPort);
         Path logs = Path.of("infra", "target", "demo");
         Files.createDirectories(logs);
         ShopScenario.Settings settings = new ShopScenario.Settings(
-                database, rabbitHost, rabbitPort, rabbitUser, rabbitPassword, Path.of("."), "", logs);
+                database,
+                rabbitHost,
+                rabbitPort,
+                rabbitUser,
+                rabbitPassword,
+                Path.of("."),
+                "",
+                logs,
+                cluster ? rabbitNodes : List.of(rabbitHost + ":" + rabbitPort));
         try (ShopScenario shop = new ShopScenario(settings, this.out::println)) {
             Runtime.getRuntime().addShutdownHook(new Thread(shop::close, "demo-stop"));
             shop.start();
             shop.run(orders, () -> {
                 if (!databaseOutage.isZero()) {
                     shop.cutDatabaseFor(databaseOutage);
+                }
+                if (cluster) {
+                    shop.faultClusterNodes(nodes, Duration.ofSeconds(30));
                 }
             });
             Report report = shop.report();

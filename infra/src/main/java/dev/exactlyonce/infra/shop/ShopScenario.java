@@ -1,11 +1,13 @@
 package dev.exactlyonce.infra.shop;
 
+import com.rabbitmq.client.Address;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.ConnectionFactory;
 import com.rabbitmq.client.ShutdownSignalException;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.exactlyonce.idempotency.test.TcpProxy;
+import dev.exactlyonce.idempotency.test.TestRabbitCluster;
 import dev.exactlyonce.paymentprovider.PaymentProvider;
 import java.io.IOException;
 import java.math.BigDecimal;
@@ -26,8 +28,11 @@ import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
 import tools.jackson.databind.JsonNode;
@@ -38,13 +43,19 @@ import tools.jackson.databind.json.JsonMapper;
  * one database server (PostgreSQL or MariaDB) and one RabbitMQ; then a scenario in which all three ordinary sources of
  * duplicates fire, and a report of what each service made of it.
  *
- * <p>The services reach RabbitMQ through a TCP proxy of the scenario's, so that it can drop every broker connection
- * at once (the broker then redelivers what was unacknowledged); they acknowledge every 20 messages, so that a drop
- * finds committed messages whose acknowledgement it loses.
+ * <p>The services reach RabbitMQ through a TCP proxy of the scenario's per node, so that it can drop every broker
+ * connection at once (the broker then redelivers what was unacknowledged); they acknowledge every 20 messages, so that
+ * a drop finds committed messages whose acknowledgement it loses. On a cluster ({@link #faultClusterNodes}), they are
+ * given every node, and the run kills one node and cuts off another while the events of its replay flow.
  */
 public final class ShopScenario implements AutoCloseable {
 
-    /** Where things are, and how the run's names differ from another run's. */
+    /**
+     * Where things are, and how the run's names differ from another run's.
+     *
+     * @param rabbitNodes every node of the broker ({@code host:port}), its first {@code rabbitHost:rabbitPort}: one
+     *     for a single node, three for a cluster of {@code infra/cluster.sh}
+     */
     public record Settings(
             ShopDatabases.Server database,
             String rabbitHost,
@@ -53,7 +64,35 @@ public final class ShopScenario implements AutoCloseable {
             String rabbitPassword,
             Path servicesDir,
             String suffix,
-            Path logs) {}
+            Path logs,
+            List<String> rabbitNodes) {
+
+        /** On a single node. */
+        public Settings(
+                ShopDatabases.Server database,
+                String rabbitHost,
+                int rabbitPort,
+                String rabbitUser,
+                String rabbitPassword,
+                Path servicesDir,
+                String suffix,
+                Path logs) {
+            this(
+                    database,
+                    rabbitHost,
+                    rabbitPort,
+                    rabbitUser,
+                    rabbitPassword,
+                    servicesDir,
+                    suffix,
+                    logs,
+                    List.of(rabbitHost + ":" + rabbitPort));
+        }
+
+        boolean cluster() {
+            return this.rabbitNodes.size() > 1;
+        }
+    }
 
     /**
      * A service of the shop.
@@ -120,7 +159,11 @@ public final class ShopScenario implements AutoCloseable {
 
     private PaymentProvider provider;
 
-    private TcpProxy brokerLink;
+    /** Between the services and each node of the broker, to drop their connections. */
+    private final List<TcpProxy> brokerLinks = new ArrayList<>();
+
+    /** The cluster's faults, under way or over (none on a single node). */
+    private @Nullable Thread clusterFaults;
 
     /** Between the services and their database server, to take the database away from them. */
     private TcpProxy databaseLink;
@@ -154,8 +197,7 @@ public final class ShopScenario implements AutoCloseable {
     /** Makes the databases, resets the queues, and starts the provider, the services and the order service. */
     public ShopScenario start() throws Exception {
         this.databases.recreate();
-        this.admin = connectionFactory(this.settings.rabbitUser(), this.settings.rabbitPassword())
-                .newConnection("shop-administration");
+        this.admin = connect(this.settings.rabbitUser(), this.settings.rabbitPassword(), "shop-administration");
         resetTopology();
         this.brokerUsers.forEach(this.brokerAdmin::createUser);
         say(
@@ -171,12 +213,14 @@ public final class ShopScenario implements AutoCloseable {
                                 .map(ShopBrokerUsers.User::name)
                                 .toList()));
         this.provider = PaymentProvider.start(0);
-        this.brokerLink = TcpProxy.to(this.settings.rabbitHost(), this.settings.rabbitPort());
+        for (Address node : Address.parseAddresses(String.join(",", this.settings.rabbitNodes()))) {
+            this.brokerLinks.add(TcpProxy.to(node.getHost(), node.getPort()));
+        }
         this.databaseLink = TcpProxy.to(
                 this.settings.database().host(), this.settings.database().port());
         say(
-                "payment provider on %s; the services reach RabbitMQ through a proxy on port %d",
-                this.provider.url(), this.brokerLink.port());
+                "payment provider on %s; the services reach RabbitMQ through %s on %s",
+                this.provider.url(), this.settings.cluster() ? "a proxy per node" : "a proxy", brokerAddresses());
         List<CompletableFuture<Void>> starting = new ArrayList<>();
         for (Service service : SERVICES) {
             this.ports.put(service.name(), freePort());
@@ -249,10 +293,10 @@ public final class ShopScenario implements AutoCloseable {
         waitFor(
                 () -> processed("shipping-service") >= this.orderService.events() / 2,
                 "some of the events to be processed");
-        this.brokerLink.cut();
+        this.brokerLinks.forEach(TcpProxy::cut);
         // Long enough for the broker to see the connections gone and requeue what they had not acknowledged.
         Thread.sleep(500);
-        this.brokerLink.restore();
+        this.brokerLinks.forEach(TcpProxy::restore);
         say("duplicate source 2, the broker: every service's broker connection dropped; the broker redelivers what"
                 + " was delivered and not acknowledged, committed or not");
 
@@ -271,6 +315,9 @@ public final class ShopScenario implements AutoCloseable {
             if (!emitting.emits().isEmpty()) {
                 replayOutbox(emitting);
             }
+        }
+        if (this.clusterFaults != null) {
+            this.clusterFaults.join();
         }
         awaitQuiet();
     }
@@ -470,6 +517,81 @@ public final class ShopScenario implements AutoCloseable {
         restorer.start();
     }
 
+    /**
+     * On a cluster, while the run goes on, on a thread of its own: kills ({@code kill -9}) the node that leads
+     * stock-service's queue, starts it again once the services drained their queues without it, then cuts another node
+     * off from the other two and from the services for {@code cutOff}, and heals it. Says how soon after each fault the
+     * queues were drained (every event that came meanwhile handled). {@link #run} waits for it before it waits for the
+     * queues to drain.
+     */
+    public void faultClusterNodes(TestRabbitCluster cluster, Duration cutOff) {
+        Thread faults = new Thread(
+                () -> {
+                    try {
+                        String queue = SERVICES.get(0).queue(this.settings.suffix());
+                        int leader = leaderOf(cluster, queue);
+                        long killed = System.nanoTime();
+                        cluster.control("kill", Integer.toString(leader));
+                        say("RabbitMQ node %d, which leads %s, killed (kill -9)", leader, queue);
+                        awaitDrained(killed);
+                        cluster.control("start", Integer.toString(leader));
+                        say(
+                                "node %d started again, into the cluster, %.1f s after it was killed",
+                                leader, since(killed));
+                        int other = leader % 3 + 1;
+                        long cut = System.nanoTime();
+                        cluster.control("cut", Integer.toString(other));
+                        say(
+                                "RabbitMQ node %d cut off from the other nodes and from the services for %d s",
+                                other, cutOff.toSeconds());
+                        awaitDrained(cut);
+                        LockSupport.parkNanos(Math.max(0, cut + cutOff.toNanos() - System.nanoTime()));
+                        cluster.control("heal");
+                        // Paused while cut off (pause_minority), it serves again once it has rejoined the other two.
+                        cluster.control("start", Integer.toString(other));
+                        say("node %d healed, back in the cluster %.1f s after it was cut off", other, since(cut));
+                    } catch (Exception ex) {
+                        say("the cluster's faults did not go as planned: %s", ex);
+                    }
+                },
+                "cluster-faults");
+        faults.setDaemon(true);
+        this.clusterFaults = faults;
+        faults.start();
+    }
+
+    /** Waits (up to two minutes) until the services' queues are empty, and says how soon after the fault they were. */
+    private void awaitDrained(long fault) throws Exception {
+        // The events of the run's replays, published meanwhile, are on their way: the queues are drained twice.
+        LockSupport.parkNanos(Duration.ofSeconds(2).toNanos());
+        waitFor(() -> queuedOrNot() == 0, "the services to drain their queues after the fault");
+        say("the services' queues drained %.1f s after the fault", since(fault));
+    }
+
+    /** The messages queued, or -1 while the broker does not say. */
+    private int queuedOrNot() {
+        try {
+            return queued();
+        } catch (IOException | RuntimeException ex) {
+            return -1;
+        }
+    }
+
+    private static double since(long nanoTime) {
+        return (System.nanoTime() - nanoTime) / 1e9;
+    }
+
+    /** The node (1, 2 or 3) whose member leads the quorum queue. */
+    private static int leaderOf(TestRabbitCluster cluster, String queue) {
+        String leaders = cluster.control("ctl", "1", "-q", "list_queues", "name", "leader", "--no-table-headers");
+        Matcher leader = Pattern.compile("(?m)^" + Pattern.quote(queue) + "\\s+rabbit@rmq(\\d)")
+                .matcher(leaders);
+        if (!leader.find()) {
+            throw new IllegalStateException("No leader of %s in %s".formatted(queue, leaders));
+        }
+        return Integer.parseInt(leader.group(1));
+    }
+
     public ShopDatabases databases() {
         return this.databases;
     }
@@ -504,9 +626,7 @@ public final class ShopScenario implements AutoCloseable {
         if (this.databaseLink != null) {
             this.databaseLink.close();
         }
-        if (this.brokerLink != null) {
-            this.brokerLink.close();
-        }
+        this.brokerLinks.forEach(TcpProxy::close);
         this.dataSources.forEach(HikariDataSource::close);
         try {
             if (this.admin != null && this.admin.isOpen()) {
@@ -527,8 +647,9 @@ public final class ShopScenario implements AutoCloseable {
                         "spring.datasource.url=" + this.databases.url(role),
                         "spring.datasource.username=" + role,
                         "spring.datasource.password=" + role,
-                        "spring.rabbitmq.host=" + this.settings.rabbitHost(),
-                        "spring.rabbitmq.port=" + this.settings.rabbitPort(),
+                        "spring.rabbitmq.addresses=" + String.join(",", this.settings.rabbitNodes()),
+                        // A node cut off closes nothing the client sees: missed heartbeats tell it (60 s by default).
+                        "spring.rabbitmq.requested-heartbeat=10s",
                         "spring.rabbitmq.username=" + relay,
                         "spring.rabbitmq.password=" + relay,
                         "idempotency.outbox.destination=" + this.exchange,
@@ -569,8 +690,8 @@ public final class ShopScenario implements AutoCloseable {
                 "spring.datasource.password=" + this.databases.appRole(service.database()),
                 "spring.flyway.user=" + role,
                 "spring.flyway.password=" + role,
-                "spring.rabbitmq.host=127.0.0.1",
-                "spring.rabbitmq.port=" + this.brokerLink.port(),
+                "spring.rabbitmq.addresses=" + brokerAddresses(),
+                "spring.rabbitmq.requested-heartbeat=10s",
                 "spring.rabbitmq.username=" + ShopBrokerUsers.userOf(service, this.settings.suffix()),
                 "spring.rabbitmq.password=" + ShopBrokerUsers.userOf(service, this.settings.suffix()),
                 binding + "destination=" + this.exchange,
@@ -675,11 +796,21 @@ public final class ShopScenario implements AutoCloseable {
         return count != null ? count : 0;
     }
 
+    /**
+     * The messages of the queue, ready or not; on a cluster, asked again (up to a minute) while the node the
+     * administration connection reached is lost and it reconnects to another.
+     */
     private int messageCount(String queue) throws IOException {
-        try (Channel channel = this.admin.createChannel()) {
-            return channel.queueDeclarePassive(queue).getMessageCount();
-        } catch (TimeoutException ex) {
-            throw new IOException(ex);
+        long deadline = System.nanoTime() + Duration.ofMinutes(1).toNanos();
+        while (true) {
+            try (Channel channel = this.admin.createChannel()) {
+                return channel.queueDeclarePassive(queue).getMessageCount();
+            } catch (IOException | TimeoutException | ShutdownSignalException ex) {
+                if (!this.settings.cluster() || System.nanoTime() > deadline) {
+                    throw ex instanceof IOException io ? io : new IOException(ex);
+                }
+                LockSupport.parkNanos(Duration.ofMillis(500).toNanos());
+            }
         }
     }
 
@@ -776,13 +907,25 @@ public final class ShopScenario implements AutoCloseable {
         return dataSource;
     }
 
-    private ConnectionFactory connectionFactory(String user, String password) {
+    private Connection connect(String user, String password, String name) throws IOException, TimeoutException {
         ConnectionFactory factory = new ConnectionFactory();
-        factory.setHost(this.settings.rabbitHost());
-        factory.setPort(this.settings.rabbitPort());
         factory.setUsername(user);
         factory.setPassword(password);
-        return factory;
+        factory.setRequestedHeartbeat(10);
+        factory.setChannelRpcTimeout(10_000);
+        // On a cluster, it reconnects to another node when its own goes; what it declared is the broker's, durable.
+        factory.setNetworkRecoveryInterval(1_000);
+        factory.setTopologyRecoveryEnabled(false);
+        return factory.newConnection(Address.parseAddresses(String.join(",", this.settings.rabbitNodes())), name);
+    }
+
+    /** The services' addresses of the broker's nodes: the proxies'. */
+    private String brokerAddresses() {
+        return String.join(
+                ",",
+                this.brokerLinks.stream()
+                        .map(link -> "127.0.0.1:" + link.port())
+                        .toList());
     }
 
     /**

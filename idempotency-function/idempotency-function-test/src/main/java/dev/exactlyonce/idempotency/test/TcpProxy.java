@@ -141,7 +141,10 @@ public final class TcpProxy implements AutoCloseable {
                             this.accepted.run();
                             Socket upstream;
                             try {
-                                upstream = new Socket(this.targetHost, this.targetPort);
+                                // Bounded: a target cut off drops the connection's first packet, and the
+                                // connections after this one wait behind it.
+                                upstream = new Socket();
+                                upstream.connect(new InetSocketAddress(this.targetHost, this.targetPort), 10_000);
                             } catch (IOException ex) {
                                 closeQuietly(client);
                                 throw ex;
