@@ -31,8 +31,6 @@ import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
 import java.util.function.Consumer;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
 import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
 import tools.jackson.databind.JsonNode;
@@ -529,7 +527,7 @@ public final class ShopScenario implements AutoCloseable {
                 () -> {
                     try {
                         String queue = SERVICES.get(0).queue(this.settings.suffix());
-                        int leader = leaderOf(cluster, queue);
+                        int leader = cluster.leaderOf(queue, 1);
                         long killed = System.nanoTime();
                         cluster.control("kill", Integer.toString(leader));
                         say("RabbitMQ node %d, which leads %s, killed (kill -9)", leader, queue);
@@ -579,17 +577,6 @@ public final class ShopScenario implements AutoCloseable {
 
     private static double since(long nanoTime) {
         return (System.nanoTime() - nanoTime) / 1e9;
-    }
-
-    /** The node (1, 2 or 3) whose member leads the quorum queue. */
-    private static int leaderOf(TestRabbitCluster cluster, String queue) {
-        String leaders = cluster.control("ctl", "1", "-q", "list_queues", "name", "leader", "--no-table-headers");
-        Matcher leader = Pattern.compile("(?m)^" + Pattern.quote(queue) + "\\s+rabbit@rmq(\\d)")
-                .matcher(leaders);
-        if (!leader.find()) {
-            throw new IllegalStateException("No leader of %s in %s".formatted(queue, leaders));
-        }
-        return Integer.parseInt(leader.group(1));
     }
 
     public ShopDatabases databases() {

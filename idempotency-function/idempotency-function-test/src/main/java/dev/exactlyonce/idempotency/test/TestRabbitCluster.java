@@ -5,6 +5,8 @@ import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.ConnectionFactory;
 import java.io.IOException;
 import java.util.concurrent.TimeoutException;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 import org.springframework.test.context.DynamicPropertyRegistry;
 
 /**
@@ -53,6 +55,22 @@ public final class TestRabbitCluster {
         factory.setRequestedHeartbeat(5);
         factory.setChannelRpcTimeout(10_000);
         return factory.newConnection(Address.parseAddresses(addresses()));
+    }
+
+    /**
+     * The node (1, 2 or 3) whose member leads the quorum queue, as node {@code askedNode} lists the queues.
+     *
+     * @throws IllegalStateException when the listing names no leader of it
+     */
+    public int leaderOf(String queue, int askedNode) {
+        String leaders = control(
+                "ctl", Integer.toString(askedNode), "-q", "list_queues", "name", "leader", "--no-table-headers");
+        Matcher leader = Pattern.compile("(?m)^" + Pattern.quote(queue) + "\\s+rabbit@rmq(\\d)")
+                .matcher(leaders);
+        if (!leader.find()) {
+            throw new IllegalStateException("No leader of %s in %s".formatted(queue, leaders));
+        }
+        return Integer.parseInt(leader.group(1));
     }
 
     /** Runs the cluster's control command with the arguments ({@code kill 2}, say); returns what it printed. */

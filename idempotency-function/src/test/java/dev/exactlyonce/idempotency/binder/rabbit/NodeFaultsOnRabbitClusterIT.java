@@ -141,7 +141,7 @@ class NodeFaultsOnRabbitClusterIT {
     @Test
     void theNodeLeadingTheQueueKilledMidStreamLosesNoEffectAndDoublesNone() throws Exception {
         streamThrough(() -> {
-            int leader = leaderOf(QUEUE);
+            int leader = cluster.leaderOf(QUEUE, answeringNode());
             this.away.add(leader);
             cluster.control("kill", Integer.toString(leader));
         });
@@ -272,15 +272,6 @@ class NodeFaultsOnRabbitClusterIT {
         return things;
     }
 
-    /** The node (1, 2 or 3) whose member leads the quorum queue. */
-    private int leaderOf(String queue) {
-        String leaders = ask("list_queues", "name", "leader");
-        Matcher leader =
-                Pattern.compile(Pattern.quote(queue) + "\\s+rabbit@rmq(\\d)").matcher(leaders);
-        assertThat(leader.find()).as("the leader of %s in %s", queue, leaders).isTrue();
-        return Integer.parseInt(leader.group(1));
-    }
-
     /** The node (1, 2 or 3) the service's connection reached: node N is 10.77.0.1N. */
     private int nodeOfTheServicesConnection() {
         String connections = ask("list_connections", "host", "client_properties");
@@ -303,13 +294,17 @@ class NodeFaultsOnRabbitClusterIT {
 
     /** A {@code rabbitmqctl} listing, as a node the test has not taken away gives it. */
     private String ask(String... listing) {
-        int node = List.of(1, 2, 3).stream()
-                .filter(candidate -> !this.away.contains(candidate))
-                .findFirst()
-                .orElseThrow();
-        List<String> arguments = new ArrayList<>(List.of("ctl", Integer.toString(node), "-q"));
+        List<String> arguments = new ArrayList<>(List.of("ctl", Integer.toString(answeringNode()), "-q"));
         arguments.addAll(List.of(listing));
         arguments.add("--no-table-headers");
         return cluster.control(arguments.toArray(String[]::new));
+    }
+
+    /** A node the test has not taken away. */
+    private int answeringNode() {
+        return List.of(1, 2, 3).stream()
+                .filter(candidate -> !this.away.contains(candidate))
+                .findFirst()
+                .orElseThrow();
     }
 }
