@@ -26,6 +26,8 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.SynchronousQueue;
 import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -52,7 +54,9 @@ import tools.jackson.databind.util.RawValue;
  *   <li>Kafka: record key = the row's key, so that the events of a key stay in one partition, in order; each send
  *       waits for the broker's acknowledgement (the producer's {@code sync}; mind {@code acks}, {@code all} by
  *       default since Kafka 3.0), on a thread of its own, so that the rows of up to {@value #MAX_IN_FLIGHT} keys are
- *       in flight together;
+ *       in flight together. A send to a partition with no leader waits as long as the producer's {@code
+ *       delivery.timeout.ms} (two minutes by default): the run does not wait for it past {@link #PATIENCE}, its key
+ *       waits until it returns, and a row it then confirms is marked by the next run that reads it, unsent;
  *   <li>another binder: the send returns once the binder has the message.
  * </ul>
  *
@@ -142,6 +146,23 @@ final class OutboxPublisher {
      */
     static final int MAX_IN_FLIGHT = 20;
 
+    /**
+     * How long a run waits for an answer when only sends that wait for the broker are left: past it, the run ends
+     * with what it has, and those sends go on (a partition with no leader holds them for minutes, while every other
+     * partition takes rows).
+     */
+    static final Duration PATIENCE = Duration.ofSeconds(2);
+
+    /**
+     * The most sends that wait for the broker at once, those of ended runs included: a run has {@value
+     * #MAX_IN_FLIGHT} at most, and a send a run left waiting holds its thread, and its key, until the producer gives
+     * it up.
+     */
+    static final int MAX_WAITING_SENDS = 10 * MAX_IN_FLIGHT;
+
+    /** The most late confirmations kept: past it they are forgotten, and their rows sent again. */
+    private static final int MAX_LATE_CONFIRMED = 10_000;
+
     private final StreamBridge streamBridge;
 
     private final BinderFactory binderFactory;
@@ -169,18 +190,25 @@ final class OutboxPublisher {
 
     /**
      * Where the rows of a destination whose send waits for the broker's acknowledgement (Kafka's {@code sync}) are
-     * sent from: {@value #MAX_IN_FLIGHT} threads, one per row in flight, so that the rows of different keys are in
-     * flight together rather than one round trip after another (a key's next row is sent once its previous one was
-     * acknowledged, whatever the threads).
+     * sent from: a thread per row in flight, so that the rows of different keys are in flight together rather than one
+     * round trip after another (a key's next row is sent once its previous one was acknowledged, whatever the
+     * threads), up to {@value #MAX_WAITING_SENDS}.
      */
     private @Nullable ExecutorService waitingSenders;
 
     /**
      * The keys (by {@link Row#orderKey()}) with a send on those threads that has not returned yet: a send can wait
-     * longer than a run (Kafka's {@code delivery.timeout.ms}, two minutes by default), and a later run leaves the key
-     * alone until it returns rather than send the same row again beside it.
+     * longer than a run (Kafka's {@code delivery.timeout.ms}, two minutes by default), and later runs leave the key
+     * alone until it returns rather than send the same row again beside it. A key leaves it only when its send
+     * returns (or the relay stops).
      */
     private final Set<String> sending = ConcurrentHashMap.newKeySet();
+
+    /**
+     * The rows a send confirmed after its run had ended: the next run that reads one marks it published without
+     * sending it again.
+     */
+    private final Set<UUID> lateConfirmed = ConcurrentHashMap.newKeySet();
 
     /** The destinations, routes and keys the relay waits out: kept from run to run. */
     private final Holds holds = new Holds();
@@ -218,6 +246,11 @@ final class OutboxPublisher {
         this.returned = action;
     }
 
+    /** Whether a send of the key ({@link Row#orderKey()}) has not returned yet: its rows wait for it. */
+    boolean sending(String orderKey) {
+        return this.sending.contains(orderKey);
+    }
+
     /**
      * Checks, before the first publication, that the destination's binder confirms what it publishes: a relay whose
      * broker does not would mark nothing published, and publish every row again on every run.
@@ -239,14 +272,23 @@ final class OutboxPublisher {
      * sent, and the destination is held unless another of its rows was confirmed. A failure that tells nothing counts
      * as the row's refusal when its destination confirmed rows lately, and holds its key otherwise. The rows are sent
      * from a thread of the publisher's, so that a send stuck in a silent network does not hold the run past the
-     * timeout either.
+     * timeout either. Once only sends that wait for the broker are in flight and none answered for {@link #PATIENCE},
+     * the run ends: they go on, and hold their keys until they return.
      */
     Published publish(List<Row> rows) {
         long deadline = System.nanoTime() + this.confirmTimeout.toNanos();
         int closing = this.closings.get();
         Run run = new Run(rows);
         while (run.sendReady() > 0) {
-            Outcome outcome = poll(run.outcomes, deadline);
+            boolean waiting = run.onlyWaitingSends();
+            long until = waiting ? Math.min(deadline, System.nanoTime() + PATIENCE.toNanos()) : deadline;
+            Outcome outcome = poll(run.outcomes, until);
+            if (outcome == null && waiting && until < deadline) {
+                return run.end(("no acknowledgement of %d event(s) within %s: their partitions have no leader, or"
+                                + " the broker is slow; their sends go on (the producer's delivery.timeout.ms), and"
+                                + " their keys wait for them")
+                        .formatted(run.inFlight.size(), PATIENCE));
+            }
             if (outcome == null) {
                 return run.end(("no confirm of %d event(s) within %s (idempotency.outbox.relay.confirm-timeout): the"
                                 + " broker is slow or cannot be reached")
@@ -296,12 +338,31 @@ final class OutboxPublisher {
         /** How many keys waited, their next row held, or their earlier send not returned. */
         private int waiting;
 
+        /** The rows in flight whose send waits for the broker. */
+        private final Set<Row> waitingSends = new HashSet<>();
+
+        /** Whether the run ended: outcomes that come after are late. */
+        private boolean ended;
+
         Run(List<Row> rows) {
             rows.forEach(row -> this.keys
                     .computeIfAbsent(row.orderKey(), key -> new ArrayDeque<>())
                     .add(row));
-            this.ready = new ArrayDeque<>(this.keys.values());
             this.confirmed = new ArrayList<>(rows.size());
+            // A key's first row that a send of an ended run confirmed is marked, not sent again.
+            this.keys.values().forEach(key -> {
+                while (!key.isEmpty()
+                        && OutboxPublisher.this.lateConfirmed.remove(key.peek().id())) {
+                    confirmed(key.poll());
+                }
+            });
+            this.keys.values().removeIf(Deque::isEmpty);
+            this.ready = new ArrayDeque<>(this.keys.values());
+        }
+
+        /** Whether every row in flight is a send that waits for the broker. */
+        boolean onlyWaitingSends() {
+            return this.waitingSends.size() == this.inFlight.size();
         }
 
         /**
@@ -330,29 +391,58 @@ final class OutboxPublisher {
                 this.waiting++;
                 return;
             }
-            Future<?> sent = (waits ? waitingSenders() : sender())
-                    .submit(() -> send(row).whenComplete((outcome, ex) -> {
-                        if (waits) {
-                            // Before the outcome is told: the run may send the key's next row at once.
-                            OutboxPublisher.this.sending.remove(row.orderKey());
-                            OutboxPublisher.this.returned.run();
-                        }
-                        this.outcomes.add(outcome);
-                    }));
+            Future<?> sent;
+            try {
+                sent = (waits ? waitingSenders() : sender())
+                        .submit(() -> send(row).whenComplete((outcome, ex) -> returned(outcome, waits)));
+            } catch (RejectedExecutionException ex) {
+                // Every waiting send's thread is taken (by sends of partitions with no leader), or the relay stops:
+                // the key waits for a later run.
+                if (waits) {
+                    OutboxPublisher.this.sending.remove(row.orderKey());
+                }
+                this.waiting++;
+                return;
+            }
             this.sends.put(sent, waits ? row.orderKey() : null);
             this.inFlight.add(row);
+            if (waits) {
+                this.waitingSends.add(row);
+            }
+        }
+
+        /**
+         * Tells the run what became of a row sent or, once the run ended, keeps a confirmation for the next run that
+         * reads the row. A send that waited for the broker then lets its key go (before the run hears of it, which may
+         * send the key's next row at once; after a late confirmation is kept, so that no run sends the row again), and
+         * wakes the relay up.
+         */
+        private void returned(Outcome outcome, boolean waited) {
+            synchronized (this) {
+                if (this.ended && outcome.verdict() == Verdict.CONFIRMED) {
+                    lateConfirmed(outcome.row().id());
+                }
+                if (waited) {
+                    OutboxPublisher.this.sending.remove(outcome.row().orderKey());
+                }
+                if (!this.ended) {
+                    this.outcomes.add(outcome);
+                }
+            }
+            if (waited) {
+                OutboxPublisher.this.returned.run();
+            }
         }
 
         /** Takes what became of a row in flight: a confirmed row makes its key's next row ready. */
         void take(Outcome outcome) {
             Row row = outcome.row();
             this.inFlight.remove(row);
+            this.waitingSends.remove(row);
             String failure = String.valueOf(outcome.failure());
             switch (outcome.verdict()) {
                 case CONFIRMED -> {
-                    this.confirmed.add(row.id());
-                    this.confirming.add(row.destination());
-                    OutboxPublisher.this.holds.confirmed(row);
+                    confirmed(row);
                     Deque<Row> key = this.keys.get(row.orderKey());
                     key.poll();
                     if (!key.isEmpty()) {
@@ -367,6 +457,12 @@ final class OutboxPublisher {
                 case UNANSWERED -> unanswered(row, failure);
                 case UNEXPLAINED -> this.unexplained.put(row, failure);
             }
+        }
+
+        private void confirmed(Row row) {
+            this.confirmed.add(row.id());
+            this.confirming.add(row.destination());
+            OutboxPublisher.this.holds.confirmed(row);
         }
 
         private void unanswered(Row row, String failure) {
@@ -387,13 +483,21 @@ final class OutboxPublisher {
          * @param givenUp why the rows still in flight were given up, or {@code null} when none is
          */
         Published end(@Nullable String givenUp) {
+            synchronized (this) {
+                this.ended = true;
+            }
+            // What came in since the run last looked is taken: later outcomes are late.
+            for (Outcome outcome = this.outcomes.poll(); outcome != null; outcome = this.outcomes.poll()) {
+                take(outcome);
+            }
             if (givenUp != null) {
                 List.copyOf(this.inFlight).forEach(row -> unanswered(row, givenUp));
             }
-            // A send still waiting for the sender (behind one stuck in the network) is not made once the run ended.
+            // A send still waiting for the sender (behind one stuck in the network) is not made once the run ended. A
+            // send that waits for the broker is under way (each has a thread): it goes on, and its key waits for it.
             this.sends.forEach((send, key) -> {
-                if (send.cancel(false) && key != null) {
-                    OutboxPublisher.this.sending.remove(key);
+                if (key == null) {
+                    send.cancel(false);
                 }
             });
             Holds holds = OutboxPublisher.this.holds;
@@ -412,6 +516,15 @@ final class OutboxPublisher {
             });
             return new Published(this.confirmed, this.refused, this.held, this.waiting);
         }
+    }
+
+    /** Keeps a row confirmed after its run ended, for the next run that reads it. */
+    private void lateConfirmed(UUID id) {
+        if (this.lateConfirmed.size() >= MAX_LATE_CONFIRMED) {
+            // Rows another instance published, most likely: forgotten, at worst sent again.
+            this.lateConfirmed.clear();
+        }
+        this.lateConfirmed.add(id);
     }
 
     /**
@@ -441,15 +554,14 @@ final class OutboxPublisher {
     private synchronized ExecutorService waitingSenders() {
         if (this.waitingSenders == null) {
             AtomicInteger threads = new AtomicInteger();
-            ThreadPoolExecutor pool = new ThreadPoolExecutor(
-                    MAX_IN_FLIGHT, MAX_IN_FLIGHT, 1, TimeUnit.MINUTES, new LinkedBlockingQueue<>(), runnable -> {
+            // A thread per send, none queued (a send waits for a thread no longer than for the broker); threads idle
+            // for a minute go: a relay that stopped, or that publishes rarely, keeps none.
+            this.waitingSenders = new ThreadPoolExecutor(
+                    0, MAX_WAITING_SENDS, 1, TimeUnit.MINUTES, new SynchronousQueue<>(), runnable -> {
                         Thread thread = new Thread(runnable, "idempotency-outbox-sender-" + threads.incrementAndGet());
                         thread.setDaemon(true);
                         return thread;
                     });
-            // Threads idle for a minute go: a relay that stopped, or that publishes rarely, keeps none.
-            pool.allowCoreThreadTimeOut(true);
-            this.waitingSenders = pool;
         }
         return this.waitingSenders;
     }

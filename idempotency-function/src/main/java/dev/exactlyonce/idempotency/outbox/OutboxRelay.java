@@ -264,8 +264,9 @@ public final class OutboxRelay implements SmartLifecycle {
 
     /**
      * The keys a run publishes: those whose head waited longest since it became publishable, up to {@code batch-size}
-     * keys, leaving out the keys held back (their head refused and waiting, or parked) and those whose head's
-     * destination, route or key the relay waits out ({@link Holds}); of a destination whose hold just ended, one key
+     * keys, leaving out the keys held back (their head refused and waiting, or parked), those whose head's
+     * destination, route or key the relay waits out ({@link Holds}), and those whose send of an earlier run has not
+     * returned (a Kafka partition with no leader); of a destination whose hold just ended, one key
      * only, as a probe. Also how long the oldest head of a key not held back has waited, and how many keys wait for a
      * hold.
      */
@@ -279,10 +280,8 @@ public final class OutboxRelay implements SmartLifecycle {
                 continue;
             }
             lag = Math.max(lag, head.waited());
-            if (holds.holds(
-                    head.destination(),
-                    head.eventName(),
-                    OutboxPublisher.Row.orderKey(head.destination(), head.key()))) {
+            String key = OutboxPublisher.Row.orderKey(head.destination(), head.key());
+            if (holds.holds(head.destination(), head.eventName(), key) || this.publisher.sending(key)) {
                 held++;
             } else {
                 ready.add(head);

@@ -3,6 +3,7 @@ package dev.exactlyonce.idempotency.outbox;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import dev.exactlyonce.idempotency.OutgoingEvent;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.TestKafkaCluster;
 import dev.exactlyonce.idempotency.test.TestPostgres;
@@ -24,7 +25,9 @@ import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.internals.BuiltInPartitioner;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.config.TopicConfig;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
 import org.junit.jupiter.api.AfterAll;
@@ -78,6 +81,12 @@ class OutboxRelayThroughBrokerLossesOnKafkaClusterIT {
 
     private static final String TOPIC = "relay-broker-losses." + RUN;
 
+    /**
+     * A topic whose partition n lives on broker n + 1 alone (no dot in its name: its binding's properties are set by
+     * name).
+     */
+    private static final String STUCK_TOPIC = "relay-stuck-partition-" + RUN;
+
     /** How long the two brokers stay away. */
     private static final Duration AWAY = Duration.ofSeconds(25);
 
@@ -90,12 +99,21 @@ class OutboxRelayThroughBrokerLossesOnKafkaClusterIT {
         registry.add(producer + "delivery.timeout.ms", () -> "10000");
         registry.add(producer + "request.timeout.ms", () -> "5000");
         registry.add(producer + "linger.ms", () -> "0");
+        // Kafka's defaults for the topic whose partition loses its only broker: a send to it waits two minutes.
+        String stuck = "spring.cloud.stream.kafka.bindings." + STUCK_TOPIC + ".producer.configuration.";
+        registry.add(stuck + "delivery.timeout.ms", () -> "120000");
+        registry.add(stuck + "request.timeout.ms", () -> "30000");
     }
 
     @BeforeAll
     static void topic() throws Exception {
         try (Admin admin = admin()) {
-            admin.createTopics(List.of(new NewTopic(TOPIC, 3, (short) 3))).all().get(60, TimeUnit.SECONDS);
+            admin.createTopics(List.of(
+                            new NewTopic(TOPIC, 3, (short) 3),
+                            new NewTopic(STUCK_TOPIC, Map.of(0, List.of(1), 1, List.of(2), 2, List.of(3)))
+                                    .configs(Map.of(TopicConfig.MIN_IN_SYNC_REPLICAS_CONFIG, "1"))))
+                    .all()
+                    .get(60, TimeUnit.SECONDS);
         }
     }
 
@@ -114,7 +132,7 @@ class OutboxRelayThroughBrokerLossesOnKafkaClusterIT {
     @AfterAll
     static void deleteTheTopic() throws Exception {
         try (Admin admin = admin()) {
-            admin.deleteTopics(List.of(TOPIC)).all().get(60, TimeUnit.SECONDS);
+            admin.deleteTopics(List.of(TOPIC, STUCK_TOPIC)).all().get(60, TimeUnit.SECONDS);
         }
     }
 
@@ -151,6 +169,73 @@ class OutboxRelayThroughBrokerLossesOnKafkaClusterIT {
     }
 
     /**
+     * A partition whose only broker is killed takes no record for two minutes (the producer's {@code
+     * delivery.timeout.ms}): the relay's sends to it wait. The keys of the other partitions are published all the same,
+     * at once and again for the events emitted next; the keys of the stuck partition count no attempt, park nothing,
+     * hold no sender thread each run, and are published in order once the broker is back.
+     */
+    @Test
+    void aPartitionWhoseOnlyBrokerIsKilledHoldsItsOwnKeysAndNoOther() throws Exception {
+        List<String> keys = new ArrayList<>();
+        Set<String> stuck = new HashSet<>();
+        for (int n = 0; n < 30; n++) {
+            String key = "stuck-" + n;
+            keys.add(key);
+            if (BuiltInPartitioner.partitionForKey(key.getBytes(StandardCharsets.UTF_8), 3) == 0) {
+                stuck.add(key);
+            }
+        }
+        assertThat(stuck).as("keys of partition 0, on broker 1").isNotEmpty().hasSizeLessThan(keys.size());
+        int others = (keys.size() - stuck.size()) * 5;
+        cluster.control("kill", "1");
+
+        emitTo(STUCK_TOPIC, keys, 0, 5);
+        await().atMost(Duration.ofSeconds(15))
+                .untilAsserted(() -> assertThat(publishedOf(STUCK_TOPIC)).isEqualTo(others));
+        emitTo(STUCK_TOPIC, keys, 5, 10);
+        await().atMost(Duration.ofSeconds(15))
+                .untilAsserted(() -> assertThat(publishedOf(STUCK_TOPIC)).isEqualTo(2 * others));
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT count(*) FROM outbox_event WHERE aggregatetype = ? AND (attempts > 0 OR parked_at IS NOT"
+                                + " NULL)",
+                        Integer.class,
+                        STUCK_TOPIC))
+                .as("rows that counted an attempt, or were parked")
+                .isZero();
+        assertThat(Thread.getAllStackTraces().keySet().stream()
+                        .filter(thread -> thread.getName().startsWith("idempotency-outbox-sender-")))
+                .as("the relay's sender threads: one per key of the stuck partition, and the run's own")
+                .hasSizeLessThanOrEqualTo(stuck.size() + OutboxPublisher.MAX_IN_FLIGHT);
+
+        cluster.control("start", "1");
+        await().atMost(Duration.ofMinutes(3))
+                .untilAsserted(() -> assertThat(publishedOf(STUCK_TOPIC)).isEqualTo(keys.size() * 10));
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT count(*) FROM outbox_event WHERE attempts > 0 OR parked_at IS NOT NULL", Integer.class))
+                .isZero();
+        await().atMost(Duration.ofSeconds(60))
+                .untilAsserted(() ->
+                        assertThat(readFirstArrivals(STUCK_TOPIC, "stuck-")).isEqualTo(keys.size() * 10));
+        assertThat(this.firstArrivals.values())
+                .as("each key's events, in the order they first reached the topic")
+                .hasSize(keys.size())
+                .allSatisfy(sequence -> assertThat(sequence).isSorted().hasSize(10));
+    }
+
+    /** Emits the events numbered {@code from} to {@code to} (excluded) of each key, a transaction per number. */
+    private void emitTo(String topic, List<String> keys, int from, int to) {
+        for (int n = from; n < to; n++) {
+            int sequence = n;
+            this.transactions.executeWithoutResult(status -> this.outbox.write(
+                    topic,
+                    keys.stream()
+                            .map(key ->
+                                    new OutgoingEvent("test.thing.noticed.v1", key, Map.of("key", key, "n", sequence)))
+                            .toList()));
+        }
+    }
+
+    /**
      * Emits {@value #EVENTS_PER_KEY} events of each of {@value #KEYS} keys (named after the test) over about ten
      * seconds, makes the fault once a quarter is published, and checks what the relay did with every row.
      */
@@ -184,7 +269,8 @@ class OutboxRelayThroughBrokerLossesOnKafkaClusterIT {
                 .as("rows that counted an attempt, or were parked")
                 .isEmpty();
         await().atMost(Duration.ofSeconds(60))
-                .untilAsserted(() -> assertThat(readFirstArrivals(test + "-")).isEqualTo(KEYS * EVENTS_PER_KEY));
+                .untilAsserted(
+                        () -> assertThat(readFirstArrivals(TOPIC, test + "-")).isEqualTo(KEYS * EVENTS_PER_KEY));
         assertThat(this.firstArrivals).hasSize(KEYS);
         assertThat(this.firstArrivals.values())
                 .as("each key's events, in the order they first reached the topic")
@@ -198,8 +284,14 @@ class OutboxRelayThroughBrokerLossesOnKafkaClusterIT {
     }
 
     private int published() {
+        return publishedOf(TOPIC);
+    }
+
+    private int publishedOf(String topic) {
         Integer count = this.jdbcTemplate.queryForObject(
-                "SELECT count(*) FROM outbox_event WHERE published_at IS NOT NULL", Integer.class);
+                "SELECT count(*) FROM outbox_event WHERE aggregatetype = ? AND published_at IS NOT NULL",
+                Integer.class,
+                topic);
         return count != null ? count : 0;
     }
 
@@ -209,10 +301,10 @@ class OutboxRelayThroughBrokerLossesOnKafkaClusterIT {
     private final Set<String> arrived = new HashSet<>();
 
     /**
-     * Reads the topic from its beginning into {@link #firstArrivals} (afresh each time), for the keys of the prefix
+     * Reads a topic from its beginning into {@link #firstArrivals} (afresh each time), for the keys of the prefix
      * (the test's); returns how many distinct events of theirs it holds.
      */
-    private int readFirstArrivals(String keys) throws Exception {
+    private int readFirstArrivals(String topic, String keys) throws Exception {
         this.firstArrivals.clear();
         this.arrived.clear();
         JsonMapper json = JsonMapper.builder().build();
@@ -223,8 +315,8 @@ class OutboxRelayThroughBrokerLossesOnKafkaClusterIT {
                 "read_committed");
         try (KafkaConsumer<String, byte[]> consumer =
                 new KafkaConsumer<>(properties, new StringDeserializer(), new ByteArrayDeserializer())) {
-            List<TopicPartition> partitions = consumer.partitionsFor(TOPIC).stream()
-                    .map(partition -> new TopicPartition(TOPIC, partition.partition()))
+            List<TopicPartition> partitions = consumer.partitionsFor(topic).stream()
+                    .map(partition -> new TopicPartition(topic, partition.partition()))
                     .toList();
             consumer.assign(partitions);
             consumer.seekToBeginning(partitions);
