@@ -6,10 +6,11 @@ import dev.exactlyonce.idempotency.internal.BatchMessages;
 import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
+import dev.exactlyonce.idempotency.outage.DatabaseOutageClassifier;
+import dev.exactlyonce.idempotency.outage.GuardStatementFailed;
 import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outage.OutageException;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
-import dev.exactlyonce.idempotency.outage.TransactionNotBegun;
 import dev.exactlyonce.idempotency.outbox.Outbox;
 import java.sql.SQLException;
 import java.time.Duration;
@@ -38,10 +39,11 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * <ol>
  *   <li>{@code preSend} holds the message while an {@link Outage} halts consumption (up to {@code max-hold}, then
  *       gives it back with an {@link OutageException}), then begins the transaction and opens the
- *       {@link GuardedInvocation}. A transaction that cannot begin, or whose first statement (the claim) meets an
- *       outage, halts consumption, and is begun again once the database answers, in the same attempt (or, where the
- *       binding is paused or the hold ran out, the message is given back): the attempt that finds the outage uses
- *       none of the message's attempts. An interceptor placed after this one must not count on the transaction its
+ *       {@link GuardedInvocation}. A transaction that cannot begin, or whose first statement (the claim) fails other
+ *       than by a conflict (the database's condition, never the message's: {@link GuardStatementFailed}), halts
+ *       consumption, and is begun again once the database answers, in the same attempt (or, where the binding is
+ *       paused or the hold ran out, the message is given back): the attempt that finds the outage uses none of the
+ *       message's attempts. An interceptor placed after this one must not count on the transaction its
  *       {@code preSend} ran in: it may be rolled back and begun again (its {@code postSend} runs in the one that
  *       commits). It never joins a transaction
  *       already on the thread: one left open by an earlier message (an {@link Error} escaped it) is rolled back
@@ -151,7 +153,7 @@ final class TransactionPerMessage implements ChannelInterceptor {
                 limitNetworkWait();
                 return transaction;
             } catch (RuntimeException ex) {
-                TransactionNotBegun failure = new TransactionNotBegun(this.binding.bindingName(), ex);
+                GuardStatementFailed failure = GuardStatementFailed.begin(this.binding.bindingName(), ex);
                 this.outage.detected(failure);
                 if (this.outage.isStopping()) {
                     // Nothing halts while the service stops: the attempt fails, as any other.
@@ -163,21 +165,29 @@ final class TransactionPerMessage implements ChannelInterceptor {
     }
 
     /**
-     * The first statement of the message's transaction, its claim, failed: when the failure is an outage (a connection
-     * handed out dead, a database turned read-only or out of disk), nothing of the message ran before it, so the
-     * transaction is rolled back and begun again once the database answers ({@link #begin()}), in the same attempt.
+     * The first statement of the message's transaction, its claim, failed. Nothing of the message ran before it, and
+     * the claim is the library's own statement, the same for every message but the id: a failure the database reported
+     * is its condition (a connection handed out dead, a database turned read-only, the claim's insert revoked, a
+     * partition missing, a table full), never the message's, unless it is a conflict with another transaction (which
+     * gives the message back, uncounted). The transaction is rolled back and begun again once the database works
+     * again for the guard ({@link #begin()}), in the same attempt.
      *
      * @return the new transaction
-     * @throws RuntimeException the failure itself when it is not an outage, or consumption did not halt for it
+     * @throws RuntimeException the failure itself when it is a conflict or not the database's, or when consumption did
+     *     not halt for it (the service stops)
      */
     private TransactionStatus beginAfterOutage(TransactionStatus failed, RuntimeException failure) {
+        RuntimeException outage = failure;
         if (!this.outage.isOutage(failure)) {
-            throw failure;
+            if (DatabaseOutageClassifier.isConflict(failure) || Failures.find(failure, SQLException.class) == null) {
+                throw failure;
+            }
+            outage = GuardStatementFailed.claim(this.binding.bindingName(), failure);
         }
-        this.outage.detected(failure);
+        this.outage.detected(outage);
         rollBack(failed, true);
         if (this.outage.isStopping()) {
-            throw failure;
+            throw outage;
         }
         logger.debug(
                 "The claim of a message of {} met an outage: the message is held, and its transaction begun again"

@@ -27,8 +27,9 @@ import org.springframework.transaction.CannotCreateTransactionException;
  *       {@link DataAccessResourceFailureException}. A SQLSTATE in the chain decides alone: Spring translates classes
  *       53, 54, 57 and 58 into {@code DataAccessResourceFailureException}, and some of them are the message's own
  *       (54000, an index row too big), which would otherwise halt consumption on every delivery of it;
- *   <li>a message whose transaction could not begin ({@link TransactionNotBegun}), whatever the SQLSTATE: nothing in a
- *       message makes that fail (a role locked out, a password rotated, a database renamed);
+ *   <li>a statement of the library's own that failed ({@link GuardStatementFailed}: the transaction could not begin, or
+ *       the claim failed other than by a conflict), whatever the SQLSTATE: nothing in a message makes that fail (a role
+ *       locked out, a password rotated, the claim's insert revoked, a partition missing, a table full);
  *   <li>the types listed in {@code idempotency.outage.exceptions}, and what the service's {@link OutageClassifier}
  *       beans recognize.
  * </ul>
@@ -74,7 +75,7 @@ public final class DatabaseOutageClassifier implements OutageClassifier {
     private boolean found(Throwable failure, int depth, List<SQLException> states) {
         int level = depth;
         for (Throwable cause = failure; cause != null && level < 32; cause = next(cause), level++) {
-            if (cause instanceof OutageException || cause instanceof TransactionNotBegun || isDeclared(cause)) {
+            if (cause instanceof OutageException || cause instanceof GuardStatementFailed || isDeclared(cause)) {
                 return true;
             }
             if (cause instanceof SQLException sql && saysWhy(sql)) {
@@ -116,7 +117,7 @@ public final class DatabaseOutageClassifier implements OutageClassifier {
      * serialization failure (40001), a deadlock (40P01), a lock not obtained in time (55P03) or a statement timeout
      * (57014), and MariaDB's codes of the same ({@link MariaDbDialect#isConflict}).
      */
-    static boolean isConflict(Throwable failure) {
+    public static boolean isConflict(Throwable failure) {
         List<SQLException> states = new ArrayList<>();
         collectStates(failure, 0, states);
         return states.stream()

@@ -35,7 +35,7 @@ import org.springframework.test.context.DynamicPropertySource;
 /**
  * The other ways a database stops working, made for real on PostgreSQL while messages arrive: the service's role is
  * locked out, the database turns read-only (as after a failover to a replica), the disk is full (the error PostgreSQL
- * raises, 53100, from a trigger on the table the guard writes). Each is the database's condition, not the message's:
+ * raises, 53100, from a trigger on the table the guard writes), the guard's insert is no longer granted. Each is the database's condition, not the message's:
  * consumption halts once, without flapping, nothing is dead-lettered, and each event is applied once when the
  * database works again. The binding allows two attempts; a connection is waited for 1 s.
  */
@@ -104,6 +104,7 @@ class DatabaseConditionsTests {
                         "ALTER ROLE \"%s\" LOGIN".formatted(ROLE),
                         "ALTER DATABASE \"%s\" RESET default_transaction_read_only".formatted(database.name()));
         this.superuser.execute("DROP TRIGGER IF EXISTS disk_full ON processed_event");
+        this.superuser.execute("GRANT INSERT ON processed_event TO \"%s\"".formatted(ROLE));
         await().atMost(Duration.ofSeconds(30)).until(() -> this.outage.halt() == null);
         this.recorder.reset();
         this.deliveries.resetLastError();
@@ -159,6 +160,18 @@ class DatabaseConditionsTests {
                         CREATE TRIGGER disk_full BEFORE INSERT ON processed_event
                             FOR EACH ROW EXECUTE FUNCTION disk_full()"""),
                 () -> this.superuser.execute("DROP TRIGGER disk_full ON processed_event"));
+    }
+
+    /**
+     * The service's role may no longer insert into {@code processed_event} (a migration or an administrator took the
+     * privilege away): the claim fails with 42501. The claim is the library's own statement, the same for every message
+     * but its id: the database's condition, never the message's.
+     */
+    @Test
+    void anInsertOnProcessedEventRevokedHaltsConsumptionAndNothingIsDeadLettered() throws Exception {
+        assertHeldWhileAndAppliedOnceAfter(
+                () -> this.superuser.execute("REVOKE INSERT ON processed_event FROM \"%s\"".formatted(ROLE)),
+                () -> this.superuser.execute("GRANT INSERT ON processed_event TO \"%s\"".formatted(ROLE)));
     }
 
     /**

@@ -129,6 +129,40 @@ class OutageOnMariaDbTests {
         assertThat(this.deliveries.lastError()).as("nothing dead-lettered").isNull();
     }
 
+    /**
+     * InnoDB that cannot extend {@code processed_event}'s file (the disk full) reports 1114, "The table is full", with
+     * the general SQLSTATE HY000; here from a trigger on the table the guard writes, as MariaDB would raise it. The
+     * claim is the library's own statement, the same for every message but its id: the database's condition, never the
+     * message's. The message is held, not dead-lettered, and applied once when the table takes rows again.
+     */
+    @Test
+    void aTableFullAtTheClaimHaltsConsumptionAndNothingIsDeadLettered() throws Exception {
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+        this.jdbcTemplate.execute("""
+                CREATE TRIGGER table_full BEFORE INSERT ON processed_event FOR EACH ROW
+                    SIGNAL SQLSTATE 'HY000' SET MYSQL_ERRNO = 1114, MESSAGE_TEXT = 'The table ''processed_event'' is full'""");
+        try {
+            CompletableFuture<Void> delivery = this.deliveries.deliverUntilTakenAsync(event, Duration.ofSeconds(60));
+            await().atMost(Duration.ofSeconds(10)).until(() -> this.outage.halt() != null);
+            assertThat(this.outage.halt().cause()).contains("is full");
+            // Longer than both attempts of the message would last.
+            await().during(Duration.ofSeconds(4))
+                    .atMost(Duration.ofSeconds(5))
+                    .until(() -> !delivery.isDone() && this.deliveries.lastError() == null);
+            this.jdbcTemplate.execute("DROP TRIGGER table_full");
+
+            delivery.get(30, TimeUnit.SECONDS);
+        } finally {
+            this.jdbcTemplate.execute("DROP TRIGGER IF EXISTS table_full");
+        }
+        assertThat(effects(event)).isEqualTo(1);
+        assertThat(this.recorder.attempts(event.eventId()))
+                .as("one attempt, held in place at its claim and begun again")
+                .singleElement()
+                .satisfies(attempt -> assertThat(attempt.failure()).isNull());
+        assertThat(this.deliveries.lastError()).as("nothing dead-lettered").isNull();
+    }
+
     /** A user with every privilege on the database and none on the server. */
     private static TestDatabase serviceUser(TestDatabase database) {
         String user = "svc_" + Integer.toHexString(ThreadLocalRandom.current().nextInt(0x10000, 0x100000));
