@@ -94,7 +94,7 @@ public final class Infra {
                   instead of PostgreSQL (PGHOST), without the peer's scenario.
 
               bench-outbox [--events <n>] [--rate <r>] [--seconds <s>] [--rounds <k>] [--scenarios <id>,...]
-                           [--broker rabbitmq|kafka]
+                           [--broker rabbitmq|kafka] [--hold <s>]
                   The outbox relay, with publisher confirms (on Kafka, acks=all; the brokers KAFKA_BROKERS
                   names, or one started in this JVM): events/s while a backlog of <n> events (default
                   20,000, written in transactions of 500) is published, for one key (hot-key), 10 keys
@@ -102,7 +102,10 @@ public final class Infra {
                   (refused), and 1,000 keys published by the relays of two instances (two-relays); and the
                   p50/p99 from a commit to the event's arrival at a consumer, one event per transaction at <r>
                   per second (default 400) for <s> seconds (default 10) (latency). <k> rounds (default 3), every
-                  scenario in turn in each, median and range, and the ratios between them.
+                  scenario in turn in each, median and range, and the ratios between them. Only when named
+                  (--scenarios held-xmin --rounds 1): 2,000 events/s for a minute, then while a REPEATABLE READ
+                  transaction is held open for <s> seconds (--hold, default 600), then until the backlog is back;
+                  events/s before and in the hold's last minute, and how long the backlog took to come back.
 
             RabbitMQ is read from SPRING_RABBITMQ_HOST, SPRING_RABBITMQ_PORT, SPRING_RABBITMQ_USERNAME,
             SPRING_RABBITMQ_PASSWORD and SPRING_RABBITMQ_VIRTUAL_HOST (default localhost:5672, guest).
@@ -222,7 +225,7 @@ public final class Infra {
 
     private static int benchOutbox(String[] args, PrintStream out) throws Exception {
         Map<String, String> options =
-                options(args, "--events", "--rate", "--seconds", "--rounds", "--scenarios", "--broker");
+                options(args, "--events", "--rate", "--seconds", "--rounds", "--scenarios", "--broker", "--hold");
         try (OutboxBroker broker = OutboxBroker.named(options.getOrDefault("--broker", "rabbitmq"), System.getenv())) {
             new OutboxBenchmark(
                             PostgresServer.fromEnvironment(System.getenv()),
@@ -235,7 +238,8 @@ public final class Infra {
                     .run(
                             Integer.parseInt(options.getOrDefault("--events", "20000")),
                             Double.parseDouble(options.getOrDefault("--rate", "400")),
-                            Duration.ofSeconds(Long.parseLong(options.getOrDefault("--seconds", "10"))));
+                            Duration.ofSeconds(Long.parseLong(options.getOrDefault("--seconds", "10"))),
+                            Duration.ofSeconds(Long.parseLong(options.getOrDefault("--hold", "600"))));
         }
         return 0;
     }

@@ -41,6 +41,10 @@ final class Arrivals {
         this.received.incrementAndGet();
     }
 
+    int received() {
+        return this.received.get();
+    }
+
     void await(int count, Duration limit) throws InterruptedException {
         long deadline = System.nanoTime() + limit.toNanos();
         while (this.received.get() < count) {

@@ -4,12 +4,17 @@ import com.zaxxer.hikari.HikariDataSource;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.outbox.Outbox;
 import java.io.PrintStream;
+import java.sql.Connection;
+import java.sql.Statement;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.locks.LockSupport;
 import java.util.stream.IntStream;
 import org.springframework.boot.Banner;
@@ -38,7 +43,13 @@ import org.springframework.transaction.support.TransactionTemplate;
  *   <li>{@code two-relays}: the 1,000 keys' backlog published by the relays of two instances at once;
  *   <li>{@code latency}: one event per transaction at {@code rate} per second for {@code seconds}, each timed from its
  *       commit to its arrival at that consumer (commit, relay woken up, read, published, confirmed, routed,
- *       delivered).
+ *       delivered);
+ *   <li>{@code held-xmin}, run only when named: {@value #HELD_RATE} events/s emitted (transactions of {@value
+ *       #HELD_TRANSACTION}, over {@value #HELD_KEYS} keys) for a minute, then while a {@code REPEATABLE READ}
+ *       transaction is held open for {@code hold} (a report, a replica's {@code hot_standby_feedback}, an idle logical
+ *       slot: vacuum removes nothing written since it began), then until the backlog is back to what it was before:
+ *       the events published per second before the hold and in its last minute, and how long the backlog took to come
+ *       back after the release.
  * </ul>
  *
  * <p>Spring Modulith's JDBC event publication registry with AMQP externalization would be the peer;
@@ -49,7 +60,17 @@ public final class OutboxBenchmark {
 
     /** The scenarios, in the order they run. */
     public static final List<String> SCENARIOS =
-            List.of("hot-key", "10-keys", "1000-keys", "refused", "two-relays", "latency");
+            List.of("hot-key", "10-keys", "1000-keys", "refused", "two-relays", "latency", "held-xmin");
+
+    /** The scenarios run when none is named: all but the long one. */
+    private static final List<String> DEFAULT_SCENARIOS =
+            SCENARIOS.stream().filter(scenario -> !scenario.equals("held-xmin")).toList();
+
+    private static final int HELD_RATE = 2_000;
+
+    private static final int HELD_TRANSACTION = 20;
+
+    private static final int HELD_KEYS = 100;
 
     private static final String EVENT = "bench.outbox.emitted.v1";
 
@@ -87,11 +108,11 @@ public final class OutboxBenchmark {
                     .formatted(unknown.get(0), String.join(", ", SCENARIOS)));
         }
         this.scenarios = scenarios.isEmpty()
-                ? SCENARIOS
+                ? DEFAULT_SCENARIOS
                 : SCENARIOS.stream().filter(scenarios::contains).toList();
     }
 
-    public void run(int events, double rate, Duration latencySpan) throws Exception {
+    public void run(int events, double rate, Duration latencySpan, Duration hold) throws Exception {
         String run = Long.toHexString(ThreadLocalRandom.current().nextLong() & 0xffffffL);
         this.database = "bench_outbox_" + run;
         this.exchange = "bench-outbox-" + run;
@@ -132,6 +153,18 @@ public final class OutboxBenchmark {
                                         .add(latencies.percentile(99));
                                 yield "latency p50 %.2f ms, p99 %.2f ms"
                                         .formatted(latencies.percentile(50), latencies.percentile(99));
+                            }
+                            case "held-xmin" -> {
+                                HeldXmin held = heldXmin(instance, dataSource, jdbc, arrivals, hold);
+                                results.computeIfAbsent("held-xmin before", key -> new ArrayList<>())
+                                        .add(held.before());
+                                results.computeIfAbsent("held-xmin held", key -> new ArrayList<>())
+                                        .add(held.held());
+                                results.computeIfAbsent("held-xmin back after", key -> new ArrayList<>())
+                                        .add(held.backAfter());
+                                yield "held-xmin %,.0f/s before, %,.0f/s in the hold's last minute, backlog back %.1f s"
+                                                .formatted(held.before(), held.held(), held.backAfter())
+                                        + " after the release";
                             }
                             case "two-relays" -> {
                                 try (ConfigurableApplicationContext second = start()) {
@@ -251,6 +284,147 @@ public final class OutboxBenchmark {
         return latencies;
     }
 
+    /**
+     * Events emitted at {@value #HELD_RATE}/s for a minute, then while a {@code REPEATABLE READ} transaction (one that
+     * read a row, so that it holds a snapshot) stays open for {@code hold}, then until the backlog (emitted, not
+     * arrived) is back to the largest it was in the first minute, at most three times the hold: the events arrived
+     * per second in the first minute and in the hold's last minute, and how long after the release the backlog was
+     * back. Says where it is once a minute.
+     */
+    private HeldXmin heldXmin(
+            Instance instance, HikariDataSource dataSource, JdbcTemplate jdbc, Arrivals arrivals, Duration hold)
+            throws Exception {
+        arrivals.reset();
+        if (!"on".equals(jdbc.queryForObject("SHOW autovacuum", String.class))) {
+            this.out.println("  held-xmin: autovacuum is off on this server, so nothing is vacuumed after the release"
+                    + " either: turn it on (ALTER SYSTEM SET autovacuum = on; SELECT pg_reload_conf()) for figures"
+                    + " that mean something");
+        }
+        Duration minute = hold.compareTo(Duration.ofMinutes(1)) < 0 ? hold : Duration.ofMinutes(1);
+        AtomicLong emitted = new AtomicLong();
+        AtomicBoolean emitting = new AtomicBoolean(true);
+        Thread writer = new Thread(() -> emitSteadily(instance, emitted, emitting), "bench-held-xmin-writer");
+        writer.start();
+        try {
+            long backlogBefore = 0;
+            int startArrived = arrivals.received();
+            long start = System.nanoTime();
+            while (System.nanoTime() - start < minute.toNanos()) {
+                TimeUnit.MILLISECONDS.sleep(100);
+                backlogBefore = Math.max(backlogBefore, emitted.get() - arrivals.received());
+            }
+            double before = (arrivals.received() - startArrived) / ((System.nanoTime() - start) / 1e9);
+            double held;
+            try (Connection snapshot = dataSource.getConnection()) {
+                snapshot.setAutoCommit(false);
+                snapshot.setTransactionIsolation(Connection.TRANSACTION_REPEATABLE_READ);
+                try (Statement statement = snapshot.createStatement()) {
+                    statement.execute("SELECT count(*) FROM outbox_event");
+                }
+                long holding = System.nanoTime();
+                long end = holding + hold.toNanos();
+                long lastMinute = end - minute.toNanos();
+                int lastMinuteArrived = -1;
+                Progress progress = new Progress(jdbc, emitted, arrivals, holding);
+                while (System.nanoTime() < end) {
+                    TimeUnit.MILLISECONDS.sleep(100);
+                    if (lastMinuteArrived < 0 && System.nanoTime() >= lastMinute) {
+                        lastMinuteArrived = arrivals.received();
+                    }
+                    progress.everyMinute("held");
+                }
+                held = (arrivals.received() - Math.max(0, lastMinuteArrived)) / (minute.toNanos() / 1e9);
+                snapshot.rollback();
+            }
+            long released = System.nanoTime();
+            Progress progress = new Progress(jdbc, emitted, arrivals, released);
+            while (emitted.get() - arrivals.received() > backlogBefore) {
+                progress.everyMinute("released");
+                if (System.nanoTime() - released > 3 * hold.toNanos()) {
+                    throw new IllegalStateException("The backlog (%,d events) was not back to %,d within %s of the"
+                                    .formatted(emitted.get() - arrivals.received(), backlogBefore, hold.multipliedBy(3))
+                            + " release");
+                }
+                TimeUnit.MILLISECONDS.sleep(100);
+            }
+            double backAfter = (System.nanoTime() - released) / 1e9;
+            return new HeldXmin(before, held, backAfter);
+        } finally {
+            emitting.set(false);
+            writer.join();
+            arrivals.await((int) emitted.get(), Duration.ofMinutes(5));
+        }
+    }
+
+    /** Says once a minute how the {@code held-xmin} scenario goes: the events published, the backlog, the table. */
+    private final class Progress {
+
+        private final JdbcTemplate jdbc;
+
+        private final AtomicLong emitted;
+
+        private final Arrivals arrivals;
+
+        private final long since;
+
+        private long reported;
+
+        private int arrived;
+
+        Progress(JdbcTemplate jdbc, AtomicLong emitted, Arrivals arrivals, long since) {
+            this.jdbc = jdbc;
+            this.emitted = emitted;
+            this.arrivals = arrivals;
+            this.since = since;
+            this.reported = since;
+            this.arrived = arrivals.received();
+        }
+
+        void everyMinute(String phase) {
+            long now = System.nanoTime();
+            if (now - this.reported < Duration.ofMinutes(1).toNanos()) {
+                return;
+            }
+            int arrived = this.arrivals.received();
+            OutboxBenchmark.this.out.printf(
+                    "  held-xmin: %s %d s, %,.0f events/s published in the last minute, backlog %,d, outbox_event %s%n",
+                    phase,
+                    Duration.ofNanos(now - this.since).toSeconds(),
+                    (arrived - this.arrived) / ((now - this.reported) / 1e9),
+                    this.emitted.get() - arrived,
+                    this.jdbc.queryForObject(
+                            "SELECT pg_size_pretty(pg_total_relation_size('outbox_event'))", String.class));
+            this.reported = now;
+            this.arrived = arrived;
+        }
+    }
+
+    /** Emits {@value #HELD_RATE} events a second, until told to stop; counts them once committed. */
+    private static void emitSteadily(Instance instance, AtomicLong emitted, AtomicBoolean emitting) {
+        long interval = 1_000_000_000L * HELD_TRANSACTION / HELD_RATE;
+        long next = System.nanoTime();
+        while (emitting.get()) {
+            LockSupport.parkNanos(next - System.nanoTime());
+            long first = emitted.get();
+            instance.transactions().executeWithoutResult(status -> {
+                for (int n = 0; n < HELD_TRANSACTION; n++) {
+                    instance.outbox().emit(EVENT, "key-" + ((first + n) % HELD_KEYS), Map.of("n", first + n));
+                }
+            });
+            emitted.addAndGet(HELD_TRANSACTION);
+            next += interval;
+        }
+    }
+
+    /**
+     * The {@code held-xmin} scenario's figures.
+     *
+     * @param before events published per second before the hold
+     * @param held events published per second in the hold's last minute
+     * @param backAfter seconds from the release until the backlog was back to what it was before
+     */
+    private record HeldXmin(double before, double held, double backAfter) {}
+
     /** An instance of the emitting service: its outbox and its relay. */
     private record Instance(Outbox outbox, TransactionTemplate transactions) {
 
@@ -285,6 +459,7 @@ public final class OutboxBenchmark {
         this.out.printf("%nmedian [min-max] of %d round(s) (target)%n", this.rounds);
         results.forEach((name, values) -> {
             boolean latency = name.startsWith("latency");
+            boolean seconds = name.endsWith("back after");
             String target = switch (name) {
                 case "hot-key" -> verdict(median(values), 2_000, false);
                 case "latency p99" -> verdict(median(values), 25, true);
@@ -294,13 +469,14 @@ public final class OutboxBenchmark {
                     "  %-28s %,10.2f %s [%,.2f-%,.2f]  %s%n",
                     name,
                     median(values),
-                    latency ? "ms      " : "events/s",
+                    latency ? "ms      " : seconds ? "s       " : "events/s",
                     values.stream().min(Double::compare).orElseThrow(),
                     values.stream().max(Double::compare).orElseThrow(),
                     target);
         });
         ratio(results, "refused", "1000-keys", "the refused key's cost: >= 0.90 x");
         ratio(results, "two-relays", "1000-keys", "two relays against one");
+        ratio(results, "held-xmin held", "held-xmin before", "with a snapshot held: >= 0.90 x");
         this.out.println("peer (Spring Modulith, JDBC registry + AMQP externalization): not measured,"
                 + " spring-modulith-events-amqp is not served here");
     }
