@@ -39,8 +39,8 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * <ol>
  *   <li>{@code preSend} holds the message while an {@link Outage} halts consumption (up to {@code max-hold}, then
  *       gives it back with an {@link OutageException}), then begins the transaction and opens the
- *       {@link GuardedInvocation}. A transaction that cannot begin, or whose first statement (the claim) fails other
- *       than by a conflict (the database's condition, never the message's: {@link GuardStatementFailed}), halts
+ *       {@link GuardedInvocation}. A transaction that cannot begin, or whose first statement (the claim) fails as the
+ *       probe's own claim does (the database's condition, never the message's: {@link GuardStatementFailed}), halts
  *       consumption, and is begun again once the database answers, in the same attempt (or, where the binding is
  *       paused or the hold ran out, the message is given back): the attempt that finds the outage uses none of the
  *       message's attempts. An interceptor placed after this one must not count on the transaction its
@@ -166,20 +166,26 @@ final class TransactionPerMessage implements ChannelInterceptor {
 
     /**
      * The first statement of the message's transaction, its claim, failed. Nothing of the message ran before it, and
-     * the claim is the library's own statement, the same for every message but the id: a failure the database reported
-     * is its condition (a connection handed out dead, a database turned read-only, the claim's insert revoked, a
-     * partition missing, a table full), never the message's, unless it is a conflict with another transaction (which
-     * gives the message back, uncounted). The transaction is rolled back and begun again once the database works
-     * again for the guard ({@link #begin()}), in the same attempt.
+     * the claim is the library's own statement, the same for every message but the id: a failure the database
+     * reported is its condition (a connection handed out dead, a database turned read-only, the claim's insert
+     * revoked, the day's partition missing, a table full) when it is an outage, or when the probe's own claim fails
+     * too; a conflict with another transaction gives the message back, uncounted, and a failure the probe's claim does
+     * not meet is the message's (an id whose day has no partition yet). The transaction is rolled back and begun
+     * again once the database works again for the guard ({@link #begin()}), in the same attempt.
      *
      * @return the new transaction
-     * @throws RuntimeException the failure itself when it is a conflict or not the database's, or when consumption did
-     *     not halt for it (the service stops)
+     * @throws RuntimeException the failure itself when it is a conflict or the message's, or when consumption did not
+     *     halt for it (the service stops)
      */
     private TransactionStatus beginAfterOutage(TransactionStatus failed, RuntimeException failure) {
         RuntimeException outage = failure;
         if (!this.outage.isOutage(failure)) {
             if (DatabaseOutageClassifier.isConflict(failure) || Failures.find(failure, SQLException.class) == null) {
+                throw failure;
+            }
+            // Rolled back first: the probe takes a connection of its own, and the pool may have no other.
+            rollBack(failed, false);
+            if (!this.outage.failsTheGuardsWrite()) {
                 throw failure;
             }
             outage = GuardStatementFailed.claim(this.binding.bindingName(), failure);

@@ -3,13 +3,12 @@ package dev.exactlyonce.idempotency.outage;
 import dev.exactlyonce.idempotency.IdempotencyException;
 
 /**
- * A statement of the library's own failed in a message's transaction: the transaction could not begin, or the claim of
- * the message's event id failed for a reason other than a conflict with another transaction. Nothing in a message can
- * cause either: a transaction fails to begin when the database refuses a connection (a role locked out, a password
- * rotated, a database renamed, too many connections), and the claim is the same statement for every message but the
- * id, checked before it runs, so it fails for the table's condition (its insert revoked, its partition missing, its
- * disk full). It is always an outage ({@link DatabaseOutageClassifier}): the message is held until the database works
- * again for the guard (its probe makes the same write), never dead-lettered for it.
+ * A statement of the library's own failed in a message's transaction for the database's condition, not the message's:
+ * the transaction could not begin (the database refused a connection: a role locked out, a password rotated, a
+ * database renamed, too many connections; nothing in a message causes that), or the claim of the message's event id
+ * failed as the probe's own claim, of an id of its own, does too (its insert revoked, the day's partition missing, its
+ * table full). It is always an outage ({@link DatabaseOutageClassifier}): the message is held until the database works
+ * again for the guard, never dead-lettered for it.
  */
 public final class GuardStatementFailed extends IdempotencyException {
 
@@ -26,7 +25,7 @@ public final class GuardStatementFailed extends IdempotencyException {
                 cause);
     }
 
-    /** The claim of the message's event id failed, and not for a conflict. */
+    /** The claim of the message's event id failed, and so does the probe's. */
     public static GuardStatementFailed claim(String bindingName, RuntimeException cause) {
         return new GuardStatementFailed(
                 "Could not claim the event id of a message of %s in the table of processed events: %s"

@@ -145,6 +145,15 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         return this.classifier.isOutage(failure);
     }
 
+    /**
+     * Whether the database fails the guard's own write now: the probe's claim, of an id of its own, in a transaction
+     * it rolls back. A claim that failed while the probe's goes through failed for its message (an id whose partition
+     * is not made yet, say).
+     */
+    public boolean failsTheGuardsWrite() {
+        return this.probe.check() != null;
+    }
+
     /** A delivery is given back to the broker, to be delivered again. */
     void givenBack() {
         this.metrics.givenBack();

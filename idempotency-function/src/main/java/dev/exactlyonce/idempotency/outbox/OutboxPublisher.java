@@ -56,7 +56,8 @@ import tools.jackson.databind.util.RawValue;
  *       default since Kafka 3.0), on a thread of its own, so that the rows of up to {@value #MAX_IN_FLIGHT} keys are
  *       in flight together. A send to a partition with no leader waits as long as the producer's {@code
  *       delivery.timeout.ms} (two minutes by default): the run does not wait for it past {@link #PATIENCE}, its key
- *       waits until it returns, and a row it then confirms is marked by the next run that reads it, unsent;
+ *       waits until it returns, its destination is not held while other rows of it were confirmed in the last minute,
+ *       and a row it then confirms is marked by the next run that reads it, unsent;
  *   <li>another binder: the send returns once the binder has the message.
  * </ul>
  *
@@ -202,7 +203,7 @@ final class OutboxPublisher {
      * alone until it returns rather than send the same row again beside it. A key leaves it only when its send
      * returns (or the relay stops).
      */
-    private final Set<String> sending = ConcurrentHashMap.newKeySet();
+    private final Map<String, Object> sending = new ConcurrentHashMap<>();
 
     /**
      * The rows a send confirmed after its run had ended: the next run that reads one marks it published without
@@ -216,7 +217,7 @@ final class OutboxPublisher {
     /** Run when a send that waited for the broker returns: the relay, woken up for the key that waited for it. */
     private volatile Runnable returned = () -> {};
 
-    /** Counts the relay's stops: a run that a stop abandoned takes no outcome that comes after it. */
+    /** Counts the relay's stops: a run under way when the relay stops ends at once. */
     private final AtomicInteger closings = new AtomicInteger();
 
     OutboxPublisher(
@@ -248,7 +249,7 @@ final class OutboxPublisher {
 
     /** Whether a send of the key ({@link Row#orderKey()}) has not returned yet: its rows wait for it. */
     boolean sending(String orderKey) {
-        return this.sending.contains(orderKey);
+        return this.sending.containsKey(orderKey);
     }
 
     /**
@@ -284,22 +285,26 @@ final class OutboxPublisher {
             long until = waiting ? Math.min(deadline, System.nanoTime() + PATIENCE.toNanos()) : deadline;
             Outcome outcome = poll(run.outcomes, until);
             if (outcome == null && waiting && until < deadline) {
-                return run.end(("no acknowledgement of %d event(s) within %s: their partitions have no leader, or"
-                                + " the broker is slow; their sends go on (the producer's delivery.timeout.ms), and"
-                                + " their keys wait for them")
-                        .formatted(run.inFlight.size(), PATIENCE));
+                return run.end(
+                        ("no acknowledgement of %d event(s) within %s: their partitions have no leader, or the broker"
+                                        + " is slow; their sends go on (the producer's delivery.timeout.ms), and their"
+                                        + " keys wait for them")
+                                .formatted(run.inFlight.size(), PATIENCE),
+                        true);
             }
             if (outcome == null) {
-                return run.end(("no confirm of %d event(s) within %s (idempotency.outbox.relay.confirm-timeout): the"
-                                + " broker is slow or cannot be reached")
-                        .formatted(run.inFlight.size(), this.confirmTimeout));
+                return run.end(
+                        ("no confirm of %d event(s) within %s (idempotency.outbox.relay.confirm-timeout): the broker is"
+                                        + " slow or cannot be reached")
+                                .formatted(run.inFlight.size(), this.confirmTimeout),
+                        false);
             }
             if (this.closings.get() != closing) {
-                return run.end("the relay stopped while event(s) were in flight");
+                return run.end("the relay stopped while event(s) were in flight", false);
             }
             run.take(outcome);
         }
-        return run.end(null);
+        return run.end(null, false);
     }
 
     /** One publication of rows: the rows of each key in their order, and what became of each. */
@@ -385,7 +390,9 @@ final class OutboxPublisher {
 
         private void start(Row row) {
             boolean waits = waitsForTheBroker(row.destination());
-            if (waits && !OutboxPublisher.this.sending.add(row.orderKey())) {
+            // This send's claim on its key: a send of another run, or of before a stop, lets go of its own only.
+            Object claim = new Object();
+            if (waits && OutboxPublisher.this.sending.putIfAbsent(row.orderKey(), claim) != null) {
                 // A send of an earlier run is still waiting for the broker: the key waits for it, and the relay is
                 // woken up when it returns.
                 this.waiting++;
@@ -394,12 +401,12 @@ final class OutboxPublisher {
             Future<?> sent;
             try {
                 sent = (waits ? waitingSenders() : sender())
-                        .submit(() -> send(row).whenComplete((outcome, ex) -> returned(outcome, waits)));
+                        .submit(() -> send(row).whenComplete((outcome, ex) -> returned(outcome, waits ? claim : null)));
             } catch (RejectedExecutionException ex) {
                 // Every waiting send's thread is taken (by sends of partitions with no leader), or the relay stops:
                 // the key waits for a later run.
                 if (waits) {
-                    OutboxPublisher.this.sending.remove(row.orderKey());
+                    OutboxPublisher.this.sending.remove(row.orderKey(), claim);
                 }
                 this.waiting++;
                 return;
@@ -417,19 +424,19 @@ final class OutboxPublisher {
          * send the key's next row at once; after a late confirmation is kept, so that no run sends the row again), and
          * wakes the relay up.
          */
-        private void returned(Outcome outcome, boolean waited) {
+        private void returned(Outcome outcome, @Nullable Object claim) {
             synchronized (this) {
                 if (this.ended && outcome.verdict() == Verdict.CONFIRMED) {
                     lateConfirmed(outcome.row().id());
                 }
-                if (waited) {
-                    OutboxPublisher.this.sending.remove(outcome.row().orderKey());
+                if (claim != null) {
+                    OutboxPublisher.this.sending.remove(outcome.row().orderKey(), claim);
                 }
                 if (!this.ended) {
                     this.outcomes.add(outcome);
                 }
             }
-            if (waited) {
+            if (claim != null) {
                 OutboxPublisher.this.returned.run();
             }
         }
@@ -481,8 +488,11 @@ final class OutboxPublisher {
          * that answered nothing, and weighs the failures that told nothing.
          *
          * @param givenUp why the rows still in flight were given up, or {@code null} when none is
+         * @param sendsGoOn whether those rows' sends go on ({@link #PATIENCE}): their keys wait for them, and their
+         *     destination is held only when it confirmed nothing in the last minute (a partition with no leader holds
+         *     up its own keys, not the destination's others)
          */
-        Published end(@Nullable String givenUp) {
+        Published end(@Nullable String givenUp, boolean sendsGoOn) {
             synchronized (this) {
                 this.ended = true;
             }
@@ -490,8 +500,16 @@ final class OutboxPublisher {
             for (Outcome outcome = this.outcomes.poll(); outcome != null; outcome = this.outcomes.poll()) {
                 take(outcome);
             }
+            Holds holds = OutboxPublisher.this.holds;
             if (givenUp != null) {
-                List.copyOf(this.inFlight).forEach(row -> unanswered(row, givenUp));
+                for (Row row : List.copyOf(this.inFlight)) {
+                    if (sendsGoOn && holds.confirmedLately(row.destination())) {
+                        this.waiting++;
+                        heldFor(givenUp);
+                    } else {
+                        unanswered(row, givenUp);
+                    }
+                }
             }
             // A send still waiting for the sender (behind one stuck in the network) is not made once the run ended. A
             // send that waits for the broker is under way (each has a thread): it goes on, and its key waits for it.
@@ -500,7 +518,6 @@ final class OutboxPublisher {
                     send.cancel(false);
                 }
             });
-            Holds holds = OutboxPublisher.this.holds;
             this.unanswered.forEach((destination, row) -> {
                 if (!this.confirming.contains(destination)) {
                     holds.hold(Holds.Kind.DESTINATION, row, String.valueOf(this.held));
@@ -521,7 +538,7 @@ final class OutboxPublisher {
     /** Keeps a row confirmed after its run ended, for the next run that reads it. */
     private void lateConfirmed(UUID id) {
         if (this.lateConfirmed.size() >= MAX_LATE_CONFIRMED) {
-            // Rows another instance published, most likely: forgotten, at worst sent again.
+            // Rows another instance published, or a later run sent again and marked: forgotten, at worst sent again.
             this.lateConfirmed.clear();
         }
         this.lateConfirmed.add(id);
@@ -567,12 +584,12 @@ final class OutboxPublisher {
     }
 
     /**
-     * Lets the senders' threads go: the relay stopped. A run still waiting for outcomes takes none that comes after
+     * Lets the senders' threads go: the relay stopped. A run still waiting for outcomes ends with those that came
      * (an interrupted send is no refusal of the row). A later publication starts other threads.
      */
     synchronized void close() {
         this.closings.incrementAndGet();
-        // The sends still queued are dropped with their threads, and never say they returned.
+        // The sends interrupted, or still queued for the single sender, may never say they returned.
         this.sending.clear();
         if (this.sender != null) {
             this.sender.shutdownNow();

@@ -237,6 +237,32 @@ class PartitionedModeTests {
         await().atMost(Duration.ofSeconds(10)).until(() -> this.outage.halt() == null);
     }
 
+    /**
+     * An event whose id dates from the last day ahead, whose partition is not made yet (the maintenance has not run
+     * since midnight): its claim fails with 23514 while the probe's, of today, goes through. That is the message's,
+     * not the database's: it is dead-lettered as before, to be replayed, and consumption does not halt.
+     */
+    @Test
+    void anEventOfADayWithoutItsPartitionYetIsTheMessagesFailureNotAnOutage() {
+        List<String> attached = this.jdbcTemplate.queryForList(PARTITIONS, String.class);
+        String lastDay = attached.get(attached.size() - 1);
+        this.jdbcTemplate.execute("DROP TABLE " + lastDay);
+        LocalDate day = LocalDate.parse(lastDay.substring(lastDay.length() - 8), DateTimeFormatter.BASIC_ISO_DATE);
+        EventEnvelope<ThingHappened> event =
+                event(UuidV7.at(day.atStartOfDay(ZoneOffset.UTC).toInstant().plusSeconds(3600)));
+        try {
+            this.deliveries.deliver(event);
+
+            assertThat(this.deliveries.lastError()).as("dead-lettered").isNotNull();
+            assertThat(this.outage.halt())
+                    .as("no halt: the probe's claim went through")
+                    .isNull();
+            assertThat(rows(event)).isZero();
+        } finally {
+            this.partitions.maintain();
+        }
+    }
+
     @Test
     void droppingPartitionsOlderThanTheRetentionRemovesTheirRows() {
         String table = newTable();
