@@ -28,8 +28,9 @@ import org.springframework.transaction.CannotCreateTransactionException;
  *       53, 54, 57 and 58 into {@code DataAccessResourceFailureException}, and some of them are the message's own
  *       (54000, an index row too big), which would otherwise halt consumption on every delivery of it;
  *   <li>a statement of the library's own that failed ({@link GuardStatementFailed}: the transaction could not begin, or
- *       the claim failed other than by a conflict), whatever the SQLSTATE: nothing in a message makes that fail (a role
- *       locked out, a password rotated, the claim's insert revoked, a partition missing, a table full);
+ *       the claim failed, not by a conflict, while the probe's own claim fails too), whatever the SQLSTATE: nothing in
+ *       a message makes that fail (a role locked out, a password rotated, the claim's insert revoked, the day's
+ *       partition missing, a table full);
  *   <li>the types listed in {@code idempotency.outage.exceptions}, and what the service's {@link OutageClassifier}
  *       beans recognize.
  * </ul>
