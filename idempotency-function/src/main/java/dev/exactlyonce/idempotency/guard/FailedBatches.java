@@ -172,15 +172,21 @@ final class FailedBatches implements ChannelInterceptor {
                 this.input.send(single);
                 return null;
             } catch (RuntimeException ex) {
+                Throwable failure = ex;
                 if (this.outage.isOutage(ex)) {
-                    // Throws: the batch is given back, to come again once the dependency is there.
-                    this.giveBack.preSend(new ErrorMessage(ex), this.input);
+                    // Held and tried again in place; or (throws) the batch is given back, to come again once the
+                    // dependency is there.
+                    Message<?> after = this.giveBack.preSend(new ErrorMessage(ex), this.input);
+                    if (OutageGiveBack.isSettled(after)) {
+                        return null;
+                    }
+                    failure = (Throwable) after.getPayload();
                 }
-                PartlyFailedBatch rejected = Failures.find(ex, PartlyFailedBatch.class);
+                PartlyFailedBatch rejected = Failures.find(failure, PartlyFailedBatch.class);
                 Throwable last = rejected != null
                         ? rejected.failures().values().iterator().next()
-                        : Failures.real(ex);
-                if (attempt >= attempts || !isRetryable(ex)) {
+                        : Failures.real(failure);
+                if (attempt >= attempts || !isRetryable(failure)) {
                     return last;
                 }
             }

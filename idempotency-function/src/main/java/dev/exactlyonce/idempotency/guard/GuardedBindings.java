@@ -241,7 +241,12 @@ public final class GuardedBindings implements SmartInitializingSingleton {
             GuardedBinding binding, Binder<?, ?, ?> binder, InterceptableChannel inputChannel, Outage outage) {
         String bindingName = binding.bindingName();
         InterceptableChannel errorChannel = errorChannel(binder, bindingName);
-        OutageGiveBack giveBack = new OutageGiveBack(outage, bindingName, this.binders.giveBackOf(binder, bindingName));
+        OutageGiveBack giveBack = new OutageGiveBack(
+                outage,
+                bindingName,
+                this.binders.giveBackOf(binder, bindingName),
+                // A delivery is settled in place only where the error channel is the library's.
+                errorChannel instanceof GuardedErrorChannel ? (MessageChannel) inputChannel : null);
         errorChannel.addInterceptor(0, giveBack);
         errorChannel.addInterceptor(
                 1, new ConflictGiveBack(bindingName, this.properties.conflicts().maxGiveBacks(), giveBack));

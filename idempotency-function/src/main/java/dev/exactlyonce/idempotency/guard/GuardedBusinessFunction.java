@@ -28,7 +28,10 @@ import org.springframework.messaging.Message;
  *   <li>an {@link Error} the function throws ({@code AssertionError}, {@code StackOverflowError},
  *       {@code NoClassDefFoundError}, ...) becomes an {@link IdempotencyException} whose cause it is. The message
  *       channel ends a transaction on exceptions only: an {@code Error} would leave it open on the consumer thread,
- *       where the retry would join it and find its own uncommitted claim.
+ *       where the retry would join it and find its own uncommitted claim;
+ *   <li>an exception that is an outage (a business statement the database fails, a dependency the service declares)
+ *       is thrown as an {@link dev.exactlyonce.idempotency.outage.OutageMet}: the binder spends none of the message's
+ *       attempts on it, and the library tries the delivery again in place once the outage ends.
  * </ul>
  */
 final class GuardedBusinessFunction implements MethodInterceptor {
@@ -69,6 +72,8 @@ final class GuardedBusinessFunction implements MethodInterceptor {
             return result;
         } catch (Error error) {
             throw thrown(this.functionName, error);
+        } catch (RuntimeException ex) {
+            throw GuardedInvocation.thrown(ex);
         }
     }
 

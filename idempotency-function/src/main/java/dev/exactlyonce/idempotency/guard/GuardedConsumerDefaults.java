@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency.guard;
 
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.outage.OutageException;
+import dev.exactlyonce.idempotency.outage.OutageMet;
 import java.util.Set;
 import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.cloud.stream.binder.ConsumerProperties;
@@ -15,8 +16,9 @@ import org.springframework.cloud.stream.config.BindingServiceProperties;
  *       itself. Left to Spring Cloud Function, a JSON body would be converted for the guard's {@code byte[]} input by
  *       the JSON converter, which turns a JSON array into bytes and a JSON string into base64-decoded bytes;
  *   <li>{@code retryable-exceptions}: a {@link RejectedMessageException} is never retried, nor is an
- *       {@link OutageException} (a message given back while a dependency is unavailable), nor a batch whose other
- *       messages were processed ({@link PartlyFailedBatch}).
+ *       {@link OutageException} (a message given back while a dependency is unavailable), nor an {@link OutageMet}
+ *       (an attempt that met an outage, tried again in place by the library without using an attempt), nor a batch
+ *       whose other messages were processed ({@link PartlyFailedBatch}).
  * </ul>
  */
 final class GuardedConsumerDefaults implements BeanPostProcessor {
@@ -35,6 +37,7 @@ final class GuardedConsumerDefaults implements BeanPostProcessor {
                 consumer.setUseNativeDecoding(true);
                 consumer.getRetryableExceptions().put(RejectedMessageException.class, false);
                 consumer.getRetryableExceptions().put(OutageException.class, false);
+                consumer.getRetryableExceptions().put(OutageMet.class, false);
                 consumer.getRetryableExceptions().put(PartlyFailedBatch.class, false);
             }
         }

@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency.guard;
 
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.internal.Failures;
+import dev.exactlyonce.idempotency.outage.OutageGiveBack;
 import java.util.HashMap;
 import java.util.Map;
 import org.jspecify.annotations.Nullable;
@@ -21,7 +22,8 @@ import org.springframework.util.Assert;
  * error message at ERROR with its stack trace. A {@link RejectedMessageException} is expected input, already logged
  * in one WARN line with its reason: the bridge does not forward it, so a poison message is not an error storm. Nor
  * does it forward a batch whose failed messages were dead-lettered one by one ({@link PartlyFailedBatch}): each of
- * those is forwarded on its own. Every other failure is forwarded, and logged once.
+ * those is forwarded on its own. Every other failure is forwarded, and logged once. A delivery the library settled in
+ * place (tried again after an outage, and committed) goes to no subscriber at all.
  */
 final class GuardedErrorChannel extends PublishSubscribeChannel {
 
@@ -66,6 +68,15 @@ final class GuardedErrorChannel extends PublishSubscribeChannel {
             this.last = null;
         }
         return super.unsubscribe(handler);
+    }
+
+    /**
+     * An error message whose delivery the library settled in place ({@link OutageGiveBack#isSettled}) reaches no
+     * handler: the binder's recovery then ends normally, and the delivery is acknowledged.
+     */
+    @Override
+    protected boolean doSend(Message<?> message, long timeout) {
+        return OutageGiveBack.isSettled(message) || super.doSend(message, timeout);
     }
 
     private static boolean isRejection(Message<?> message) {

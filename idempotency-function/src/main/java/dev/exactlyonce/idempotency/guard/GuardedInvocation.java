@@ -40,7 +40,7 @@ final class GuardedInvocation {
     /** The message's transaction: begun again when its first statement meets an outage. */
     private TransactionStatus transaction;
 
-    private final BeginAgain beginAgain;
+    private final Recovery recovery;
 
     private final @Nullable Outbox outbox;
 
@@ -62,20 +62,26 @@ final class GuardedInvocation {
             TransactionStatus transaction,
             @Nullable Outbox outbox,
             @Nullable EventRoutes routes,
-            BeginAgain beginAgain) {
+            Recovery recovery) {
         this.binding = binding;
         this.transactionManager = transactionManager;
         this.transaction = transaction;
         this.outbox = outbox;
         this.routes = routes;
-        this.beginAgain = beginAgain;
+        this.recovery = recovery;
     }
 
-    /** Begins a message's transaction again after its first statement failed, or throws that failure. */
-    @FunctionalInterface
-    interface BeginAgain {
+    /** How the failures of an invocation are met, by the {@link TransactionPerMessage} that opened it. */
+    interface Recovery {
 
-        TransactionStatus after(TransactionStatus failed, RuntimeException failure);
+        /** Begins the message's transaction again after its first statement failed, or throws that failure. */
+        TransactionStatus beginAgain(TransactionStatus failed, RuntimeException failure);
+
+        /**
+         * What a failure of the business functions, or of what they emit, is thrown as: an outage as an
+         * {@link dev.exactlyonce.idempotency.outage.OutageMet}, which the binder does not retry as an attempt.
+         */
+        RuntimeException thrown(RuntimeException failure);
     }
 
     static GuardedInvocation open(
@@ -84,9 +90,9 @@ final class GuardedInvocation {
             TransactionStatus transaction,
             @Nullable Outbox outbox,
             @Nullable EventRoutes routes,
-            BeginAgain beginAgain) {
+            Recovery recovery) {
         GuardedInvocation invocation =
-                new GuardedInvocation(binding, transactionManager, transaction, outbox, routes, beginAgain);
+                new GuardedInvocation(binding, transactionManager, transaction, outbox, routes, recovery);
         CURRENT.set(invocation);
         return invocation;
     }
@@ -101,7 +107,7 @@ final class GuardedInvocation {
             try {
                 return statement.get();
             } catch (RuntimeException ex) {
-                this.transaction = this.beginAgain.after(this.transaction, ex);
+                this.transaction = this.recovery.beginAgain(this.transaction, ex);
             }
         }
     }
@@ -110,6 +116,12 @@ final class GuardedInvocation {
     @Nullable
     EventRoutes routes() {
         return this.routes;
+    }
+
+    /** What a failure of the business functions on this thread is thrown as ({@link Recovery#thrown}). */
+    static RuntimeException thrown(RuntimeException failure) {
+        GuardedInvocation current = CURRENT.get();
+        return current != null ? current.recovery.thrown(failure) : failure;
     }
 
     static @Nullable GuardedInvocation current() {

@@ -11,6 +11,7 @@ import dev.exactlyonce.idempotency.outage.GuardStatementFailed;
 import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outage.OutageException;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
+import dev.exactlyonce.idempotency.outage.OutageMet;
 import dev.exactlyonce.idempotency.outbox.Outbox;
 import java.sql.SQLException;
 import java.time.Duration;
@@ -68,7 +69,7 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  * Meters count what committed: processed events and discarded copies of a transaction that rolls back are not
  * counted.
  */
-final class TransactionPerMessage implements ChannelInterceptor {
+final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocation.Recovery {
 
     private static final Logger logger = LoggerFactory.getLogger(TransactionPerMessage.class);
 
@@ -88,9 +89,6 @@ final class TransactionPerMessage implements ChannelInterceptor {
     private final IdempotencyMetrics metrics;
 
     private final @Nullable Outbox outbox;
-
-    /** {@link #beginAfterOutage}, made once rather than per message. */
-    private final GuardedInvocation.BeginAgain beginAgain = this::beginAfterOutage;
 
     TransactionPerMessage(
             GuardedBinding binding,
@@ -123,8 +121,7 @@ final class TransactionPerMessage implements ChannelInterceptor {
                     .formatted(this.binding.bindingName()));
         }
         this.outage.delivering(message);
-        GuardedInvocation.open(
-                this.binding, this.transactionManager, begin(), this.outbox, this.routes, this.beginAgain);
+        GuardedInvocation.open(this.binding, this.transactionManager, begin(), this.outbox, this.routes, this);
         logger.debug("Began the transaction of a message of {}", this.binding.bindingName());
         return message;
     }
@@ -177,7 +174,8 @@ final class TransactionPerMessage implements ChannelInterceptor {
      * @throws RuntimeException the failure itself when it is a conflict or the message's, or when consumption did not
      *     halt for it (the service stops)
      */
-    private TransactionStatus beginAfterOutage(TransactionStatus failed, RuntimeException failure) {
+    @Override
+    public TransactionStatus beginAgain(TransactionStatus failed, RuntimeException failure) {
         RuntimeException outage = failure;
         if (!this.outage.isOutage(failure)) {
             if (DatabaseOutageClassifier.isConflict(failure) || Failures.find(failure, SQLException.class) == null) {
@@ -223,10 +221,25 @@ final class TransactionPerMessage implements ChannelInterceptor {
         }
     }
 
+    /**
+     * An outage met after the claim, by a business statement, a dependency the service declares or the commit: the
+     * message did nothing wrong, and its attempt is not counted ({@link OutageMet}).
+     */
+    @Override
+    public RuntimeException thrown(RuntimeException failure) {
+        return this.outage.isOutage(failure) && Failures.find(failure, OutageMet.class) == null
+                ? new OutageMet(failure)
+                : failure;
+    }
+
     @Override
     public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
         GuardedInvocation invocation = current();
-        this.transactionManager.commit(invocation.transaction());
+        try {
+            this.transactionManager.commit(invocation.transaction());
+        } catch (RuntimeException ex) {
+            throw thrown(ex);
+        }
         this.outage.worked();
         if (invocation.claimed() > 0) {
             this.metrics.processed(this.binding, invocation.claimed());

@@ -76,7 +76,10 @@ public final class DatabaseOutageClassifier implements OutageClassifier {
     private boolean found(Throwable failure, int depth, List<SQLException> states) {
         int level = depth;
         for (Throwable cause = failure; cause != null && level < 32; cause = next(cause), level++) {
-            if (cause instanceof OutageException || cause instanceof GuardStatementFailed || isDeclared(cause)) {
+            if (cause instanceof OutageException
+                    || cause instanceof OutageMet
+                    || cause instanceof GuardStatementFailed
+                    || isDeclared(cause)) {
                 return true;
             }
             if (cause instanceof SQLException sql && saysWhy(sql)) {

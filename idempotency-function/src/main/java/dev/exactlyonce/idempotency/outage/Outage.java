@@ -495,6 +495,9 @@ public final class Outage implements SmartLifecycle, DisposableBean {
 
     private static String describe(Throwable failure) {
         Throwable real = Failures.real(failure);
+        if (real instanceof OutageMet met && met.getCause() != null) {
+            real = met.getCause();
+        }
         Throwable root = Failures.root(real);
         return root == real ? String.valueOf(real) : real + ", caused by " + root;
     }

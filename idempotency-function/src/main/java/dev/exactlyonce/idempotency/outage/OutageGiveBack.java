@@ -1,22 +1,37 @@
 package dev.exactlyonce.idempotency.outage;
 
 import dev.exactlyonce.idempotency.internal.Failures;
+import java.util.HashMap;
+import java.util.Map;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.MessagingException;
 import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.ErrorMessage;
 
 /**
  * First on a guarded binding's error channel, where the binder sends a message it gives up on: a message whose
- * failure is an outage is neither dead-lettered nor logged as an error. Unless its attempt was held already, it is held
- * while consumption is halted (up to {@code max-hold}); then it is given back to the binder with an exception that
- * makes the broker deliver it again:
- * RabbitMQ's {@code ImmediateRequeueAmqpException} (the container requeues it with {@code basic.nack}, which RabbitMQ
- * 4.3 and later do not count against a quorum queue's delivery limit); on Kafka, any exception makes the container
- * seek back to the record. Which is picked by the binder the binding uses, not by what is on the class path.
+ * failure is an outage is neither dead-lettered nor logged as an error. It is held on the consumer thread that has it,
+ * still unacknowledged, while consumption is halted; each time the probe finds the database answering, it is tried
+ * again in place, in a new transaction, through the binding's input channel, without using one of its attempts (an
+ * outage met after the claim is an {@link OutageMet}, which the binder does not retry). Once it commits, the delivery
+ * is settled: acknowledged, nothing dead-lettered. Only when the delivery was held {@code max-hold} in all (none where
+ * the binder pauses the binding) is it given back to the binder with an exception that makes the broker deliver it
+ * again: RabbitMQ's {@code ImmediateRequeueAmqpException} (the container requeues it with {@code basic.nack}, which
+ * RabbitMQ 4.0 to 4.2 count against a quorum queue's delivery limit, as they count every return), on Kafka any
+ * exception (the container seeks back to the record). Which is picked by the binder the binding uses, not by what is
+ * on the class path. So a delivery goes back to the broker at most once per {@code max-hold}, whether the probe sees
+ * the outage or not (a payment provider down, a business table's disk full).
  */
 public final class OutageGiveBack implements ChannelInterceptor {
+
+    /** Marks an error message whose delivery was settled in place: the error channel dispatches it to no handler. */
+    private static final String SETTLED = "idempotency_settledInPlace";
+
+    private static final Logger logger = LoggerFactory.getLogger(OutageGiveBack.class);
 
     private final Outage outage;
 
@@ -25,16 +40,29 @@ public final class OutageGiveBack implements ChannelInterceptor {
     /** The binding's binder's own give-back, if it has one. */
     private final @Nullable BinderGiveBack ownGiveBack;
 
+    /** The binding's input channel, where a held delivery is tried again; {@code null} where it cannot be settled. */
+    private final @Nullable MessageChannel input;
+
     /**
      * @param ownGiveBack the binding's binder's own give-back; {@code null} for a binder that takes an
      *     {@link OutageException}
+     * @param input the binding's input channel, where a held delivery is tried again in place; {@code null} when the
+     *     binding's error channel cannot settle a delivery ({@link #isSettled}), and the delivery is given back instead
      */
-    public OutageGiveBack(Outage outage, String bindingName, @Nullable BinderGiveBack ownGiveBack) {
+    public OutageGiveBack(
+            Outage outage, String bindingName, @Nullable BinderGiveBack ownGiveBack, @Nullable MessageChannel input) {
         this.outage = outage;
         this.bindingName = bindingName;
         this.ownGiveBack = ownGiveBack;
+        this.input = input;
     }
 
+    /**
+     * @return the error message as it is when its failure is not an outage; an error message {@link #isSettled settled}
+     *     when the delivery committed in place; an error message of the delivery's own failure when, tried in place,
+     *     it failed for a reason of its own (the chain goes on with it: a conflict, a dead letter)
+     * @throws RuntimeException the binder's give-back, once the delivery was held {@code max-hold}
+     */
     @Override
     public Message<?> preSend(Message<?> message, MessageChannel channel) {
         if (!(message instanceof ErrorMessage error) || !this.outage.isOutage(error.getPayload())) {
@@ -42,17 +70,48 @@ public final class OutageGiveBack implements ChannelInterceptor {
         }
         Throwable failure = error.getPayload();
         this.outage.detected(failure);
-        if (Failures.find(failure, OutageException.class) == null) {
-            // Not given up by a hold: the attempt found the outage on its own (its last one). Held what is left of
-            // the delivery's max-hold; it ends as soon as the database answers, and the delivery that follows may be
-            // the one that tries it.
-            this.outage.awaitAnswer(this.outage.holdLeft(this.bindingName));
+        Message<?> failed = failedMessage(error);
+        while (Failures.find(failure, OutageException.class) == null
+                && failed != null
+                && this.input != null
+                && !this.outage.isStopping()
+                // Held what is left of the delivery's max-hold; it ends as soon as the probe finds the database
+                // answering (or the halt ended).
+                && this.outage.awaitAnswer(this.outage.holdLeft(this.bindingName))) {
+            try {
+                this.input.send(failed);
+                logger.debug("A held message of {} committed in place", this.bindingName);
+                return settled(error);
+            } catch (RuntimeException ex) {
+                if (!this.outage.isOutage(ex)) {
+                    return new ErrorMessage(ex, error.getHeaders(), error.getOriginalMessage());
+                }
+                failure = ex;
+            }
         }
         String reason =
                 "A dependency is unavailable: the message is given back to be delivered again, not" + " dead-lettered";
         this.outage.givenBack();
         this.outage.delivered();
         throw givenBack(reason, failure);
+    }
+
+    /** Whether the error message's delivery was settled in place: acknowledged, to no handler of the error channel. */
+    public static boolean isSettled(@Nullable Message<?> message) {
+        return message != null && Boolean.TRUE.equals(message.getHeaders().get(SETTLED));
+    }
+
+    private static ErrorMessage settled(ErrorMessage error) {
+        Map<String, Object> headers = new HashMap<>(error.getHeaders());
+        headers.put(SETTLED, true);
+        return new ErrorMessage(error.getPayload(), headers, error.getOriginalMessage());
+    }
+
+    private static @Nullable Message<?> failedMessage(ErrorMessage error) {
+        if (error.getPayload() instanceof MessagingException messaging && messaging.getFailedMessage() != null) {
+            return messaging.getFailedMessage();
+        }
+        return error.getOriginalMessage();
     }
 
     /**

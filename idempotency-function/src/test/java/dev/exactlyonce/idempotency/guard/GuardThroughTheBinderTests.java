@@ -290,8 +290,16 @@ class GuardThroughTheBinderTests {
                 transaction,
                 null,
                 null,
-                (failed, failure) -> {
-                    throw failure;
+                new GuardedInvocation.Recovery() {
+                    @Override
+                    public TransactionStatus beginAgain(TransactionStatus failed, RuntimeException failure) {
+                        throw failure;
+                    }
+
+                    @Override
+                    public RuntimeException thrown(RuntimeException failure) {
+                        return failure;
+                    }
                 });
         this.jdbcTemplate.update(
                 "INSERT INTO thing_effect (thing_id, amount) VALUES (?, ?)",
