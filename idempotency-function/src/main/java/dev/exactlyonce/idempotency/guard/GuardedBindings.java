@@ -7,6 +7,7 @@ import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
 import dev.exactlyonce.idempotency.internal.PayloadTypes;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import dev.exactlyonce.idempotency.outage.BinderGiveBack;
 import dev.exactlyonce.idempotency.outage.ConflictGiveBack;
 import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
@@ -191,7 +192,8 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                         this.metrics,
                         this.outbox.getIfAvailable(),
                         routes(binder, bindingName)));
-        outage.guard(bindingName);
+        BinderGiveBack giveBack = this.binders.giveBackOf(binder, bindingName);
+        outage.guard(bindingName, giveBack != null && giveBack.countsReturns());
         interceptErrors(binding, binder, inputChannel, outage);
         this.binderConsumers.apply(binder, bindingName, binding.payloadTypes().eventNames());
         this.bindings.add(binding);

@@ -137,7 +137,7 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
     private TransactionStatus begin() {
         while (true) {
             // Asked only during a halt: nothing of the hold is worked out for a message while consumption runs.
-            if (this.outage.halt() != null && !this.outage.awaitEnd(this.outage.holdLeft(this.binding.bindingName()))) {
+            if (this.outage.halt() != null && !this.outage.awaitEnd(this.binding.bindingName())) {
                 throw new OutageException(
                         ("A message of %s was held while a dependency is unavailable (max-hold %s from its first"
                                         + " attempt, none where the binding is paused): given back to the broker, to"

@@ -20,4 +20,13 @@ public interface BinderGiveBack {
 
     /** The exception that gives the delivery back to this binder. */
     RuntimeException givenBack(String reason, Throwable failure);
+
+    /**
+     * Whether the broker counts each return of a delivery (RabbitMQ 4.0 to 4.2 against a quorum queue's delivery limit,
+     * 3.x where a delivery limit is set): a binding of this binder then stops taking deliveries once it gave one back
+     * during an outage, until the probe finds the database answering.
+     */
+    default boolean countsReturns() {
+        return false;
+    }
 }

@@ -27,15 +27,16 @@ import org.springframework.messaging.Message;
  *   <li>the first failure classified as an outage ({@link OutageClassifier}) halts consumption: one WARN line with
  *       the cause and the bindings, the halt meter, and a probe thread;
  *   <li>while it lasts, every consumer thread of a guarded binding holds the message it is about to process, before
- *       its transaction begins ({@link #awaitEnd(Duration)}), so nothing touches the database and no attempt is used
+ *       its transaction begins ({@link #awaitEnd(String)}), so nothing touches the database and no attempt is used
  *       up; so is a message whose transaction could not begin, or whose claim met the outage (its transaction is begun
  *       again afterwards, in the same attempt); a message whose attempt failed with the outage later on is held the
- *       same way in its error path instead of being dead-lettered, then given back to the broker to be delivered
- *       again. A delivery is held {@code max-hold} in
- *       all, counted from its first attempt ({@link #holdLeft()}), however many of its attempts wait. Where the binder
- *       can pause a binding (Kafka, single-message bindings), the probe pauses the binding instead
- *       ({@link PausedBindings}) and its messages are given back at once: the consumer goes on polling, and nothing is
- *       held;
+ *       same way in its error path ({@link OutageGiveBack}) and tried again in place, instead of being dead-lettered.
+ *       A delivery is held {@code max-hold} in all, counted from its first attempt ({@link #holdLeft()}), however many
+ *       of its attempts wait, then given back to the broker to be delivered again. Where the broker counts each return
+ *       of a delivery (RabbitMQ's quorum queues), the binding then stops taking deliveries until the probe finds the
+ *       database answering ({@link PausedBindings}). Where the binder can pause a binding (Kafka, single-message
+ *       bindings), the probe pauses the binding instead and its messages are given back at once: the consumer goes on
+ *       polling, and nothing is held;
  *   <li>the probe checks the condition that failed, a write ({@link DatabaseProbe}), after
  *       {@code probe-initial-interval}, then at intervals that double up to {@code probe-max-interval};
  *   <li>once a write goes through, the paused bindings resume and one message goes first: one consumer thread takes
@@ -128,8 +129,16 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         this.lastInterval = settings.probeInitialInterval();
     }
 
-    public void guard(String bindingName) {
+    /**
+     * @param countsReturns whether the binding's broker counts each return of a delivery (RabbitMQ's quorum queues,
+     *     against their delivery limit): the binding then stops taking deliveries once it gave one back, until the
+     *     probe finds the database answering
+     */
+    public void guard(String bindingName, boolean countsReturns) {
         this.bindingNames.add(bindingName);
+        if (countsReturns) {
+            this.pausing.countsReturns(bindingName);
+        }
     }
 
     String probeThreadName() {
@@ -328,30 +337,38 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     }
 
     /**
-     * Waits while consumption is halted, at most {@code max}, before a message is processed. Once the probe finds the
-     * database answering, the first thread to ask goes on, with the trial's message; the others wait for its outcome.
+     * Waits while consumption is halted, at most what is left of the delivery's hold ({@link #holdLeft(String)}),
+     * before a message of the binding is processed. Once the probe finds the database answering, the first thread to
+     * ask goes on, with the trial's message; the others wait for its outcome.
      *
-     * @return whether consumption may go on: {@code false} when still halted after {@code max}, or after
-     *     {@link #HOLD_WHILE_STOPPING} once the application stops, or when its context closes
+     * @return whether consumption may go on: {@code false} when still halted once the hold ran out, or after
+     *     {@link #HOLD_WHILE_STOPPING} once the application stops or the binding stops taking deliveries, or when its
+     *     context closes
      */
-    public boolean awaitEnd(Duration max) {
-        return await(max, true);
+    public boolean awaitEnd(String bindingName) {
+        return await(bindingName, true);
     }
 
     /**
-     * Waits, at most {@code max}, while consumption is halted and the probe has not found the database answering: a
-     * message that met the outage is held so, then given back, and its next delivery may be the one that tries it.
+     * Waits, at most what is left of the delivery's hold, while consumption is halted and the probe has not found the
+     * database answering: a message that met the outage is held so, then tried again, or given back.
      */
-    boolean awaitAnswer(Duration max) {
-        return await(max, false);
+    boolean awaitAnswer(String bindingName) {
+        return await(bindingName, false);
     }
 
-    private boolean await(Duration max, boolean takesTheTrial) {
+    /**
+     * Where the binding's broker counts each return of a delivery, a hold that runs out first asks that the binding
+     * stop taking deliveries, and holds {@link #HOLD_WHILE_STOPPING} more, as every other hold of the binding then
+     * does: the probe cancels the binding's consumers meanwhile, so the messages given back then are not handed straight
+     * back to them, again and again.
+     */
+    private boolean await(String bindingName, boolean takesTheTrial) {
         if (this.halt == null) {
             return true;
         }
         long entered = System.nanoTime();
-        long deadline = entered + max.toNanos();
+        long deadline = entered + holdLeft(bindingName).toNanos();
         synchronized (this.lock) {
             while (this.halt != null) {
                 if (this.closed) {
@@ -361,10 +378,23 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                     this.trialTaken = takesTheTrial;
                     return true;
                 }
-                long until = this.stopped
-                        ? Math.min(deadline, Math.max(this.stoppedAt, entered) + HOLD_WHILE_STOPPING.toNanos())
-                        : deadline;
+                long until = deadline;
+                if (this.stopped) {
+                    until = Math.min(until, Math.max(this.stoppedAt, entered) + HOLD_WHILE_STOPPING.toNanos());
+                }
+                Long stopRequested = this.pausing.stopRequestedAt(bindingName);
+                if (stopRequested != null) {
+                    until = Math.max(stopRequested, entered) + HOLD_WHILE_STOPPING.toNanos();
+                }
                 long left = until - System.nanoTime();
+                if (left <= 0
+                        && stopRequested == null
+                        && !this.stopped
+                        && this.pausing.stopTakingDeliveries(bindingName)) {
+                    // The probe stops the binding; this hold ends a moment later.
+                    this.lock.notifyAll();
+                    continue;
+                }
                 if (left <= 0) {
                     return false;
                 }
@@ -398,7 +428,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         // halt ended; never while holding the lock (a binding's pause and stop share the binding's monitor).
         pauseWhileHalted();
         // Only the latest probe goes on: one that stop() interrupted, or that another replaced, ends.
-        while (!this.stopped && Thread.currentThread() == this.probeThread && sleep(interval)) {
+        while (!this.stopped && Thread.currentThread() == this.probeThread && waitForNextCheck(interval)) {
             try {
                 String failure = this.probe.check();
                 if (failure == null) {
@@ -504,15 +534,29 @@ public final class Outage implements SmartLifecycle, DisposableBean {
 
     /**
      * The probe's back-off: it runs on a thread of its own, started when consumption halts, that has nothing else to
-     * do until the next check; {@code false} when interrupted (the service stops).
+     * do until the next check but stop the bindings asked to stop taking deliveries meanwhile; {@code false} when
+     * interrupted (the service stops), or replaced.
      */
-    private static boolean sleep(Duration duration) {
-        try {
-            Thread.sleep(duration.toMillis());
-            return true;
-        } catch (InterruptedException ex) {
-            Thread.currentThread().interrupt();
-            return false;
+    private boolean waitForNextCheck(Duration interval) {
+        long until = System.nanoTime() + interval.toNanos();
+        while (true) {
+            pauseWhileHalted();
+            synchronized (this.lock) {
+                if (this.stopped || Thread.currentThread() != this.probeThread) {
+                    return false;
+                }
+                long left = until - System.nanoTime();
+                if (left <= 0) {
+                    return true;
+                }
+                try {
+                    // Woken when a hold asks that its binding stop taking deliveries (and by every other change).
+                    this.lock.wait(Math.max(1, left / 1_000_000));
+                } catch (InterruptedException ex) {
+                    Thread.currentThread().interrupt();
+                    return false;
+                }
+            }
         }
     }
 }

@@ -77,7 +77,7 @@ public final class OutageGiveBack implements ChannelInterceptor {
                 && !this.outage.isStopping()
                 // Held what is left of the delivery's max-hold; it ends as soon as the probe finds the database
                 // answering (or the halt ended).
-                && this.outage.awaitAnswer(this.outage.holdLeft(this.bindingName))) {
+                && this.outage.awaitAnswer(this.bindingName)) {
             try {
                 this.input.send(failed);
                 logger.debug("A held message of {} committed in place", this.bindingName);

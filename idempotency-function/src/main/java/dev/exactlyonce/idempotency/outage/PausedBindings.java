@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.ObjectProvider;
@@ -20,9 +21,14 @@ import org.springframework.cloud.stream.config.BindingServiceProperties;
  * has one (its inbound endpoint is {@code Pausable}): the Kafka binder pauses the container's partitions, and its
  * consumer goes on polling (and so stays in its group) without being handed records, where a thread held in the
  * listener would have to give its record back before {@code max.poll.interval.ms} ran out, again and again while the
- * outage lasts. The RabbitMQ binder has none: its consumer threads hold their messages. Nor do batch bindings pause
- * (Spring Kafka's batch retry reports a pause as an error each time): they hold, as on RabbitMQ. Only the bindings this
- * class paused are resumed.
+ * outage lasts. Nor do batch bindings pause (Spring Kafka's batch retry reports a pause as an error each time): they
+ * hold.
+ *
+ * <p>The RabbitMQ binder has no pause: its consumer threads hold their messages. But RabbitMQ 4.0 to 4.2 count every
+ * return of a delivery against a quorum queue's delivery limit, so a binding whose broker counts returns stops
+ * taking deliveries ({@link Binding#stop()}: its consumers are cancelled) once it gave one back during the outage,
+ * until the probe finds the database answering: a delivery goes back to the broker once per outage, not once per
+ * {@code max-hold}. Only the bindings this class paused or stopped are resumed or started again.
  */
 public final class PausedBindings {
 
@@ -36,8 +42,18 @@ public final class PausedBindings {
     private final Set<Binding<?>> paused =
             Collections.synchronizedSet(Collections.newSetFromMap(new IdentityHashMap<>()));
 
+    /** The bindings this class stopped, by identity. */
+    private final Set<Binding<?>> stopped =
+            Collections.synchronizedSet(Collections.newSetFromMap(new IdentityHashMap<>()));
+
     /** Per binding, once it is bound: asked on every message. */
     private final Map<String, Boolean> pausable = new ConcurrentHashMap<>();
+
+    /** The bindings whose broker counts each return of a delivery. */
+    private final Set<String> countingReturns = ConcurrentHashMap.newKeySet();
+
+    /** Per binding asked to stop taking deliveries, when it was asked, in {@link System#nanoTime()}. */
+    private final Map<String, Long> stopRequests = new ConcurrentHashMap<>();
 
     public PausedBindings(
             ObjectProvider<BindingService> bindingService, ObjectProvider<BindingServiceProperties> bindingProperties) {
@@ -64,8 +80,34 @@ public final class PausedBindings {
         return pausable;
     }
 
+    /** The binding's broker counts each return of a delivery: it stops taking deliveries once it gave one back. */
+    void countsReturns(String bindingName) {
+        this.countingReturns.add(bindingName);
+    }
+
+    /**
+     * Asks that the binding stop taking deliveries until the outage ends, if its broker counts returns: the probe stops
+     * it ({@link #pause}).
+     *
+     * @return whether it was asked now (not before, and its broker counts returns)
+     */
+    boolean stopTakingDeliveries(String bindingName) {
+        return this.countingReturns.contains(bindingName)
+                && this.stopRequests.putIfAbsent(bindingName, System.nanoTime()) == null;
+    }
+
+    /** When the binding was asked to stop taking deliveries, in {@link System#nanoTime()}; {@code null} if not. */
+    @Nullable
+    Long stopRequestedAt(String bindingName) {
+        return this.stopRequests.get(bindingName);
+    }
+
+    /** Pauses the bindings that pause, and stops those asked to stop taking deliveries. */
     void pause(Collection<String> bindingNames) {
         for (String name : bindingNames) {
+            if (this.stopRequests.containsKey(name)) {
+                stop(name);
+            }
             if (!isPausable(name)) {
                 continue;
             }
@@ -75,6 +117,20 @@ public final class PausedBindings {
                     this.paused.add(binding);
                     logger.debug("Paused binding {} while a dependency is unavailable", name);
                 }
+            }
+        }
+    }
+
+    private void stop(String name) {
+        for (Binding<?> binding : bindings(name)) {
+            if (binding.isRunning() && this.stopped.add(binding)) {
+                // Returns once its consumer threads let go of their messages: they give them back a moment after the
+                // request, once the consumers are cancelled, so that none comes back to them.
+                binding.stop();
+                logger.debug(
+                        "Binding {} stops taking deliveries until the database answers again: its broker counts each"
+                                + " return of a delivery",
+                        name);
             }
         }
     }
@@ -89,6 +145,18 @@ public final class PausedBindings {
             if (binding.isPaused()) {
                 binding.resume();
                 logger.debug("Resumed binding {}", binding.getBindingName());
+            }
+        }
+        this.stopRequests.clear();
+        List<Binding<?>> toStart;
+        synchronized (this.stopped) {
+            toStart = List.copyOf(this.stopped);
+            this.stopped.clear();
+        }
+        for (Binding<?> binding : toStart) {
+            if (!binding.isRunning()) {
+                binding.start();
+                logger.debug("Binding {} takes deliveries again", binding.getBindingName());
             }
         }
     }

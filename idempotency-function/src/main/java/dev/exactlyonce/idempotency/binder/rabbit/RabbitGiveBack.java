@@ -23,6 +23,11 @@ final class RabbitGiveBack implements BinderGiveBack {
         return new GivenBack(reason, failure);
     }
 
+    @Override
+    public boolean countsReturns() {
+        return true;
+    }
+
     /** Whether the library gave the delivery back to the listener container: with its own exception. */
     static boolean isGivenBack(Throwable failure) {
         return Failures.first(failure, cause -> cause instanceof GivenBack) != null;

@@ -43,20 +43,26 @@ import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
 /**
- * An outage the probe cannot see, on a quorum queue with RabbitMQ 4's default delivery limit (20; set to 20 on a 3.x
- * broker, which has no default): the business function's payment provider is frozen for a minute (its connections
- * accepted, nothing answered) while the database answers the probe's write. Each trial then fails, and each failed
- * trial that spent one of the binder's attempts, or gave the delivery back to the broker, brought it closer to the
- * limit, past which RabbitMQ dead-letters a valid event. Held in place instead, each delivery is tried once per probe
- * that passes, uses none of its attempts, and is given back at most once per {@code max-hold}: nothing is
- * dead-lettered, and each event is charged once when the provider answers again.
+ * Outages on a quorum queue with RabbitMQ 4's default delivery limit (20; set to 20 on a 3.x broker, which has no
+ * default), where every return of a delivery counts and the broker dead-letters a valid event past the limit:
+ *
+ * <ul>
+ *   <li>the database away for a minute, with a {@code max-hold} of 10 s: the binding stops taking deliveries once it
+ *       gave one back, so each event goes back to the broker once per outage, not once per {@code max-hold};
+ *   <li>the business function's payment provider frozen for a minute (its connections accepted, nothing answered)
+ *       while the database answers the probe's write: each trial fails. Held in place, each delivery is tried once per
+ *       probe that passes, uses none of its attempts, and is given back at most once per {@code max-hold}, where
+ *       each failed trial used to spend an attempt and every third gave it back.
+ * </ul>
+ *
+ * Nothing is dead-lettered, and each event's effect is there once when the outage ends.
  */
 @SpringBootTest(
-        classes = DependencyOutageOnRabbitIT.Service.class,
+        classes = OutagesOnAQuorumQueueIT.Service.class,
         properties = {
             "spring.cloud.function.definition=idempotencyGuard|chargeThing",
             "spring.cloud.stream.default-binder=rabbit",
-            "idempotency.outage.exceptions=dev.exactlyonce.idempotency.outage.DependencyOutageOnRabbitIT.ProviderUnavailable",
+            "idempotency.outage.exceptions=dev.exactlyonce.idempotency.outage.OutagesOnAQuorumQueueIT.ProviderUnavailable",
             "idempotency.outage.probe-initial-interval=200ms",
             "idempotency.outage.probe-max-interval=500ms",
             "idempotency.outage.max-hold=10s",
@@ -66,9 +72,9 @@ import org.springframework.test.context.DynamicPropertySource;
 @EnableIdempotencyTestKit(testBinder = false)
 // Its @AfterAll closes what the context connects through: the context must not stay cached.
 @DirtiesContext
-class DependencyOutageOnRabbitIT {
+class OutagesOnAQuorumQueueIT {
 
-    private static final Logger logger = LoggerFactory.getLogger(DependencyOutageOnRabbitIT.class);
+    private static final Logger logger = LoggerFactory.getLogger(OutagesOnAQuorumQueueIT.class);
 
     /** The payment provider does not answer in time, or refuses the connection. */
     static final class ProviderUnavailable extends RuntimeException {
@@ -122,11 +128,14 @@ class DependencyOutageOnRabbitIT {
 
     private static final TestRabbit rabbit = TestRabbit.broker();
 
-    private static final String DESTINATION = rabbit.uniqueName("dependency-outage");
+    private static final String DESTINATION = rabbit.uniqueName("quorum-outages");
 
     private static final String QUEUE = DESTINATION + ".things";
 
-    private static final TestDatabase database = TestPostgres.newDatabase("dependencyoutage");
+    private static final TestDatabase database = TestPostgres.newDatabase("quorumoutages");
+
+    private static final TcpProxy postgres =
+            TcpProxy.to(TestPostgres.server().host(), TestPostgres.server().port());
 
     private static final HttpServer server = paymentProvider();
 
@@ -138,7 +147,9 @@ class DependencyOutageOnRabbitIT {
 
     @DynamicPropertySource
     static void services(DynamicPropertyRegistry registry) {
-        database.registerDataSource(registry);
+        database.registerDataSource(registry, postgres);
+        registry.add("spring.datasource.hikari.connection-timeout", () -> "500");
+        registry.add("spring.datasource.hikari.validation-timeout", () -> "250");
         rabbit.registerConnection(registry);
         rabbit.deleteAtExit(QUEUE);
         rabbit.deleteAtExit(QUEUE + ".dlq");
@@ -146,6 +157,7 @@ class DependencyOutageOnRabbitIT {
         registry.add(binding + "destination", () -> DESTINATION);
         registry.add(binding + "group", () -> "things");
         registry.add(binding + "consumer.back-off-initial-interval", () -> "100");
+        registry.add(binding + "consumer.concurrency", () -> "2");
         String rabbitBinding = "spring.cloud.stream.rabbit.bindings.idempotencyGuardchargeThing-in-0.consumer.";
         registry.add(rabbitBinding + "quorum.enabled", () -> "true");
         if (majorVersion() < 4) {
@@ -165,38 +177,78 @@ class DependencyOutageOnRabbitIT {
     static void close() {
         provider.close();
         server.stop(0);
+        postgres.close();
     }
 
     @Test
-    void aProviderFrozenForAMinuteDeadLettersNothingAndEachEventIsChargedOnce() {
+    void theDatabaseAwayForAMinuteGivesEachEventBackOnce() {
+        postgres.cut();
+        List<EventEnvelope<ThingHappened>> events = publish();
+        await().atMost(Duration.ofSeconds(10)).until(() -> this.outage.halt() != null);
+        outageLasts();
+        postgres.restore();
+
+        appliedOnceAndNothingDeadLettered(events);
+        assertThat(deliveries(events))
+                .as(
+                        "times each event was given back to RabbitMQ: once per outage (again if its consumer had it when the"
+                                + " binding stopped)")
+                .allSatisfy(count -> assertThat(count).isLessThanOrEqualTo(2));
+    }
+
+    @Test
+    void aProviderFrozenForAMinuteGivesEachEventBackAtMostOncePerMaxHold() {
         provider.freeze();
+        List<EventEnvelope<ThingHappened>> events = publish();
+        await().atMost(Duration.ofSeconds(10)).until(() -> this.outage.halt() != null);
+        outageLasts();
+        provider.thaw();
+
+        appliedOnceAndNothingDeadLettered(events);
+        assertThat(deliveries(events))
+                .as("times each event was given back to RabbitMQ: at most once per max-hold of the outage")
+                .allSatisfy(count -> assertThat(count).isLessThanOrEqualTo(OUTAGE.dividedBy(MAX_HOLD) + 2));
+    }
+
+    private static List<EventEnvelope<ThingHappened>> publish() {
         List<EventEnvelope<ThingHappened>> events = new ArrayList<>();
         for (int i = 0; i < EVENTS; i++) {
             EventEnvelope<ThingHappened> event = Things.thingHappened();
             events.add(event);
             rabbit.publish(DESTINATION, event);
         }
-        await().atMost(Duration.ofSeconds(10)).until(() -> this.outage.halt() != null);
-        long frozenUntil = System.nanoTime() + OUTAGE.toNanos();
-        while (System.nanoTime() < frozenUntil) {
+        return events;
+    }
+
+    /** The outage lasts {@link #OUTAGE}, and nothing is dead-lettered meanwhile. */
+    private static void outageLasts() {
+        long until = System.nanoTime() + OUTAGE.toNanos();
+        while (System.nanoTime() < until) {
             assertThat(rabbit.messageCount(QUEUE + ".dlq"))
-                    .as("dead letters while the provider is frozen; most deliveries seen: %s", deliveries)
+                    .as("dead letters during the outage; most deliveries seen so far: %s", deliveries)
                     .isZero();
             await().pollDelay(Duration.ofSeconds(1)).until(() -> true);
         }
-        provider.thaw();
+    }
 
+    private void appliedOnceAndNothingDeadLettered(List<EventEnvelope<ThingHappened>> events) {
         await().atMost(Duration.ofSeconds(60)).until(() -> events.stream().allMatch(event -> effects(event) == 1));
         await().atMost(Duration.ofSeconds(10)).until(() -> this.outage.halt() == null);
         logger.info(
-                "Deliveries of each event over a {} outage, max-hold {}: {}", OUTAGE, MAX_HOLD, deliveries.values());
+                "Times each event was given back over a {} outage, max-hold {}: {}",
+                OUTAGE,
+                MAX_HOLD,
+                deliveries(events));
         assertThat(rabbit.messageCount(QUEUE + ".dlq")).as("dead letters").isZero();
         assertThat(events)
                 .allSatisfy(
-                        event -> assertThat(effects(event)).as("charged once").isEqualTo(1));
-        assertThat(deliveries.values())
-                .as("times each event was given back to RabbitMQ: at most once per max-hold of the outage")
-                .allSatisfy(count -> assertThat(count).isLessThanOrEqualTo(OUTAGE.dividedBy(MAX_HOLD) + 2));
+                        event -> assertThat(effects(event)).as("applied once").isEqualTo(1));
+    }
+
+    private static List<Long> deliveries(List<EventEnvelope<ThingHappened>> events) {
+        return events.stream()
+                .map(event -> deliveries.getOrDefault(event.payload().thingId(), -1L))
+                .toList();
     }
 
     private int effects(EventEnvelope<ThingHappened> event) {
