@@ -229,10 +229,11 @@ public record IdempotencyProperties(
     /**
      * What the guarded bindings do with a message whose last attempt conflicted with another transaction (a
      * serialization failure, a deadlock, a lock or statement timeout), under {@code idempotency.conflicts}: not the
-     * message's fault, so it is given back to be delivered again with all its attempts, after a hold that grows from
-     * 200 ms to 5 s.
+     * message's fault, so it is tried again after a hold that grows from 200 ms to 5 s: in place, on the consumer
+     * thread that holds it, while its {@code outage.max-hold} lasts (the broker sees no return), then given back to be
+     * delivered again with all its attempts.
      *
-     * @param maxGiveBacks How many times a message is given back so; after that it fails as any message does, and one
+     * @param maxGiveBacks How many times a message is tried again so; after that it fails as any message does, and one
      *     whose every attempt conflicts (a statement that always times out) reaches the dead-letter queue.
      */
     public record Conflicts(@DefaultValue("10") int maxGiveBacks) {

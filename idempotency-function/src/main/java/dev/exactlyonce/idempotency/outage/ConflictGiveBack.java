@@ -18,9 +18,12 @@ import org.springframework.messaging.support.ErrorMessage;
  * On a guarded binding's error channel, after {@link OutageGiveBack}: a message whose last attempt failed on a conflict
  * with another transaction (a serialization failure, a deadlock, a lock or statement timeout:
  * {@link DatabaseOutageClassifier#isConflict}) did nothing wrong, and the binder's attempts are not spent on it. It is
- * held a while (200 ms, doubling up to 5 s) and given back to be delivered again, with all its attempts, up to
- * {@code idempotency.conflicts.max-give-backs} times; after that it fails as any message does, so that one that always
- * conflicts (a statement that always times out) still reaches the dead-letter queue.
+ * held a while (200 ms, doubling up to 5 s) and tried again, up to {@code idempotency.conflicts.max-give-backs} times
+ * (once each in place; with all its attempts when given back); after that it fails as any message does, so that one that always
+ * conflicts (a statement that always times out) still reaches the dead-letter queue. It is tried again in place, on the
+ * consumer thread that holds it, for as long as the delivery's {@code max-hold} lasts, and given back to the broker
+ * only past it (at once where the binding pauses: Kafka seeks back to the record): a broker that counts each return
+ * (RabbitMQ's quorum queues) sees none for a storm of conflicts shorter than {@code max-hold}.
  *
  * <p>A message is known again by its body: a broker redelivers the same bytes. What it counts is kept for the last
  * {@value #REMEMBERED} messages that conflicted. A batch is not given back here: its events are tried one by one
@@ -68,41 +71,65 @@ public final class ConflictGiveBack implements ChannelInterceptor {
             return message;
         }
         Body body = new Body(Arrays.hashCode(bytes), bytes.length);
-        int times;
+        ErrorMessage conflicted = error;
+        while (true) {
+            int times = count(body);
+            if (times > this.maxGiveBacks) {
+                logger.warn(
+                        "A message of {} conflicted with other transactions on every attempt of {} tries; it fails as"
+                                + " any message does (idempotency.conflicts.max-give-backs={})",
+                        this.bindingName,
+                        times,
+                        this.maxGiveBacks);
+                return conflicted;
+            }
+            Duration hold = hold(times);
+            logger.debug(
+                    "A message of {} conflicted with another transaction on its last attempt; tried again in {} ({}"
+                            + " of {})",
+                    this.bindingName,
+                    hold,
+                    times,
+                    this.maxGiveBacks);
+            boolean inPlace = this.giveBack.holdLeft().compareTo(hold) > 0;
+            try {
+                // The back-off, on the consumer thread that holds the message (as an outage's hold does): tried again
+                // at once, it would conflict again with the transaction that still runs.
+                Thread.sleep(hold.toMillis());
+            } catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+                inPlace = false;
+            }
+            Message<?> after = inPlace ? this.giveBack.tryAgain(conflicted) : null;
+            if (after == null) {
+                // Past the delivery's max-hold (at once where the binding pauses: Kafka seeks back to the record), or
+                // where it cannot be tried in place.
+                throw this.giveBack.givenBack(
+                        "A conflict with another transaction: the message is given back to be delivered again, not"
+                                + " dead-lettered",
+                        conflicted.getPayload());
+            }
+            if (!(after instanceof ErrorMessage next) || !DatabaseOutageClassifier.isConflict(next.getPayload())) {
+                if (OutageGiveBack.isSettled(after)) {
+                    synchronized (this.givenBack) {
+                        this.givenBack.remove(body);
+                    }
+                }
+                return after;
+            }
+            conflicted = next;
+        }
+    }
+
+    /** How many times the message conflicted, this one included; forgotten once past the limit. */
+    private int count(Body body) {
         synchronized (this.givenBack) {
-            times = this.givenBack.merge(body, 1, Integer::sum);
+            int times = this.givenBack.merge(body, 1, Integer::sum);
             if (times > this.maxGiveBacks) {
                 this.givenBack.remove(body);
             }
+            return times;
         }
-        if (times > this.maxGiveBacks) {
-            logger.warn(
-                    "A message of {} conflicted with other transactions on every attempt of {} deliveries; it fails as"
-                            + " any message does (idempotency.conflicts.max-give-backs={})",
-                    this.bindingName,
-                    times,
-                    this.maxGiveBacks);
-            return message;
-        }
-        Duration hold = hold(times);
-        logger.debug(
-                "A message of {} conflicted with another transaction on its last attempt; given back in {} to be"
-                        + " delivered again with all its attempts ({} of {})",
-                this.bindingName,
-                hold,
-                times,
-                this.maxGiveBacks);
-        try {
-            // The back-off, on the consumer thread that holds the message (as an outage's hold does): given back at
-            // once, it would be delivered again at once, while the transaction it conflicted with still runs.
-            Thread.sleep(hold.toMillis());
-        } catch (InterruptedException ex) {
-            Thread.currentThread().interrupt();
-        }
-        throw this.giveBack.givenBack(
-                "A conflict with another transaction: the message is given back to be delivered again, not"
-                        + " dead-lettered",
-                error.getPayload());
     }
 
     /** 200 ms before the first give-back, doubling, up to 5 s. */

@@ -1,8 +1,10 @@
 package dev.exactlyonce.idempotency.outage;
 
 import dev.exactlyonce.idempotency.internal.Failures;
+import java.time.Duration;
 import java.util.HashMap;
 import java.util.Map;
+import java.util.Objects;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -78,22 +80,58 @@ public final class OutageGiveBack implements ChannelInterceptor {
                 // Held what is left of the delivery's max-hold; it ends as soon as the probe finds the database
                 // answering (or the halt ended).
                 && this.outage.awaitAnswer(this.bindingName)) {
-            try {
-                this.input.send(failed);
-                logger.debug("A held message of {} committed in place", this.bindingName);
+            RuntimeException again = runAgain(failed);
+            if (again == null) {
                 return settled(error);
-            } catch (RuntimeException ex) {
-                if (!this.outage.isOutage(ex)) {
-                    return new ErrorMessage(ex, error.getHeaders(), error.getOriginalMessage());
-                }
-                failure = ex;
             }
+            if (!this.outage.isOutage(again)) {
+                return new ErrorMessage(again, error.getHeaders(), error.getOriginalMessage());
+            }
+            failure = again;
         }
         String reason =
                 "A dependency is unavailable: the message is given back to be delivered again, not" + " dead-lettered";
         this.outage.givenBack();
         this.outage.delivered();
         throw givenBack(reason, failure);
+    }
+
+    /**
+     * Tries the error message's delivery again at once, in place, on the consumer thread that holds it: for another
+     * interceptor of the error channel, once it waited what it waits (a conflict's back-off).
+     *
+     * @return the error message {@link #isSettled settled} once the delivery committed; if it met an outage, what this
+     *     interceptor makes of that (held and tried again, settled, or thrown: given back); else the error message of
+     *     the failure it met; {@code null} where the delivery cannot be tried in place
+     */
+    @Nullable
+    Message<?> tryAgain(ErrorMessage error) {
+        Message<?> failed = failedMessage(error);
+        if (failed == null || this.input == null) {
+            return null;
+        }
+        RuntimeException failure = runAgain(failed);
+        if (failure == null) {
+            return settled(error);
+        }
+        ErrorMessage next = new ErrorMessage(failure, error.getHeaders(), error.getOriginalMessage());
+        return this.outage.isOutage(failure) ? preSend(next, this.input) : next;
+    }
+
+    /** What is left of the hold of the delivery this thread is on: none where the binding pauses. */
+    Duration holdLeft() {
+        return this.outage.holdLeft(this.bindingName);
+    }
+
+    /** Runs the failed message again through the binding's input channel: {@code null} once it committed. */
+    private @Nullable RuntimeException runAgain(Message<?> failed) {
+        try {
+            Objects.requireNonNull(this.input).send(failed);
+            logger.debug("A held message of {} committed in place", this.bindingName);
+            return null;
+        } catch (RuntimeException ex) {
+            return ex;
+        }
     }
 
     /** Whether the error message's delivery was settled in place: acknowledged, to no handler of the error channel. */
