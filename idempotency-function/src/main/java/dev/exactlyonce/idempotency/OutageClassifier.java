@@ -8,7 +8,10 @@ package dev.exactlyonce.idempotency;
  * <p>The library always recognizes the database's own outages (connection failures, a server shutting down or
  * refusing connections, a read-only server after a failover). Declare a bean of this type, or list exception types in
  * {@code idempotency.outage.exceptions}, for other dependencies whose failure is never the message's fault, such as a
- * payment provider answering 503: consumption then pauses with back-off instead of dead-lettering every message.
+ * payment provider answering 503: consumption then halts, and each held message is tried again once per probe,
+ * without using its attempts, rather than dead-lettered. On RabbitMQ 4.0 to 4.2, each message held is still given back
+ * to its quorum queue once per {@code idempotency.outage.max-hold}, and each return counts against the queue's delivery
+ * limit.
  */
 @FunctionalInterface
 public interface OutageClassifier {
