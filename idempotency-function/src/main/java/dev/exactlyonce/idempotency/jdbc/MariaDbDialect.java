@@ -2,8 +2,10 @@ package dev.exactlyonce.idempotency.jdbc;
 
 import dev.exactlyonce.idempotency.IdempotencyException;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
@@ -35,6 +37,17 @@ import org.springframework.transaction.support.TransactionTemplate;
 public final class MariaDbDialect implements Dialect {
 
     private static final MariaDbDialect INSTANCE = new MariaDbDialect();
+
+    /**
+     * Lowers the session's lock wait, statement and idle transaction bounds to the seconds given, unless lower already
+     * (a statement or idle bound of 0 is none).
+     */
+    private static final String BOUND_TRANSACTION = """
+            SET SESSION innodb_lock_wait_timeout = LEAST(@@session.innodb_lock_wait_timeout, ?),
+                max_statement_time = IF(@@session.max_statement_time = 0, ?, LEAST(@@session.max_statement_time, ?)),
+                idle_transaction_timeout = IF(@@session.idle_transaction_timeout = 0, ?,
+                                              LEAST(@@session.idle_transaction_timeout, ?))
+            """;
 
     private static final String TABLE_EXISTS = """
             SELECT EXISTS (SELECT 1 FROM information_schema.tables
@@ -169,6 +182,23 @@ public final class MariaDbDialect implements Dialect {
     @Override
     public void unlock(JdbcTemplate jdbc, String name, String table) {
         jdbc.queryForObject(UNLOCK, Integer.class, name, table);
+    }
+
+    @Override
+    public void boundTransaction(
+            Connection connection, Duration lockTimeout, Duration statementTimeout, Duration idleTimeout)
+            throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement(BOUND_TRANSACTION)) {
+            long lockSeconds = Math.max(1, lockTimeout.toSeconds());
+            double statementSeconds = statementTimeout.toMillis() / 1000.0;
+            long idleSeconds = Math.max(1, idleTimeout.toSeconds());
+            statement.setLong(1, lockSeconds);
+            statement.setDouble(2, statementSeconds);
+            statement.setDouble(3, statementSeconds);
+            statement.setLong(4, idleSeconds);
+            statement.setLong(5, idleSeconds);
+            statement.execute();
+        }
     }
 
     @Override

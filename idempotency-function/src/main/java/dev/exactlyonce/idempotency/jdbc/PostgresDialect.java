@@ -1,6 +1,9 @@
 package dev.exactlyonce.idempotency.jdbc;
 
+import java.sql.Connection;
 import java.sql.PreparedStatement;
+import java.sql.SQLException;
+import java.time.Duration;
 import java.util.Collection;
 import java.util.HashSet;
 import java.util.List;
@@ -20,6 +23,18 @@ import org.springframework.transaction.support.TransactionTemplate;
 public final class PostgresDialect implements Dialect {
 
     public static final PostgresDialect INSTANCE = new PostgresDialect();
+
+    /** Lowers the transaction's lock, statement and idle bounds to those in ms, unless lower already (0 is none). */
+    private static final String BOUND_TRANSACTION = """
+            WITH wanted (name, ms) AS (
+                VALUES ('lock_timeout', ?::bigint),
+                       ('statement_timeout', ?::bigint),
+                       ('idle_in_transaction_session_timeout', ?::bigint))
+            SELECT set_config(name, ms || 'ms', true)
+            FROM wanted
+            WHERE current_setting(name)::interval = interval '0'
+               OR current_setting(name)::interval > ms * interval '1 millisecond'
+            """;
 
     private static final String TABLE_EXISTS = """
             SELECT to_regclass(?) IS NOT NULL""";
@@ -110,6 +125,18 @@ public final class PostgresDialect implements Dialect {
     @Override
     public void unlock(JdbcTemplate jdbc, String name, String table) {
         jdbc.queryForObject(UNLOCK, Boolean.class, name, table);
+    }
+
+    @Override
+    public void boundTransaction(
+            Connection connection, Duration lockTimeout, Duration statementTimeout, Duration idleTimeout)
+            throws SQLException {
+        try (PreparedStatement statement = connection.prepareStatement(BOUND_TRANSACTION)) {
+            statement.setLong(1, lockTimeout.toMillis());
+            statement.setLong(2, statementTimeout.toMillis());
+            statement.setLong(3, idleTimeout.toMillis());
+            statement.execute();
+        }
     }
 
     @Override

@@ -109,12 +109,13 @@ public final class ConflictGiveBack implements ChannelInterceptor {
                                 + " dead-lettered",
                         conflicted.getPayload());
             }
-            if (!(after instanceof ErrorMessage next) || !DatabaseOutageClassifier.isConflict(next.getPayload())) {
-                if (OutageGiveBack.isSettled(after)) {
-                    synchronized (this.givenBack) {
-                        this.givenBack.remove(body);
-                    }
+            if (OutageGiveBack.isSettled(after)) {
+                synchronized (this.givenBack) {
+                    this.givenBack.remove(body);
                 }
+                return after;
+            }
+            if (!(after instanceof ErrorMessage next) || !DatabaseOutageClassifier.isConflict(next.getPayload())) {
                 return after;
             }
             conflicted = next;

@@ -36,6 +36,9 @@ public final class TcpProxy implements AutoCloseable {
 
     private final Set<Socket> sockets = ConcurrentHashMap.newKeySet();
 
+    /** Sockets whose connection forwards nothing more, nor its close ({@link #silenceOpenConnections()}). */
+    private final Set<Socket> silenced = ConcurrentHashMap.newKeySet();
+
     private volatile @Nullable ServerSocket server;
 
     private final Object frozenLock = new Object();
@@ -87,6 +90,17 @@ public final class TcpProxy implements AutoCloseable {
             this.frozen = true;
         }
         logger.info("Proxy to {}:{} frozen", this.targetHost, this.targetPort);
+    }
+
+    /**
+     * The connections open now forward nothing more, nor their closes, until the proxy closes: as when a firewall or a
+     * NAT between the two forgets them (a failover, its table flushed), and a peer's close is lost with the rest. The
+     * other end of a connection closed meanwhile is left open, waiting. New connections go through.
+     */
+    public void silenceOpenConnections() {
+        this.silenced.addAll(this.sockets);
+        logger.info(
+                "Proxy to {}:{}: its {} open sockets silenced", this.targetHost, this.targetPort, this.silenced.size());
     }
 
     /** Forwards again what waited, and what comes next. */
@@ -187,21 +201,37 @@ public final class TcpProxy implements AutoCloseable {
                         byte[] buffer = new byte[8192];
                         for (int read = in.read(buffer); read >= 0; read = in.read(buffer)) {
                             awaitThawed();
+                            if (this.silenced.contains(from)) {
+                                awaitClosed(to);
+                            }
                             out.write(buffer, 0, read);
                             out.flush();
                         }
                     } catch (IOException ex) {
                         logger.trace("Proxy connection closed: {}", ex.getMessage());
                     } finally {
+                        if (this.silenced.contains(from)) {
+                            // Its close is lost: the other end stays open, until the proxy closes.
+                            awaitClosed(to);
+                        }
                         closeQuietly(from);
                         closeQuietly(to);
                         this.sockets.remove(from);
                         this.sockets.remove(to);
+                        this.silenced.remove(from);
+                        this.silenced.remove(to);
                     }
                 },
                 "tcp-proxy-pump");
         pump.setDaemon(true);
         pump.start();
+    }
+
+    /** Waits until the socket is closed (by {@link #cut()}, or its own end): a silenced connection's pump. */
+    private static void awaitClosed(Socket socket) {
+        while (!socket.isClosed()) {
+            LockSupport.parkNanos(Duration.ofMillis(100).toNanos());
+        }
     }
 
     /** Holds what was read while the proxy is frozen; a cut closes the sockets, which ends the pump after. */
