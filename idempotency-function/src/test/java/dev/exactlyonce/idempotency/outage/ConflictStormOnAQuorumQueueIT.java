@@ -123,7 +123,12 @@ class ConflictStormOnAQuorumQueueIT {
         }
 
         await().atMost(Duration.ofSeconds(30)).until(() -> effects(event) == 1);
-        assertThat(tries.get())
+        int triesToTheEffect = tries.get();
+        await().alias("no more tries once the event is applied: its delivery is acknowledged")
+                .during(Duration.ofSeconds(6))
+                .atMost(Duration.ofSeconds(8))
+                .until(() -> tries.get() == triesToTheEffect);
+        assertThat(triesToTheEffect)
                 .as("tries of the event, each conflicting until the last")
                 .isGreaterThan(10);
         assertThat(returns.get())
