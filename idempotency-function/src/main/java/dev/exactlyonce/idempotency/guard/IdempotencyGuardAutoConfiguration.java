@@ -7,6 +7,7 @@ import dev.exactlyonce.idempotency.internal.ConditionalOnGuardedDefinition;
 import dev.exactlyonce.idempotency.internal.FunctionDefinitions;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
 import dev.exactlyonce.idempotency.jdbc.Dialect;
+import dev.exactlyonce.idempotency.jdbc.TransactionBounds;
 import dev.exactlyonce.idempotency.outage.BinderGiveBack;
 import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outbox.Outbox;
@@ -67,7 +68,11 @@ public class IdempotencyGuardAutoConfiguration {
         return new IdempotencyGuard(
                 new EventReader(codec, properties.eventId()),
                 codec,
-                Dialect.of(dataSource).processedEvents(new JdbcTemplate(dataSource), properties.tableName()),
+                Dialect.of(dataSource)
+                        .processedEvents(
+                                new JdbcTemplate(dataSource),
+                                properties.tableName(),
+                                TransactionBounds.of(properties.outage().socketTimeout())),
                 dataSource,
                 // The service's registry (Spring Boot's times observations as meters, and traces them when tracing is
                 // there), or, when it has none or one without handlers, the library's, which only times them.

@@ -6,7 +6,7 @@ import dev.exactlyonce.idempotency.internal.BatchMessages;
 import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
-import dev.exactlyonce.idempotency.jdbc.Dialect;
+import dev.exactlyonce.idempotency.jdbc.TransactionBounds;
 import dev.exactlyonce.idempotency.outage.DatabaseOutageClassifier;
 import dev.exactlyonce.idempotency.outage.GuardStatementFailed;
 import dev.exactlyonce.idempotency.outage.Outage;
@@ -14,7 +14,6 @@ import dev.exactlyonce.idempotency.outage.OutageException;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
 import dev.exactlyonce.idempotency.outage.OutageMet;
 import dev.exactlyonce.idempotency.outbox.Outbox;
-import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.List;
@@ -22,7 +21,6 @@ import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
-import org.springframework.jdbc.UncategorizedSQLException;
 import org.springframework.jdbc.datasource.DataSourceUtils;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageChannel;
@@ -150,12 +148,7 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
             }
             try {
                 TransactionStatus transaction = this.transactionManager.getTransaction(this.definition);
-                try {
-                    bound();
-                } catch (RuntimeException ex) {
-                    rollBack(transaction, true);
-                    throw ex;
-                }
+                bound();
                 return transaction;
             } catch (RuntimeException ex) {
                 GuardStatementFailed failure = GuardStatementFailed.begin(this.binding.bindingName(), ex);
@@ -209,43 +202,24 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
     }
 
     /**
-     * Bounds the message's transaction by {@code socket-timeout}, unless it is 0:
-     *
-     * <ul>
-     *   <li>in the client: how long a statement waits for the database's answer (the driver's socket timeout, for this
-     *       transaction's connection only: the pool resets it when the connection comes back). A network that drops
-     *       packets without closing the connection then fails the statement, an outage, rather than blocking the
-     *       consumer thread for the kernel's TCP timeout;
-     *   <li>on the server: a lock wait ends after half of it and a statement after three quarters, as a conflict of
-     *       this message (tried again after a back-off) rather than a socket timeout that halts every binding; and the
-     *       server ends the transaction once it stays idle twice as long, so that a claim whose client is gone without
-     *       a word (its close lost in a network freeze) does not hold the event for the hours of TCP's keepalive,
-     *       every redelivery's claim waiting on it. A shorter bound the service set stays.
-     * </ul>
+     * Bounds how long a statement of the message's transaction waits for the database's answer (the driver's socket
+     * timeout, for this transaction's connection only: the pool resets it when the connection comes back): a network
+     * that drops packets without closing the connection then fails the statement, an outage, rather than blocking the
+     * consumer thread for the kernel's TCP timeout. The claim bounds the transaction on the server as well
+     * ({@link TransactionBounds}).
      */
     private void bound() {
         Duration timeout = this.outage.socketTimeout();
         if (timeout.isZero()) {
             return;
         }
-        Connection connection = DataSourceUtils.getConnection(this.dataSource);
         try {
-            connection.setNetworkTimeout(Runnable::run, (int) timeout.toMillis());
+            DataSourceUtils.getConnection(this.dataSource).setNetworkTimeout(Runnable::run, (int) timeout.toMillis());
         } catch (SQLException | RuntimeException ex) {
             logger.debug(
                     "Could not bound the network wait of a message of {}: {}",
                     this.binding.bindingName(),
                     ex.toString());
-        }
-        try {
-            Dialect.of(this.dataSource)
-                    .boundTransaction(
-                            connection,
-                            timeout.dividedBy(2),
-                            timeout.multipliedBy(3).dividedBy(4),
-                            timeout.multipliedBy(2));
-        } catch (SQLException ex) {
-            throw new UncategorizedSQLException("Bounding the transaction of a message", null, ex);
         }
     }
 

@@ -5,7 +5,6 @@ import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import java.sql.Connection;
 import java.sql.DatabaseMetaData;
 import java.sql.SQLException;
-import java.time.Duration;
 import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
@@ -67,7 +66,15 @@ public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
     String product();
 
     /** The claims of the table, with their statements prepared for it. */
-    ProcessedEventStore processedEvents(JdbcTemplate jdbc, String table);
+    default ProcessedEventStore processedEvents(JdbcTemplate jdbc, String table) {
+        return processedEvents(jdbc, table, null);
+    }
+
+    /**
+     * The claims of the table, with their statements prepared for it; each claim sets the bounds of its transaction on
+     * the server, if any.
+     */
+    ProcessedEventStore processedEvents(JdbcTemplate jdbc, String table, @Nullable TransactionBounds bounds);
 
     /**
      * Whether the schema holds the table: the connection's current schema, or the one named.
@@ -93,18 +100,6 @@ public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
 
     /** Releases the session lock taken by {@link #lock}, on the same connection. */
     void unlock(JdbcTemplate jdbc, String name, String table);
-
-    /**
-     * Bounds, on the server, the transaction just begun on the connection: a wait for a lock ends after
-     * {@code lockTimeout}, and a statement after {@code statementTimeout} (a conflict of the message, not a connection
-     * left waiting until its socket times out, which would halt every binding), and the server ends the session once
-     * the transaction stays idle {@code idleTimeout} (a client gone without a word, behind a network that lost its
-     * close, no longer holds its claim for the hours of TCP's keepalive). A bound the session already has that is
-     * shorter stays. On PostgreSQL for the transaction only ({@code SET LOCAL}); on MariaDB for the session, which has
-     * no setting of a transaction's own.
-     */
-    void boundTransaction(Connection connection, Duration lockTimeout, Duration statementTimeout, Duration idleTimeout)
-            throws SQLException;
 
     /** The probe's claim, in a transaction the probe rolls back: its parameters are an event id and the scope. */
     String probeWrite(String table);

@@ -2,10 +2,8 @@ package dev.exactlyonce.idempotency.jdbc;
 
 import dev.exactlyonce.idempotency.IdempotencyException;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
-import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
-import java.time.Duration;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
@@ -39,12 +37,11 @@ public final class MariaDbDialect implements Dialect {
     private static final MariaDbDialect INSTANCE = new MariaDbDialect();
 
     /**
-     * Lowers the session's lock wait, statement and idle transaction bounds to the seconds given, unless lower already
-     * (a statement or idle bound of 0 is none).
+     * Lowers the session's lock wait and idle transaction bounds to the seconds given, unless lower already (an idle
+     * bound of 0 is none).
      */
-    private static final String BOUND_TRANSACTION = """
+    private static final String BOUND_SESSION = """
             SET SESSION innodb_lock_wait_timeout = LEAST(@@session.innodb_lock_wait_timeout, ?),
-                max_statement_time = IF(@@session.max_statement_time = 0, ?, LEAST(@@session.max_statement_time, ?)),
                 idle_transaction_timeout = IF(@@session.idle_transaction_timeout = 0, ?,
                                               LEAST(@@session.idle_transaction_timeout, ?))
             """;
@@ -135,8 +132,8 @@ public final class MariaDbDialect implements Dialect {
     }
 
     @Override
-    public ProcessedEventStore processedEvents(JdbcTemplate jdbc, String table) {
-        return new Claims(jdbc, table);
+    public ProcessedEventStore processedEvents(JdbcTemplate jdbc, String table, @Nullable TransactionBounds bounds) {
+        return new Claims(jdbc, table, bounds);
     }
 
     @Override
@@ -182,23 +179,6 @@ public final class MariaDbDialect implements Dialect {
     @Override
     public void unlock(JdbcTemplate jdbc, String name, String table) {
         jdbc.queryForObject(UNLOCK, Integer.class, name, table);
-    }
-
-    @Override
-    public void boundTransaction(
-            Connection connection, Duration lockTimeout, Duration statementTimeout, Duration idleTimeout)
-            throws SQLException {
-        try (PreparedStatement statement = connection.prepareStatement(BOUND_TRANSACTION)) {
-            long lockSeconds = Math.max(1, lockTimeout.toSeconds());
-            double statementSeconds = statementTimeout.toMillis() / 1000.0;
-            long idleSeconds = Math.max(1, idleTimeout.toSeconds());
-            statement.setLong(1, lockSeconds);
-            statement.setDouble(2, statementSeconds);
-            statement.setDouble(3, statementSeconds);
-            statement.setLong(4, idleSeconds);
-            statement.setLong(5, idleSeconds);
-            statement.execute();
-        }
     }
 
     @Override
@@ -278,14 +258,32 @@ public final class MariaDbDialect implements Dialect {
 
         private final String claimSql;
 
-        Claims(JdbcTemplate jdbcTemplate, String tableName) {
+        private final @Nullable TransactionBounds bounds;
+
+        Claims(JdbcTemplate jdbcTemplate, String tableName, @Nullable TransactionBounds bounds) {
             super(jdbcTemplate, tableName);
             this.insert = INSERT.formatted(tableName);
             this.claimSql = this.insert + ROW + ON_DUPLICATE;
+            this.bounds = bounds;
+        }
+
+        /**
+         * Sets the bounds on the session before a claim, if any: MariaDB has no setting of a transaction's own, nor a
+         * way to set one in the claim's statement, so this costs a round trip of its own.
+         */
+        private void bound() {
+            TransactionBounds bounds = this.bounds;
+            if (bounds == null) {
+                return;
+            }
+            long idleSeconds = Math.max(1, bounds.idleTimeout().toSeconds());
+            this.jdbcTemplate.update(
+                    BOUND_SESSION, Math.max(1, bounds.lockTimeout().toSeconds()), idleSeconds, idleSeconds);
         }
 
         @Override
         public boolean claim(Key event, String scope) {
+            bound();
             long token = token();
             List<Long> tokens = this.jdbcTemplate.query(
                     this.claimSql,
@@ -302,6 +300,7 @@ public final class MariaDbDialect implements Dialect {
             if (events.isEmpty()) {
                 return Set.of();
             }
+            bound();
             TreeSet<Key> keys = new TreeSet<>(ORDER);
             keys.addAll(events);
             long token = token();

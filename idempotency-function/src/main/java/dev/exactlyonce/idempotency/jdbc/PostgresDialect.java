@@ -1,9 +1,7 @@
 package dev.exactlyonce.idempotency.jdbc;
 
-import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
-import java.time.Duration;
 import java.util.Collection;
 import java.util.HashSet;
 import java.util.List;
@@ -23,18 +21,6 @@ import org.springframework.transaction.support.TransactionTemplate;
 public final class PostgresDialect implements Dialect {
 
     public static final PostgresDialect INSTANCE = new PostgresDialect();
-
-    /** Lowers the transaction's lock, statement and idle bounds to those in ms, unless lower already (0 is none). */
-    private static final String BOUND_TRANSACTION = """
-            WITH wanted (name, ms) AS (
-                VALUES ('lock_timeout', ?::bigint),
-                       ('statement_timeout', ?::bigint),
-                       ('idle_in_transaction_session_timeout', ?::bigint))
-            SELECT set_config(name, ms || 'ms', true)
-            FROM wanted
-            WHERE current_setting(name)::interval = interval '0'
-               OR current_setting(name)::interval > ms * interval '1 millisecond'
-            """;
 
     private static final String TABLE_EXISTS = """
             SELECT to_regclass(?) IS NOT NULL""";
@@ -87,8 +73,8 @@ public final class PostgresDialect implements Dialect {
     }
 
     @Override
-    public ProcessedEventStore processedEvents(JdbcTemplate jdbc, String table) {
-        return new Claims(jdbc, table);
+    public ProcessedEventStore processedEvents(JdbcTemplate jdbc, String table, @Nullable TransactionBounds bounds) {
+        return new Claims(jdbc, table, bounds);
     }
 
     @Override
@@ -125,18 +111,6 @@ public final class PostgresDialect implements Dialect {
     @Override
     public void unlock(JdbcTemplate jdbc, String name, String table) {
         jdbc.queryForObject(UNLOCK, Boolean.class, name, table);
-    }
-
-    @Override
-    public void boundTransaction(
-            Connection connection, Duration lockTimeout, Duration statementTimeout, Duration idleTimeout)
-            throws SQLException {
-        try (PreparedStatement statement = connection.prepareStatement(BOUND_TRANSACTION)) {
-            statement.setLong(1, lockTimeout.toMillis());
-            statement.setLong(2, statementTimeout.toMillis());
-            statement.setLong(3, idleTimeout.toMillis());
-            statement.execute();
-        }
     }
 
     @Override
@@ -189,7 +163,9 @@ public final class PostgresDialect implements Dialect {
 
     /**
      * The claims on PostgreSQL: {@code INSERT ... ON CONFLICT DO NOTHING}, whose row count says whether the event was
-     * claimed; a batch's, one statement over arrays of ids and names, {@code RETURNING} those it claimed.
+     * claimed; a batch's, one statement over arrays of ids and names, {@code RETURNING} those it claimed. With bounds,
+     * the claim sets them for its transaction first ({@code set_config(..., true)}, as {@code SET LOCAL}), in the same
+     * statement: no round trip of their own, and in force when the insert waits on another transaction's claim.
      */
     static final class Claims extends ProcessedEventStore {
 
@@ -198,7 +174,7 @@ public final class PostgresDialect implements Dialect {
         // stopped, none is being written, so looking for one needs no lock (operations.md says to stop them before
         // upgrading).
         private static final String CLAIM = """
-                INSERT INTO %1$s (event_id, scope, event_name) SELECT ?, ?, ?
+                INSERT INTO %1$s (event_id, scope, event_name) SELECT ?, ?, ?%2$s
                 WHERE NOT EXISTS (SELECT FROM %1$s WHERE event_id = ? AND scope = ? AND event_name = '')
                 ON CONFLICT DO NOTHING""";
 
@@ -206,27 +182,60 @@ public final class PostgresDialect implements Dialect {
         // other in the same order, never in a cycle (a deadlock, 40P01, would fail one of them).
         private static final String CLAIM_ALL = """
                 INSERT INTO %1$s (event_id, scope, event_name)
-                SELECT event.id, ?, event.name FROM unnest(?::uuid[], ?::text[]) AS event(id, name)
+                SELECT event.id, ?, event.name FROM unnest(?::uuid[], ?::text[]) AS event(id, name)%2$s
                 WHERE NOT EXISTS (SELECT FROM %1$s AS earlier
                                   WHERE earlier.event_id = event.id AND earlier.scope = ? AND earlier.event_name = '')
                 ORDER BY event.id, event.name
                 ON CONFLICT DO NOTHING RETURNING event_id, event_name""";
 
+        // One row, whatever it sets: lowers the transaction's lock and idle bounds to those in ms, unless
+        // lower already (0 is none). (Where a row of an earlier version makes the claim a duplicate, the planner may
+        // skip it: a duplicate's transaction waits on nothing and writes nothing.)
+        private static final String BOUND = """
+
+                    CROSS JOIN (SELECT count(set_config(name, ms || 'ms', true))
+                                FROM (VALUES ('lock_timeout', ?::bigint),
+                                             ('idle_in_transaction_session_timeout', ?::bigint)) AS wanted(name, ms)
+                                WHERE current_setting(name)::interval = interval '0'
+                                   OR current_setting(name)::interval > ms * interval '1 millisecond') AS bound""";
+
         private final String claimSql;
 
         private final String claimAllSql;
 
-        Claims(JdbcTemplate jdbcTemplate, String tableName) {
+        private final @Nullable TransactionBounds bounds;
+
+        Claims(JdbcTemplate jdbcTemplate, String tableName, @Nullable TransactionBounds bounds) {
             super(jdbcTemplate, tableName);
-            this.claimSql = CLAIM.formatted(tableName);
-            this.claimAllSql = CLAIM_ALL.formatted(tableName);
+            this.bounds = bounds;
+            String bound = bounds != null ? BOUND : "";
+            this.claimSql = CLAIM.formatted(tableName, bounds != null ? " FROM (SELECT 1) AS one" + bound : "");
+            this.claimAllSql = CLAIM_ALL.formatted(tableName, bound);
         }
 
         @Override
         public boolean claim(Key event, String scope) {
-            return this.jdbcTemplate.update(
-                            this.claimSql, event.eventId(), scope, event.eventName(), event.eventId(), scope)
+            return this.jdbcTemplate.update(connection -> {
+                        PreparedStatement statement = connection.prepareStatement(this.claimSql);
+                        statement.setObject(1, event.eventId());
+                        statement.setString(2, scope);
+                        statement.setString(3, event.eventName());
+                        int next = bind(statement, 4);
+                        statement.setObject(next, event.eventId());
+                        statement.setString(next + 1, scope);
+                        return statement;
+                    })
                     == 1;
+        }
+
+        /** Binds the bounds' milliseconds from that parameter on, if any; the next parameter. */
+        private int bind(PreparedStatement statement, int parameter) throws SQLException {
+            if (this.bounds == null) {
+                return parameter;
+            }
+            statement.setLong(parameter, this.bounds.lockTimeout().toMillis());
+            statement.setLong(parameter + 1, this.bounds.idleTimeout().toMillis());
+            return parameter + 2;
         }
 
         @Override
@@ -245,7 +254,7 @@ public final class PostgresDialect implements Dialect {
                                 connection.createArrayOf(
                                         "text",
                                         events.stream().map(Key::eventName).toArray()));
-                        statement.setString(4, scope);
+                        statement.setString(bind(statement, 4), scope);
                         return statement;
                     },
                     (row, index) -> new Key(row.getObject(1, UUID.class), row.getString(2)));
