@@ -6,6 +6,7 @@ import dev.exactlyonce.idempotency.envelope.UuidV7;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
+import java.time.Duration;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.springframework.util.ClassUtils;
@@ -28,15 +29,28 @@ public final class DatabaseProbe {
 
     private final String tableName;
 
-    public DatabaseProbe(DataSource dataSource, String tableName) {
+    private final Duration socketTimeout;
+
+    /**
+     * @param socketTimeout how long the probe's statements wait for the database's answer (0: no limit): a probe whose
+     *     connection goes silent fails its check within that long, rather than waiting for TCP's timeout while the
+     *     database answers every new connection
+     */
+    public DatabaseProbe(DataSource dataSource, String tableName, Duration socketTimeout) {
         this.dataSource = dataSource;
         this.tableName = tableName;
+        this.socketTimeout = socketTimeout;
     }
 
     /** {@code null} when a write goes through, else why it does not. */
     @Nullable
     public String check() {
         try (Connection connection = this.dataSource.getConnection()) {
+            if (!this.socketTimeout.isZero()) {
+                // Before anything goes to the server (MariaDB's driver sends the change of auto-commit): the pool
+                // resets it when the connection comes back.
+                connection.setNetworkTimeout(Runnable::run, (int) this.socketTimeout.toMillis());
+            }
             connection.setAutoCommit(false);
             String write = Dialect.of(this.dataSource).probeWrite(this.tableName);
             try (PreparedStatement claim = connection.prepareStatement(write)) {

@@ -50,7 +50,8 @@ public class IdempotencyOutageAutoConfiguration {
             ObjectProvider<BindingService> bindingService,
             ObjectProvider<BindingServiceProperties> bindingProperties) {
         return new Outage(
-                new DatabaseProbe(dataSource, properties.tableName()),
+                new DatabaseProbe(
+                        dataSource, properties.tableName(), properties.outage().socketTimeout()),
                 new DatabaseOutageClassifier(
                         properties.outage().exceptions(),
                         classifiers.orderedStream().toList()),
