@@ -97,6 +97,9 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     /** Whether a consumer thread took the trial's message. */
     private boolean trialTaken;
 
+    /** When it took it, in {@link System#nanoTime()}. */
+    private long trialTakenAt;
+
     /** Whether the trial's message met the outage again. */
     private boolean trialFailed;
 
@@ -376,8 +379,10 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                 }
                 if (this.trial && !this.trialTaken) {
                     this.trialTaken = takesTheTrial;
+                    this.trialTakenAt = System.nanoTime();
                     return true;
                 }
+                restartProbeIfItDied();
                 long until = deadline;
                 if (this.stopped) {
                     until = Math.min(until, Math.max(this.stoppedAt, entered) + HOLD_WHILE_STOPPING.toNanos());
@@ -407,6 +412,21 @@ public final class Outage implements SmartLifecycle, DisposableBean {
             }
             return true;
         }
+    }
+
+    /**
+     * Starts a probe again if the halt's probe died (an {@link Error} where nothing could catch it): a consumer thread
+     * that holds a message sees it, and the halt does not outlast it. Called holding the lock.
+     */
+    private void restartProbeIfItDied() {
+        Thread probe = this.probeThread;
+        if (this.stopped || this.closed || (probe != null && probe.getState() != Thread.State.TERMINATED)) {
+            return;
+        }
+        logger.warn(
+                "The outage probe of the guarded bindings {} ended while they are halted; it starts again",
+                this.bindingNames);
+        startProbe(this.lastInterval);
     }
 
     /** A message's transaction committed, or failed for a reason of its own: the database works. */
@@ -489,6 +509,16 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                     resume(interval);
                     break;
                 }
+                if (this.trialTaken
+                        && System.nanoTime() - this.trialTakenAt
+                                > this.settings.maxHold().toNanos()) {
+                    // No outcome within max-hold: its thread hangs, or an Error took it past the library's callbacks.
+                    // Counted as meeting the outage again, so that another message may try.
+                    logger.debug(
+                            "The message tried gave no outcome within {}; another one is tried",
+                            this.settings.maxHold());
+                    break;
+                }
                 try {
                     this.lock.wait(this.trialTaken ? 100 : Math.max(1, left / 1_000_000));
                 } catch (InterruptedException ex) {
@@ -540,7 +570,12 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     private boolean waitForNextCheck(Duration interval) {
         long until = System.nanoTime() + interval.toNanos();
         while (true) {
-            pauseWhileHalted();
+            try {
+                pauseWhileHalted();
+            } catch (RuntimeException | Error ex) {
+                // The probe goes on whatever fails in it: only a resume or the service stopping ends it.
+                logger.debug("Could not pause or stop the guarded bindings; tried again at the next check", ex);
+            }
             synchronized (this.lock) {
                 if (this.stopped || Thread.currentThread() != this.probeThread) {
                     return false;
