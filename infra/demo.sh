@@ -2,7 +2,7 @@
 # The main job: the three services, the payment provider and the order service on PostgreSQL (or MariaDB) and RabbitMQ
 # (local, or started from infra/compose.yaml when a Docker engine is there), with every ordinary source of duplicates
 # firing, and a report of what each service made of them. Builds the jars first when they are missing.
-#   infra/demo.sh [--orders 200] [--database-outage 30] [--database mariadb] [--cluster]
+#   infra/demo.sh [--orders 200] [--database-outage 30] [--provider-freeze 600] [--database mariadb] [--cluster]
 # --cluster runs the shop on a three-node RabbitMQ 4 cluster (infra/cluster.sh rabbitmq up, as root), kills one node and
 # cuts another off mid-run.
 set -euo pipefail

@@ -33,14 +33,16 @@ public final class Infra {
             Usage: java -jar infra/target/infra-*.jar <command> [arguments]
 
             Commands:
-              demo [--orders <n>] [--database-outage <s>] [--database postgresql|mariadb] [--cluster rabbitmq]
+              demo [--orders <n>] [--database-outage <s>] [--provider-freeze <s>] [--database postgresql|mariadb]
+                  [--cluster rabbitmq]
                   The main job: runs the three services, the payment provider and the order service on
                   PostgreSQL (or MariaDB: --database mariadb) and RabbitMQ (localhost, or infra/compose.yaml
                   when Docker is there), fires all three sources of duplicates (relay republish, broker
                   redelivery, replay) over <n> orders (default 200), and reports what each service made of
                   them. Exit status 0: exactly once. --database-outage takes the database away from the
                   services for <s> seconds in the middle of the stream (the replay is published meanwhile) and
-                  says how soon they resumed. The database server is PGHOST, PGPORT, PGUSER, PGPASSWORD
+                  says how soon they resumed; --provider-freeze freezes the payment provider for <s> seconds
+                  there (billing's requests go unanswered). The database server is PGHOST, PGPORT, PGUSER, PGPASSWORD
                   (default 127.0.0.1:5432, postgres), or MARIADB_HOST, MARIADB_PORT, MARIADB_USER,
                   MARIADB_PASSWORD (default 127.0.0.1:3306, root). --cluster rabbitmq runs the shop on the
                   three-node cluster of infra/cluster.sh (RABBITMQ_CLUSTER, RABBITMQ_CLUSTER_CONTROL; infra/demo.sh
@@ -245,7 +247,8 @@ public final class Infra {
     }
 
     private static int demo(String[] args, PrintStream out) throws Exception {
-        Map<String, String> options = options(args, "--orders", "--database-outage", "--database", "--cluster");
+        Map<String, String> options =
+                options(args, "--orders", "--database-outage", "--provider-freeze", "--database", "--cluster");
         String cluster = options.getOrDefault("--cluster", "none");
         if (!List.of("none", "rabbitmq").contains(cluster)) {
             throw new IllegalArgumentException(
@@ -257,6 +260,7 @@ public final class Infra {
                         options.getOrDefault("--database", "postgresql"),
                         Integer.parseInt(options.getOrDefault("--orders", "200")),
                         Duration.ofSeconds(Long.parseLong(options.getOrDefault("--database-outage", "0"))),
+                        Duration.ofSeconds(Long.parseLong(options.getOrDefault("--provider-freeze", "0"))),
                         cluster.equals("rabbitmq"));
     }
 

@@ -38,11 +38,14 @@ public final class Demo {
      * @param orders how many orders are placed
      * @param databaseOutage how long the database is taken away from the services in the middle of the stream of
      *     events (none when zero)
+     * @param providerFreeze how long the payment provider is frozen (answers nothing) in the middle of the stream of
+     *     events (none when zero)
      * @param cluster whether the shop runs on the three-node RabbitMQ cluster the environment names
      *     ({@code RABBITMQ_CLUSTER}, {@code RABBITMQ_CLUSTER_CONTROL}: infra/cluster.sh), one node of which is
      *     killed and another cut off mid-run
      */
-    public int run(String product, int orders, Duration databaseOutage, boolean cluster) throws Exception {
+    public int run(String product, int orders, Duration databaseOutage, Duration providerFreeze, boolean cluster)
+            throws Exception {
         this.out.println("Exactly-once effects on at-least-once delivery: the shop, with every ordinary source of"
                 + " duplicates firing");
         ShopDatabases.Server database = ShopDatabases.Server.fromEnvironment(product, this.env);
@@ -117,6 +120,9 @@ public final class Demo {
             shop.run(orders, () -> {
                 if (!databaseOutage.isZero()) {
                     shop.cutDatabaseFor(databaseOutage);
+                }
+                if (!providerFreeze.isZero()) {
+                    shop.freezeProviderFor(providerFreeze);
                 }
                 if (cluster) {
                     shop.faultClusterNodes(nodes, Duration.ofSeconds(30));

@@ -166,6 +166,9 @@ public final class ShopScenario implements AutoCloseable {
     /** Between the services and their database server, to take the database away from them. */
     private TcpProxy databaseLink;
 
+    /** Between billing-service and the payment provider: frozen to make the provider stop answering. */
+    private TcpProxy providerLink;
+
     /** Setting up and watching the broker, as its administrator. */
     private Connection admin;
 
@@ -180,7 +183,8 @@ public final class ShopScenario implements AutoCloseable {
     private boolean closed;
 
     /** When the services' database is back, in {@link System#nanoTime()}: during an outage, a time to come. */
-    private volatile long databaseBack = System.nanoTime();
+    /** When the outage under way (the database's, the payment provider's) ends, in {@link System#nanoTime()}. */
+    private volatile long outageEnds = System.nanoTime();
 
     public ShopScenario(Settings settings, Consumer<String> progress) {
         this.settings = settings;
@@ -211,6 +215,7 @@ public final class ShopScenario implements AutoCloseable {
                                 .map(ShopBrokerUsers.User::name)
                                 .toList()));
         this.provider = PaymentProvider.start(0);
+        this.providerLink = TcpProxy.to("127.0.0.1", this.provider.port());
         for (Address node : Address.parseAddresses(String.join(",", this.settings.rabbitNodes()))) {
             this.brokerLinks.add(TcpProxy.to(node.getHost(), node.getPort()));
         }
@@ -478,7 +483,7 @@ public final class ShopScenario implements AutoCloseable {
      * moved again.
      */
     public void cutDatabaseFor(Duration outage) {
-        this.databaseBack = System.nanoTime() + outage.toNanos();
+        this.outageEnds = Math.max(this.outageEnds, System.nanoTime() + outage.toNanos());
         this.databaseLink.cut();
         say(
                 "the services' %s is away for %d s (the connections between them are cut), while events keep coming",
@@ -513,6 +518,35 @@ public final class ShopScenario implements AutoCloseable {
                 "database-outage");
         restorer.setDaemon(true);
         restorer.start();
+    }
+
+    /**
+     * Freezes the payment provider for {@code freeze}, as a process stopped with {@code SIGSTOP} would be: billing's
+     * connections stay open and new ones are accepted, but nothing is answered (billing's requests time out, an outage
+     * the service declares), then everything that waited is answered. On a thread of its own; says how many charges
+     * the provider made once it answers again.
+     */
+    public void freezeProviderFor(Duration freeze) {
+        this.outageEnds = Math.max(this.outageEnds, System.nanoTime() + freeze.toNanos());
+        this.providerLink.freeze();
+        say(
+                "the payment provider is frozen for %d s (billing's requests go unanswered), while events keep coming",
+                freeze.toSeconds());
+        Thread thaw = new Thread(
+                () -> {
+                    try {
+                        // The freeze's length is the scenario: this thread ends it.
+                        Thread.sleep(freeze.toMillis());
+                        int charges = this.provider.chargeCount();
+                        this.providerLink.thaw();
+                        say("the payment provider answers again, %d charge(s) made so far", charges);
+                    } catch (Exception ex) {
+                        say("the payment provider's freeze did not end as planned: %s", ex);
+                    }
+                },
+                "provider-freeze");
+        thaw.setDaemon(true);
+        thaw.start();
     }
 
     /**
@@ -613,6 +647,9 @@ public final class ShopScenario implements AutoCloseable {
         if (this.databaseLink != null) {
             this.databaseLink.close();
         }
+        if (this.providerLink != null) {
+            this.providerLink.close();
+        }
         this.brokerLinks.forEach(TcpProxy::close);
         this.dataSources.forEach(HikariDataSource::close);
         try {
@@ -685,7 +722,7 @@ public final class ShopScenario implements AutoCloseable {
                 binding + "group=" + service.queue(this.settings.suffix()),
                 binding + "consumer.back-off-initial-interval=200",
                 binding + "consumer.back-off-max-interval=1000",
-                "billing.payment-provider.url=" + this.provider.url(),
+                "billing.payment-provider.url=http://127.0.0.1:" + this.providerLink.port(),
                 // The shop's payment provider runs on this machine, on plain http.
                 "billing.payment-provider.plain-http-allowed=true",
                 "server.port=" + this.ports.get(service.name()),
@@ -702,7 +739,9 @@ public final class ShopScenario implements AutoCloseable {
 
     private void awaitQuiet() throws Exception {
         long lastReport = 0;
-        long deadline = System.nanoTime() + Duration.ofMinutes(5).toNanos();
+        long now = System.nanoTime();
+        long deadline = (this.outageEnds - now > 0 ? this.outageEnds : now)
+                + Duration.ofMinutes(5).toNanos();
         while (true) {
             int queued = queued();
             Map<String, Integer> processed = new LinkedHashMap<>();
@@ -726,16 +765,17 @@ public final class ShopScenario implements AutoCloseable {
                 lastReport = System.nanoTime();
             }
             if (System.nanoTime() > deadline) {
-                throw new TimeoutException("The services did not drain their queues within 5 minutes");
+                throw new TimeoutException(
+                        "The services did not drain their queues within 5 minutes (of the end of an outage, if any)");
             }
             Thread.sleep(200);
         }
     }
 
-    /** Waits up to two minutes, counted from the end of a database outage when one is under way. */
+    /** Waits up to two minutes, counted from the end of an outage when one is under way. */
     private void waitFor(BooleanSupplier condition, String what) throws Exception {
         long now = System.nanoTime();
-        long deadline = (this.databaseBack - now > 0 ? this.databaseBack : now)
+        long deadline = (this.outageEnds - now > 0 ? this.outageEnds : now)
                 + Duration.ofMinutes(2).toNanos();
         while (!condition.getAsBoolean()) {
             if (System.nanoTime() > deadline) {
