@@ -42,7 +42,7 @@ public final class Infra {
                   them. Exit status 0: exactly once. --database-outage takes the database away from the
                   services for <s> seconds in the middle of the stream (the replay is published meanwhile) and
                   says how soon they resumed; --provider-freeze freezes the payment provider for <s> seconds
-                  there (billing's requests go unanswered). The database server is PGHOST, PGPORT, PGUSER, PGPASSWORD
+                  from the first order on (billing's requests go unanswered). The database server is PGHOST, PGPORT, PGUSER, PGPASSWORD
                   (default 127.0.0.1:5432, postgres), or MARIADB_HOST, MARIADB_PORT, MARIADB_USER,
                   MARIADB_PASSWORD (default 127.0.0.1:3306, root). --cluster rabbitmq runs the shop on the
                   three-node cluster of infra/cluster.sh (RABBITMQ_CLUSTER, RABBITMQ_CLUSTER_CONTROL; infra/demo.sh

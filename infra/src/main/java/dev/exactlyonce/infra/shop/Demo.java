@@ -38,8 +38,8 @@ public final class Demo {
      * @param orders how many orders are placed
      * @param databaseOutage how long the database is taken away from the services in the middle of the stream of
      *     events (none when zero)
-     * @param providerFreeze how long the payment provider is frozen (answers nothing) in the middle of the stream of
-     *     events (none when zero)
+     * @param providerFreeze how long the payment provider is frozen (answers nothing) from the first order on, while
+     *     every source of duplicates fires (none when zero)
      * @param cluster whether the shop runs on the three-node RabbitMQ cluster the environment names
      *     ({@code RABBITMQ_CLUSTER}, {@code RABBITMQ_CLUSTER_CONTROL}: infra/cluster.sh), one node of which is
      *     killed and another cut off mid-run
@@ -117,12 +117,13 @@ public final class Demo {
         try (ShopScenario shop = new ShopScenario(settings, this.out::println)) {
             Runtime.getRuntime().addShutdownHook(new Thread(shop::close, "demo-stop"));
             shop.start();
+            if (!providerFreeze.isZero()) {
+                // From the first order on: billing has every order to charge while the provider answers nothing.
+                shop.freezeProviderFor(providerFreeze);
+            }
             shop.run(orders, () -> {
                 if (!databaseOutage.isZero()) {
                     shop.cutDatabaseFor(databaseOutage);
-                }
-                if (!providerFreeze.isZero()) {
-                    shop.freezeProviderFor(providerFreeze);
                 }
                 if (cluster) {
                     shop.faultClusterNodes(nodes, Duration.ofSeconds(30));
