@@ -68,6 +68,9 @@ public final class Outage implements SmartLifecycle, DisposableBean {
      */
     static final Duration HOLD_WHILE_STOPPING = Duration.ofSeconds(1);
 
+    /** How often a hold looks whether the probe began stopping its binding. */
+    private static final Duration STOP_POLL = Duration.ofMillis(100);
+
     private final DatabaseProbe probe;
 
     private final OutageClassifier classifier;
@@ -388,8 +391,13 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                     until = Math.min(until, Math.max(this.stoppedAt, entered) + HOLD_WHILE_STOPPING.toNanos());
                 }
                 Long stopRequested = this.pausing.stopRequestedAt(bindingName);
-                if (stopRequested != null) {
-                    until = Math.max(stopRequested, entered) + HOLD_WHILE_STOPPING.toNanos();
+                Long stopBegan = this.pausing.stopBeganAt(bindingName);
+                if (stopBegan != null && !this.stopped) {
+                    until = Math.max(stopBegan, entered) + HOLD_WHILE_STOPPING.toNanos();
+                } else if (stopRequested != null && !this.stopped) {
+                    // Held until the probe begins stopping the binding (it may be in a check): given back before, the
+                    // message would come straight back to a consumer still consuming.
+                    until = System.nanoTime() + STOP_POLL.toNanos();
                 }
                 long left = until - System.nanoTime();
                 if (left <= 0
@@ -400,7 +408,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                     this.lock.notifyAll();
                     continue;
                 }
-                if (left <= 0) {
+                if (left <= 0 && (stopRequested == null || stopBegan != null || this.stopped)) {
                     return false;
                 }
                 try {

@@ -55,6 +55,9 @@ public final class PausedBindings {
     /** Per binding asked to stop taking deliveries, when it was asked, in {@link System#nanoTime()}. */
     private final Map<String, Long> stopRequests = new ConcurrentHashMap<>();
 
+    /** Per binding asked to stop, when the probe began stopping it (its consumers cancelled), in nanoTime. */
+    private final Map<String, Long> stopsBegun = new ConcurrentHashMap<>();
+
     public PausedBindings(
             ObjectProvider<BindingService> bindingService, ObjectProvider<BindingServiceProperties> bindingProperties) {
         this.bindingService = bindingService;
@@ -102,6 +105,15 @@ public final class PausedBindings {
         return this.stopRequests.get(bindingName);
     }
 
+    /**
+     * When the probe began stopping the binding, its consumers cancelled (or found it stopped already), in
+     * {@link System#nanoTime()}; {@code null} if not yet.
+     */
+    @Nullable
+    Long stopBeganAt(String bindingName) {
+        return this.stopsBegun.get(bindingName);
+    }
+
     /** Pauses the bindings that pause, and stops those asked to stop taking deliveries. */
     void pause(Collection<String> bindingNames) {
         for (String name : bindingNames) {
@@ -122,6 +134,9 @@ public final class PausedBindings {
     }
 
     private void stop(String name) {
+        // Before the stop, which returns only once the consumer threads let go of their messages: told it began, they
+        // give them back a moment later.
+        this.stopsBegun.putIfAbsent(name, System.nanoTime());
         for (Binding<?> binding : bindings(name)) {
             if (binding.isRunning() && this.stopped.add(binding)) {
                 // Returns once its consumer threads let go of their messages: they give them back a moment after the
@@ -148,6 +163,7 @@ public final class PausedBindings {
             }
         }
         this.stopRequests.clear();
+        this.stopsBegun.clear();
         List<Binding<?>> toStart;
         synchronized (this.stopped) {
             toStart = List.copyOf(this.stopped);
