@@ -230,6 +230,9 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
      * confirm channel the broker closed for an earlier publication: before the send (a plain {@link AmqpException},
      * "... is closed"), or during it, between registering the template for the channel's confirms and adding this
      * one's (an {@link IllegalArgumentException}, "Listener not registered", once the channel's shutdown removed it).
+     * Also the client's own mix-up of a reply on a channel number the broker had just closed and the client reused
+     * (a {@link ClassCastException} thrown by the client, {@code Channel$OpenOk} taken for {@code Confirm$SelectOk}:
+     * spring-amqp#1337), seen when the broker closes channels for a missing exchange while other rows open new ones.
      */
     private static final Predicate<Throwable> BROKER_CONDITIONS = failure -> failure instanceof AmqpConnectException
             || (failure.getClass() == AmqpException.class
@@ -242,5 +245,11 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
             || failure instanceof AmqpResourceNotAvailableException
             || failure instanceof ShutdownSignalException
             || failure instanceof IOException
-            || failure instanceof TimeoutException;
+            || failure instanceof TimeoutException
+            || (failure instanceof ClassCastException && thrownByTheClient(failure));
+
+    private static boolean thrownByTheClient(Throwable failure) {
+        StackTraceElement[] trace = failure.getStackTrace();
+        return trace.length > 0 && trace[0].getClassName().startsWith("com.rabbitmq.client.");
+    }
 }
