@@ -3,25 +3,36 @@ package dev.exactlyonce.idempotency.jdbc;
 import com.zaxxer.hikari.HikariDataSource;
 import com.zaxxer.hikari.HikariPoolMXBean;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
+import dev.exactlyonce.idempotency.internal.Failures;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
+import java.sql.SQLTransientConnectionException;
 import java.time.Duration;
+import java.util.Set;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
+import org.springframework.jdbc.CannotGetJdbcConnectionException;
 import org.springframework.util.ClassUtils;
 
 /**
  * Checks whether the database works again for what the guard does: a write, not a connection alone. It claims an id
  * of its own in the table of processed event ids, in a transaction it rolls back, on a connection of the service's
  * DataSource: a server that accepts connections but is read-only (after a failover), out of disk, or refusing the
- * service's role does not pass. A pool's connections are evicted when an outage begins and after each failed check,
- * so that connections opened before the failure (to a server demoted since, say) are not handed out again.
+ * service's role does not pass. A pool's connections are evicted when a failure says they lead nowhere useful
+ * ({@link #evictConnectionsIfStale}), so that connections opened before it (to a server demoted since, say) are not
+ * handed out again; a failure to get a connection leaves those the pool has alone.
  */
 public final class DatabaseProbe {
 
     /** The scope of the probe's claims: no binding claims under it, and none is ever committed. */
     static final String SCOPE = "__idempotency_probe";
+
+    /** Sessions the server ended, or a server that took writes and no longer does. */
+    private static final Set<String> STALE_STATES = Set.of("57P01", "57P02", "25006");
+
+    /** A new connection refused: those the pool has may work. */
+    private static final Set<String> REFUSED_STATES = Set.of("08001", "08004");
 
     private static final boolean HIKARI = ClassUtils.isPresent("com.zaxxer.hikari.HikariDataSource", null);
 
@@ -63,16 +74,39 @@ public final class DatabaseProbe {
             }
             return null;
         } catch (SQLException | RuntimeException ex) {
-            evictConnections();
+            evictConnectionsIfStale(ex);
             return String.valueOf(ex.getMessage());
         }
     }
 
-    /** Lets the pool open new connections for the next borrowers, closing the others as they come back. */
-    public void evictConnections() {
-        if (HIKARI) {
+    /**
+     * Lets the pool open new connections for the next borrowers, closing the others as they come back, when the
+     * failure says that the connections the pool has lead nowhere useful: the server they lead to shut them down
+     * (57P01, 57P02), one of them broke (class 08, but 08001 and 08004, which refuse a new one), or that server turned
+     * read-only (25006; MariaDB's 1290 for {@code --read-only}, 1792, 1836): a primary demoted by a failover. A failure
+     * to get a connection (the pool's timeout, too many connections, a login refused, a host not found) says nothing
+     * of those the pool has, which go on working: closing them would turn a busy pool, or a server at its connection
+     * limit, into an empty one.
+     */
+    public void evictConnectionsIfStale(Throwable failure) {
+        if (HIKARI && isStale(failure)) {
             Hikari.softEvict(this.dataSource);
         }
+    }
+
+    static boolean isStale(Throwable failure) {
+        if (Failures.find(failure, SQLTransientConnectionException.class) != null
+                || Failures.find(failure, CannotGetJdbcConnectionException.class) != null) {
+            return false;
+        }
+        return Failures.first(failure, cause -> cause instanceof SQLException sql && isStale(sql)) != null;
+    }
+
+    private static boolean isStale(SQLException failure) {
+        String state = String.valueOf(failure.getSQLState());
+        return STALE_STATES.contains(state)
+                || (state.startsWith("08") && !REFUSED_STATES.contains(state))
+                || MariaDbDialect.isReadOnly(failure);
     }
 
     /** Loaded only when HikariCP is there. */

@@ -110,6 +110,15 @@ public final class MariaDbDialect implements Dialect {
                         && String.valueOf(failure.getMessage()).contains("read-only"));
     }
 
+    /** Whether MariaDB's error says the server is read-only: a primary demoted. */
+    static boolean isReadOnly(SQLException failure) {
+        int code = failure.getErrorCode();
+        return code == 1792
+                || code == 1836
+                || (code == OPTION_PREVENTS_STATEMENT
+                        && String.valueOf(failure.getMessage()).contains("read-only"));
+    }
+
     /** Whether MariaDB's error code says a conflict with another transaction, which passes. */
     public static boolean isConflict(int errorCode) {
         return CONFLICT_CODES.contains(errorCode);

@@ -319,7 +319,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                 firstInterval);
         this.metrics.halted();
         // Connections opened before the failure (to a server since demoted to read-only, say) are not handed out again.
-        this.probe.evictConnections();
+        this.probe.evictConnectionsIfStale(failure);
         try {
             startProbe(firstInterval);
         } catch (RuntimeException | Error ex) {

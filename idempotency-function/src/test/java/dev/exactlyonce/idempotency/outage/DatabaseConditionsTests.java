@@ -16,7 +16,11 @@ import dev.exactlyonce.idempotency.test.TestPostgres;
 import io.micrometer.core.instrument.Counter;
 import io.micrometer.core.instrument.MeterRegistry;
 import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import java.sql.Connection;
+import java.sql.SQLException;
 import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
@@ -172,6 +176,47 @@ class DatabaseConditionsTests {
         assertHeldWhileAndAppliedOnceAfter(
                 () -> this.superuser.execute("REVOKE INSERT ON processed_event FROM \"%s\"".formatted(ROLE)),
                 () -> this.superuser.execute("GRANT INSERT ON processed_event TO \"%s\"".formatted(ROLE)));
+    }
+
+    /**
+     * Every connection of the pool is busy (the service's other work holds them): the message's transaction cannot
+     * begin within the pool's timeout, an outage, and consumption halts. The connections the pool has still work, and
+     * go on working once they come back: the halt and the probe's failed checks close none of them, as they would if
+     * the failure had broken them (a server restarted, a primary demoted). Closing them all on every failure to get
+     * one turns a busy pool, or a server at its connection limit (53300), into an empty one.
+     */
+    @Test
+    void aPoolWithNoConnectionFreeHaltsConsumptionAndKeepsTheConnectionsThatWork() throws Exception {
+        int size = this.pool.getMaximumPoolSize();
+        await().atMost(Duration.ofSeconds(10))
+                .until(() -> this.pool.getHikariPoolMXBean().getTotalConnections() == size);
+        List<Integer> before = backends();
+        List<Connection> busy = new ArrayList<>();
+        assertHeldWhileAndAppliedOnceAfter(
+                () -> {
+                    for (int i = 0; i < size; i++) {
+                        try {
+                            busy.add(this.pool.getConnection());
+                        } catch (SQLException ex) {
+                            throw new IllegalStateException(ex);
+                        }
+                    }
+                },
+                () -> busy.forEach(connection -> {
+                    try {
+                        connection.close();
+                    } catch (SQLException ex) {
+                        throw new IllegalStateException(ex);
+                    }
+                }));
+        assertThat(backends())
+                .as("the server sessions of the pool before the halt, all still open after it")
+                .containsAll(before);
+    }
+
+    private List<Integer> backends() {
+        return this.superuser.queryForList(
+                "SELECT pid FROM pg_stat_activity WHERE usename = ? ORDER BY pid", Integer.class, ROLE);
     }
 
     /**
