@@ -109,8 +109,27 @@ public final class DatabaseProbe {
                 || MariaDbDialect.isReadOnly(failure);
     }
 
+    /**
+     * How long a borrower of the pool waits for a connection: HikariCP's {@code connection-timeout}; zero for a pool
+     * that does not say.
+     */
+    public static Duration connectionWait(DataSource dataSource) {
+        return HIKARI ? Hikari.connectionTimeout(dataSource) : Duration.ZERO;
+    }
+
     /** Loaded only when HikariCP is there. */
     private static final class Hikari {
+
+        static Duration connectionTimeout(DataSource dataSource) {
+            try {
+                return dataSource.isWrapperFor(HikariDataSource.class)
+                        ? Duration.ofMillis(
+                                dataSource.unwrap(HikariDataSource.class).getConnectionTimeout())
+                        : Duration.ZERO;
+            } catch (SQLException ex) {
+                return Duration.ZERO;
+            }
+        }
 
         static void softEvict(DataSource dataSource) {
             try {

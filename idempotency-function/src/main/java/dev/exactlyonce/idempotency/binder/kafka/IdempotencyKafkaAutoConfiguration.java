@@ -2,10 +2,14 @@ package dev.exactlyonce.idempotency.binder.kafka;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.guard.IdempotencyGuardAutoConfiguration;
+import dev.exactlyonce.idempotency.jdbc.DatabaseProbe;
 import dev.exactlyonce.idempotency.outage.IdempotencyOutageAutoConfiguration;
 import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outage.OutageException;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
+import java.time.Duration;
+import javax.sql.DataSource;
+import org.springframework.beans.factory.ObjectProvider;
 import org.springframework.boot.autoconfigure.AutoConfiguration;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnBean;
 import org.springframework.boot.autoconfigure.condition.ConditionalOnClass;
@@ -33,8 +37,14 @@ import org.springframework.util.backoff.FixedBackOff;
 public class IdempotencyKafkaAutoConfiguration {
 
     @Bean
-    KafkaConsumerDefaults idempotencyKafkaConsumerDefaults(Environment environment, IdempotencyProperties properties) {
-        return new KafkaConsumerDefaults(Binder.get(environment), environment, properties.outage());
+    KafkaConsumerDefaults idempotencyKafkaConsumerDefaults(
+            Environment environment, IdempotencyProperties properties, ObjectProvider<DataSource> dataSource) {
+        DataSource pool = dataSource.getIfUnique();
+        return new KafkaConsumerDefaults(
+                Binder.get(environment),
+                environment,
+                properties.outage(),
+                pool != null ? DatabaseProbe.connectionWait(pool) : Duration.ZERO);
     }
 
     @Bean

@@ -31,7 +31,8 @@ import org.springframework.core.env.Environment;
  *       reaches the container is a batch given back during an outage (or a dead letter that could not be published),
  *       never one to skip; without a dead-letter topic, {@value #BATCH_ERROR_HANDLER_WITHOUT_DLQ} does the same for a
  *       batch given back and skips any other failure;
- *   <li>a hold during an outage that fits in the consumer's {@code max.poll.interval.ms}, or start-up fails.
+ *   <li>a hold during an outage that fits in the consumer's {@code max.poll.interval.ms}, or start-up fails; unset,
+ *       the library sets it to the hold and a minute more, where the client's default (5 minutes) is shorter.
  * </ul>
  */
 final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsumerProperties> {
@@ -59,6 +60,9 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
     /** The Kafka consumer's own default of {@value #MAX_POLL_INTERVAL}. */
     private static final long DEFAULT_MAX_POLL_INTERVAL_MS = 300_000;
 
+    /** Room for the other records of a poll, beside one held through an outage. */
+    private static final Duration POLL_ROOM = Duration.ofMinutes(1);
+
     private static final String DEAD_LETTER_SERIALIZER = DeadLetterSerializer.class.getName();
 
     /** The consumer's deserializers whose keys and values {@code DeadLetterSerializer} writes back as they came. */
@@ -74,10 +78,18 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
 
     private final IdempotencyProperties.Outage outage;
 
-    public KafkaConsumerDefaults(Binder configuration, Environment environment, IdempotencyProperties.Outage outage) {
+    /** How long the pool makes a transaction wait for a connection. */
+    private final Duration connectionWait;
+
+    public KafkaConsumerDefaults(
+            Binder configuration,
+            Environment environment,
+            IdempotencyProperties.Outage outage,
+            Duration connectionWait) {
         this.configuration = configuration;
         this.environment = environment;
         this.outage = outage;
+        this.connectionWait = connectionWait;
     }
 
     @Override
@@ -97,7 +109,7 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
                 () -> consumer.setEnableDlq(true));
         setErrorHandler(consumer, binding);
         setDeadLetterSerializers(consumer, binding);
-        refuseHoldLongerThanPollInterval(consumer, binding);
+        fitHoldInPollInterval(consumer, binding);
     }
 
     /** The error handler (see the class's description), unless the binding names its own. */
@@ -176,12 +188,14 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
      * A consumer that does not poll within {@code max.poll.interval.ms} leaves its group, and its partitions go to the
      * others (or wait, with one consumer), a rebalance each time a delivery is held that long during an outage. A
      * delivery is held at most {@code max-hold} in all (a batch binding's: a single-message binding is paused instead,
-     * see {@code PausedBindings}, but may be bound by a binder that cannot pause it), and the statement that meets the
-     * outage waits at most {@code socket-timeout}: both must fit in the interval, with the records of the same poll
-     * processed before it.
+     * see {@code PausedBindings}, but may be bound by a binder that cannot pause it); the trial a held delivery takes at
+     * the end of its hold then waits up to the pool's {@code connection-timeout} for a connection and up to
+     * {@code socket-timeout} for its claim's answer: all of it must fit in the interval, with the records of the same
+     * poll processed before it. Unset, the interval is set to the hold and {@link #POLL_ROOM} more, when the client's
+     * default is shorter.
      */
-    private void refuseHoldLongerThanPollInterval(
-            KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+    private void fitHoldInPollInterval(KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+        Duration held = this.outage.maxHold().plus(this.connectionWait).plus(this.outage.socketTimeout());
         Duration pollInterval;
         try {
             pollInterval = maxPollInterval(consumer);
@@ -189,24 +203,31 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
             // Not a number: the Kafka client says what is wrong with it when the binding starts.
             return;
         }
-        Duration held = this.outage.maxHold().plus(this.outage.socketTimeout());
+        if (pollInterval == null) {
+            Duration fitting = held.plus(POLL_ROOM);
+            if (fitting.toMillis() > DEFAULT_MAX_POLL_INTERVAL_MS) {
+                consumer.getConfiguration().put(MAX_POLL_INTERVAL, String.valueOf(fitting.toMillis()));
+            }
+            return;
+        }
         if (held.compareTo(pollInterval) >= 0) {
             throw new StartupRefusal(
-                    ("Binding %s may hold a record %s during an outage (idempotency.outage.max-hold %s, plus"
-                                    + " idempotency.outage.socket-timeout %s for the statement that meets it), longer"
-                                    + " than its consumer's %s (%s): the consumer would leave its group, and its"
-                                    + " partitions move, each time a record is held that long")
+                    ("Binding %s may hold a record %s during an outage (idempotency.outage.max-hold %s, plus the"
+                                    + " pool's connection-timeout %s and idempotency.outage.socket-timeout %s for the"
+                                    + " trial taken at its end), longer than its consumer's %s (%s): the consumer"
+                                    + " would leave its group, and its partitions move, each time a record is held"
+                                    + " that long")
                             .formatted(
                                     binding.name(),
                                     held,
                                     this.outage.maxHold(),
+                                    this.connectionWait,
                                     this.outage.socketTimeout(),
                                     MAX_POLL_INTERVAL,
                                     pollInterval),
-                    ("Lower idempotency.outage.max-hold (the default, 4m, fits the default %s of 5 minutes), or raise"
-                                    + " %s.consumer.configuration.%s above %s with room for the other records of a"
-                                    + " poll")
-                            .formatted(MAX_POLL_INTERVAL, binding.prefix(), MAX_POLL_INTERVAL, held));
+                    ("Lower idempotency.outage.max-hold, or raise %s.consumer.configuration.%s above %s with room"
+                                    + " for the other records of a poll (unset, the library sets it to %s)")
+                            .formatted(binding.prefix(), MAX_POLL_INTERVAL, held, held.plus(POLL_ROOM)));
         }
     }
 
@@ -214,9 +235,9 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
      * The consumer's {@value #MAX_POLL_INTERVAL}, where the Kafka binder takes it from, the first that sets it: the
      * binding's {@code configuration}, the binder's {@code consumer-properties}, then {@code configuration}, Spring
      * Boot's {@code spring.kafka.consumer.properties}, {@code spring.kafka.consumer.max-poll-interval}, then
-     * {@code spring.kafka.properties}; else the client's default.
+     * {@code spring.kafka.properties}; {@code null} when none does (the client's default).
      */
-    private Duration maxPollInterval(KafkaConsumerProperties consumer) {
+    private @Nullable Duration maxPollInterval(KafkaConsumerProperties consumer) {
         String set = consumer.getConfiguration().get(MAX_POLL_INTERVAL);
         if (set == null) {
             set = setting(
@@ -235,7 +256,7 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
             return typed;
         }
         set = setting(MAX_POLL_INTERVAL, "spring.kafka.properties");
-        return Duration.ofMillis(set != null ? Long.parseLong(set.trim()) : DEFAULT_MAX_POLL_INTERVAL_MS);
+        return set != null ? Duration.ofMillis(Long.parseLong(set.trim())) : null;
     }
 
     /** A Kafka client setting from the first of these maps of settings that has it (dotted or bracketed keys). */

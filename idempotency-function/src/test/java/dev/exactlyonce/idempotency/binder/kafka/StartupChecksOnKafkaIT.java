@@ -28,12 +28,16 @@ import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.cloud.stream.binder.BinderFactory;
+import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
+import org.springframework.cloud.stream.binder.kafka.properties.KafkaConsumerProperties;
 import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.kafka.test.EmbeddedKafkaBroker;
 import org.springframework.kafka.test.context.EmbeddedKafka;
+import org.springframework.messaging.MessageChannel;
 
 /**
  * What the library checks when a guarded Kafka binding starts:
@@ -134,8 +138,41 @@ class StartupChecksOnKafkaIT {
 
         assertThat(messages(failure))
                 .anySatisfy(message -> assertThat(message)
-                        .contains("Binding " + BINDING + " may hold a record PT4M30S")
+                        .contains("Binding " + BINDING + " may hold a record PT5M")
                         .contains("max.poll.interval.ms (PT1M)"));
+    }
+
+    /**
+     * A message given back with its hold nearly spent may have taken the trial just before: its transaction then waits
+     * up to the pool's connection-timeout for a connection, and its claim up to socket-timeout for the answer. 4m +
+     * 90s + 30s does not fit in 5m30s.
+     */
+    @Test
+    void thePoolsConnectionTimeoutCountsInTheHold(EmbeddedKafkaBroker kafka) {
+        Throwable failure = catchThrowable(() -> start(
+                        kafka,
+                        "spring.datasource.hikari.connection-timeout=90000",
+                        CONSUMER + "configuration.max.poll.interval.ms=330000")
+                .close());
+
+        assertThat(messages(failure))
+                .anySatisfy(message -> assertThat(message)
+                        .contains("Binding " + BINDING + " may hold a record PT6M")
+                        .contains("max.poll.interval.ms (PT5M30S)"));
+    }
+
+    /**
+     * Unset, the consumer's max.poll.interval.ms is set to fit the hold at the defaults (4m + 30s + 30s) and a minute
+     * more for the poll's other records.
+     */
+    @Test
+    void withThePollIntervalUnsetTheDefaultsStart(EmbeddedKafkaBroker kafka) {
+        try (ConfigurableApplicationContext service = start(kafka)) {
+            ExtendedPropertiesBinder<?, ?, ?> binder = (ExtendedPropertiesBinder<?, ?, ?>)
+                    service.getBean(BinderFactory.class).getBinder("kafka", MessageChannel.class);
+            assertThat(((KafkaConsumerProperties) binder.getExtendedConsumerProperties(BINDING)).getConfiguration())
+                    .containsEntry("max.poll.interval.ms", "360000");
+        }
     }
 
     @Test
