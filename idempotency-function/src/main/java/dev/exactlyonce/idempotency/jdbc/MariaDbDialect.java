@@ -37,11 +37,12 @@ public final class MariaDbDialect implements Dialect {
     private static final MariaDbDialect INSTANCE = new MariaDbDialect();
 
     /**
-     * Lowers the session's lock wait and idle transaction bounds to the seconds given, unless lower already (an idle
-     * bound of 0 is none).
+     * Lowers the session's lock wait, statement and idle transaction bounds to the seconds given, unless lower already
+     * (a statement or idle bound of 0 is none).
      */
     private static final String BOUND_SESSION = """
             SET SESSION innodb_lock_wait_timeout = LEAST(@@session.innodb_lock_wait_timeout, ?),
+                max_statement_time = IF(@@session.max_statement_time = 0, ?, LEAST(@@session.max_statement_time, ?)),
                 idle_transaction_timeout = IF(@@session.idle_transaction_timeout = 0, ?,
                                               LEAST(@@session.idle_transaction_timeout, ?))
             """;
@@ -286,8 +287,14 @@ public final class MariaDbDialect implements Dialect {
                 return;
             }
             long idleSeconds = Math.max(1, bounds.idleTimeout().toSeconds());
+            double statementSeconds = bounds.statementTimeout().toMillis() / 1000.0;
             this.jdbcTemplate.update(
-                    BOUND_SESSION, Math.max(1, bounds.lockTimeout().toSeconds()), idleSeconds, idleSeconds);
+                    BOUND_SESSION,
+                    Math.max(1, bounds.lockTimeout().toSeconds()),
+                    statementSeconds,
+                    statementSeconds,
+                    idleSeconds,
+                    idleSeconds);
         }
 
         @Override

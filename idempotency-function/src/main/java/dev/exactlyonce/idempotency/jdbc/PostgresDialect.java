@@ -188,13 +188,14 @@ public final class PostgresDialect implements Dialect {
                 ORDER BY event.id, event.name
                 ON CONFLICT DO NOTHING RETURNING event_id, event_name""";
 
-        // One row, whatever it sets: lowers the transaction's lock and idle bounds to those in ms, unless
+        // One row, whatever it sets: lowers the transaction's lock, statement and idle bounds to those in ms, unless
         // lower already (0 is none). (Where a row of an earlier version makes the claim a duplicate, the planner may
         // skip it: a duplicate's transaction waits on nothing and writes nothing.)
         private static final String BOUND = """
 
                     CROSS JOIN (SELECT count(set_config(name, ms || 'ms', true))
                                 FROM (VALUES ('lock_timeout', ?::bigint),
+                                             ('statement_timeout', ?::bigint),
                                              ('idle_in_transaction_session_timeout', ?::bigint)) AS wanted(name, ms)
                                 WHERE current_setting(name)::interval = interval '0'
                                    OR current_setting(name)::interval > ms * interval '1 millisecond') AS bound""";
@@ -234,8 +235,9 @@ public final class PostgresDialect implements Dialect {
                 return parameter;
             }
             statement.setLong(parameter, this.bounds.lockTimeout().toMillis());
-            statement.setLong(parameter + 1, this.bounds.idleTimeout().toMillis());
-            return parameter + 2;
+            statement.setLong(parameter + 1, this.bounds.statementTimeout().toMillis());
+            statement.setLong(parameter + 2, this.bounds.idleTimeout().toMillis());
+            return parameter + 3;
         }
 
         @Override
