@@ -262,10 +262,10 @@ public record IdempotencyProperties(
      * @param socketTimeout How long a statement of a guarded message's transaction waits for the database's answer
      *     (the connection's network timeout, for that transaction only), and the outage probe's: a network that drops
      *     packets without closing the connection (a firewall, a failed switch, a paused virtual machine) is then an
-     *     outage within that long, not a statement blocked for the kernel's TCP timeout (about 15 minutes). Keep it
-     *     above the longest statement a business function runs. The claim also bounds its transaction on the server by
-     *     it: lock waits at half of it, idleness at twice (0s: no limit, the driver's default, and no bound on the
-     *     server). On MariaDB the driver sends the start of a transaction before the bound applies.
+     *     outage within that long, not a statement blocked for the kernel's TCP timeout (about 15 minutes). The claim
+     *     also bounds its transaction on the server by it: lock waits at half of it, statements at three quarters (a
+     *     conflict of the message, not an outage: keep it well above the longest statement a business function runs),
+     *     idleness at twice (0s: no limit, the driver's default, and no bound on the server). On MariaDB the driver sends the start of a transaction before the bound applies.
      * @param exceptions Further failures that mean a dependency is down, not that the message is wrong (a payment
      *     provider answering 503, for example): a failure whose chain of causes holds one of them halts consumption as
      *     a database outage does.
