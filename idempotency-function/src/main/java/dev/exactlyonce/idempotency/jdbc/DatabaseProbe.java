@@ -55,7 +55,7 @@ public final class DatabaseProbe {
 
     /** {@code null} when a write goes through, else why it does not. */
     @Nullable
-    public String check() {
+    public Exception check() {
         try (Connection connection = this.dataSource.getConnection()) {
             if (!this.socketTimeout.isZero()) {
                 // Before anything goes to the server (MariaDB's driver sends the change of auto-commit): the pool
@@ -75,7 +75,7 @@ public final class DatabaseProbe {
             return null;
         } catch (SQLException | RuntimeException ex) {
             evictConnectionsIfStale(ex);
-            return String.valueOf(ex.getMessage());
+            return ex;
         }
     }
 

@@ -51,7 +51,7 @@ import org.springframework.messaging.Message;
  */
 public final class Outage implements SmartLifecycle, DisposableBean {
 
-    /** A halt in progress: since when, and why. */
+    /** A halt in progress: since when, and why (the failure met last). */
     public record Halt(Instant since, String cause) {}
 
     /** The delivery a consumer thread is on (by identity), and when its hold must end, in {@link System#nanoTime()}. */
@@ -67,6 +67,9 @@ public final class Outage implements SmartLifecycle, DisposableBean {
      * consuming, again and again; short enough that the stopping containers do not wait out their shutdown timeouts.
      */
     static final Duration HOLD_WHILE_STOPPING = Duration.ofSeconds(1);
+
+    /** How often a halt whose cause stays the same is logged at INFO. */
+    private static final Duration REPORT_EVERY = Duration.ofMinutes(1);
 
     /** How often a hold looks whether the probe began stopping its binding. */
     private static final Duration STOP_POLL = Duration.ofMillis(100);
@@ -105,6 +108,15 @@ public final class Outage implements SmartLifecycle, DisposableBean {
 
     /** Whether the trial's message met the outage again. */
     private boolean trialFailed;
+
+    /** What the trial's message met, when it met the outage again. */
+    private @Nullable Throwable trialFailure;
+
+    /** The innermost cause of the failure met last ({@link #rootOf}), to tell when the halt's cause changes. */
+    private String lastRoot = "";
+
+    /** When the halt's state was last logged at INFO or above, in {@link System#nanoTime()}. */
+    private long lastReported;
 
     private volatile boolean running;
 
@@ -299,6 +311,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         synchronized (this.lock) {
             if (this.trial) {
                 this.trialFailed = true;
+                this.trialFailure = failure;
                 this.lock.notifyAll();
                 return;
             }
@@ -307,6 +320,8 @@ public final class Outage implements SmartLifecycle, DisposableBean {
             }
             Instant now = Instant.now();
             this.halt = new Halt(now, describe(failure));
+            this.lastRoot = rootOf(failure);
+            this.lastReported = System.nanoTime();
             boolean soonAfterTheLast =
                     Duration.between(this.lastResumed, now).compareTo(this.settings.probeMaxInterval()) <= 0;
             firstInterval = soonAfterTheLast ? longer(this.lastInterval) : this.settings.probeInitialInterval();
@@ -458,14 +473,14 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         // Only the latest probe goes on: one that stop() interrupted, or that another replaced, ends.
         while (!this.stopped && Thread.currentThread() == this.probeThread && waitForNextCheck(interval)) {
             try {
-                String failure = this.probe.check();
+                Throwable failure = this.probe.check();
                 if (failure == null) {
                     if (tryOneMessage(interval)) {
                         this.pausing.resume();
                         return;
                     }
                     pauseWhileHalted();
-                    failure = "the first message tried met the outage again";
+                    failure = trialFailure();
                     if (!trialFailedBefore) {
                         trialFailedBefore = true;
                         logger.warn("The database answers the outage probe's write, but the first message tried met the"
@@ -473,12 +488,56 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                                 + " each probe that passes");
                     }
                 }
-                logger.debug("The database does not work yet ({}); next check in {}", failure, interval);
+                stillHalted(failure, interval);
             } catch (RuntimeException | Error ex) {
                 // The probe goes on whatever fails in it: only a resume or the service stopping ends it.
                 logger.debug("The outage probe failed; next check in {}", interval, ex);
             }
             interval = longer(interval);
+        }
+    }
+
+    private Throwable trialFailure() {
+        synchronized (this.lock) {
+            Throwable failure = this.trialFailure;
+            return failure != null
+                    ? failure
+                    : new IllegalStateException("the message tried gave no outcome within " + this.settings.maxHold());
+        }
+    }
+
+    /**
+     * The halt goes on for that failure: it becomes the halt's cause (health's), and is logged at INFO when its
+     * innermost cause is not the one met before, else at most once every {@link #REPORT_EVERY}.
+     */
+    private void stillHalted(Throwable met, Duration interval) {
+        String failure = describe(met);
+        Halt current;
+        boolean report;
+        synchronized (this.lock) {
+            current = this.halt;
+            if (current == null || Thread.currentThread() != this.probeThread) {
+                return;
+            }
+            long now = System.nanoTime();
+            String root = rootOf(met);
+            report = !root.equals(this.lastRoot) || now - this.lastReported >= REPORT_EVERY.toNanos();
+            this.lastRoot = root;
+            if (report) {
+                this.lastReported = now;
+            }
+            this.halt = new Halt(current.since(), failure);
+        }
+        Duration halted = Duration.between(current.since(), Instant.now()).withNanos(0);
+        if (report) {
+            logger.info(
+                    "Consumption of the guarded bindings {} is still halted, for {} now: {}; next check in {}",
+                    this.bindingNames,
+                    halted,
+                    failure,
+                    interval);
+        } else {
+            logger.debug("The database does not work yet ({}); next check in {}", failure, interval);
         }
     }
 
@@ -506,6 +565,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
             this.trial = true;
             this.trialTaken = false;
             this.trialFailed = false;
+            this.trialFailure = null;
             this.lock.notifyAll();
         }
         this.pausing.resume();
@@ -559,6 +619,12 @@ public final class Outage implements SmartLifecycle, DisposableBean {
 
     private Duration longer(Duration interval) {
         return Backoff.doubled(interval, this.settings.probeMaxInterval());
+    }
+
+    /** The innermost cause's type and message: the same whichever path (a message, the probe) met it. */
+    private static String rootOf(Throwable failure) {
+        Throwable root = Failures.root(failure);
+        return root.getClass().getName() + ": " + root.getMessage();
     }
 
     private static String describe(Throwable failure) {

@@ -3,7 +3,9 @@ package dev.exactlyonce.idempotency.outage;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import ch.qos.logback.classic.Level;
 import com.zaxxer.hikari.HikariDataSource;
+import dev.exactlyonce.idempotency.CapturedLogs;
 import dev.exactlyonce.idempotency.ThingHappened;
 import dev.exactlyonce.idempotency.Things;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
@@ -27,6 +29,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.context.TestConfiguration;
@@ -79,6 +82,9 @@ class DatabaseConditionsTests {
             return new SimpleMeterRegistry();
         }
     }
+
+    @RegisterExtension
+    final CapturedLogs logs = CapturedLogs.of(Outage.class);
 
     @Autowired
     EventDeliveries deliveries;
@@ -176,6 +182,41 @@ class DatabaseConditionsTests {
         assertHeldWhileAndAppliedOnceAfter(
                 () -> this.superuser.execute("REVOKE INSERT ON processed_event FROM \"%s\"".formatted(ROLE)),
                 () -> this.superuser.execute("GRANT INSERT ON processed_event TO \"%s\"".formatted(ROLE)));
+    }
+
+    /**
+     * A halt that began with one failure goes on for another: the role was locked out, then let in again while the
+     * database turned read-only (a failover that also rotated what was wrong). Health's cause, and the log, follow the
+     * failure the probe meets now, not the first one, and the log says it at INFO when it changes.
+     */
+    @Test
+    void theHaltsCauseFollowsTheFailureTheProbeMeetsNow() throws Exception {
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+        TestPostgres.server()
+                .execute(
+                        "ALTER ROLE \"%s\" NOLOGIN".formatted(ROLE),
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '%s'".formatted(ROLE));
+        this.pool.getHikariPoolMXBean().softEvictConnections();
+        CompletableFuture<Void> delivery = this.deliveries.deliverUntilTakenAsync(event, Duration.ofSeconds(60));
+        await().atMost(Duration.ofSeconds(10)).until(() -> this.outage.halt() != null);
+        assertThat(this.outage.halt().cause()).contains("not permitted to log in");
+
+        TestPostgres.server()
+                .execute(
+                        "ALTER DATABASE \"%s\" SET default_transaction_read_only = on".formatted(database.name()),
+                        "ALTER ROLE \"%s\" LOGIN".formatted(ROLE));
+        await().atMost(Duration.ofSeconds(10))
+                .alias("health's cause: the read-only database the probe meets now")
+                .until(() -> String.valueOf(this.outage.halt()).contains("read-only"));
+        assertThat(this.logs.events()).anySatisfy(line -> {
+            assertThat(line.getLevel()).isEqualTo(Level.INFO);
+            assertThat(line.getFormattedMessage()).contains("still halted").contains("read-only");
+        });
+
+        TestPostgres.server()
+                .execute("ALTER DATABASE \"%s\" RESET default_transaction_read_only".formatted(database.name()));
+        delivery.get(10, TimeUnit.SECONDS);
+        assertThat(effects(event)).isEqualTo(1);
     }
 
     /**
