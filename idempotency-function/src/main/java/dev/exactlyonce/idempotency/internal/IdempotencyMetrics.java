@@ -3,6 +3,7 @@ package dev.exactlyonce.idempotency.internal;
 import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
 import io.micrometer.observation.ObservationRegistry;
 import java.time.Duration;
+import java.time.Instant;
 import org.springframework.beans.factory.ObjectProvider;
 
 /**
@@ -41,8 +42,15 @@ public interface IdempotencyMetrics {
     /** Partition maintenance created or dropped partitions. */
     default void partitionsMaintained(int created, int dropped, Duration took) {}
 
-    /** An outage halted the consumption of the guarded bindings. */
-    default void halted() {}
+    /**
+     * An outage halted the consumption of the guarded bindings.
+     *
+     * @param since when consumption stopped: this halt's start, or the start of the one it follows closely
+     */
+    default void halted(Instant since) {}
+
+    /** The message tried once the probe's write went through met the outage again. */
+    default void trialFailed() {}
 
     /** Consumption resumed after it was halted this long. */
     default void resumed(Duration halted) {}

@@ -11,6 +11,7 @@ import io.micrometer.core.instrument.Timer;
 import io.micrometer.core.instrument.observation.DefaultMeterObservationHandler;
 import io.micrometer.observation.ObservationRegistry;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
@@ -35,7 +36,11 @@ import java.util.concurrent.atomic.AtomicLong;
  *       {@code dropped}): partitions the maintenance created or dropped;
  *   <li>{@value #HALTS} (counter): halts of the guarded bindings' consumption for an outage;
  *   <li>{@value #HALTED} (timer): how long each halt lasted, recorded when consumption resumes;
- *   <li>{@value #HALTED_NOW} (gauge, seconds): how long consumption has been halted, 0 while it runs;
+ *   <li>{@value #HALTED_NOW} (gauge, seconds): how long consumption has been halted, 0 while it runs; a halt that
+ *       begins within a minute of the last resume counts from the start of the one before (halts that flap show as
+ *       one that lasts);
+ *   <li>{@value #TRIALS_FAILED} (counter): messages tried once the probe's write went through that met the outage
+ *       again (a dependency the probe does not see);
  *   <li>{@value #GIVEN_BACK} (counter): deliveries given back to the broker during an outage, to be delivered again;
  *   <li>{@value #OUTBOX_WRITTEN}, {@value #OUTBOX_PUBLISHED} (counters): events written to the outbox by committed
  *       transactions, and published by the relay (confirmed by the broker; a run whose mark failed publishes its
@@ -72,7 +77,9 @@ public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 
     public static final String GIVEN_BACK = "idempotency.outage.given.back";
 
-    /** When the halt in progress began, in {@link System#nanoTime()}; 0 while consumption runs. */
+    public static final String TRIALS_FAILED = "idempotency.outage.trials.failed";
+
+    /** When the halt in progress began, in epoch milliseconds; 0 while consumption runs. */
     private final AtomicLong haltedSince = new AtomicLong();
 
     static final String OUTBOX_WRITTEN = "idempotency.outbox.written";
@@ -112,7 +119,7 @@ public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
                 .register(registry);
         Gauge.builder(HALTED_NOW, this.haltedSince, since -> {
                     long began = since.get();
-                    return began == 0 ? 0 : (System.nanoTime() - began) / 1e9;
+                    return began == 0 ? 0 : Math.max(0, System.currentTimeMillis() - began) / 1e3;
                 })
                 .description("How long the guarded bindings' consumption has been halted, 0 while it runs")
                 .baseUnit("seconds")
@@ -169,8 +176,8 @@ public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
     }
 
     @Override
-    public void halted() {
-        this.haltedSince.set(System.nanoTime());
+    public void halted(Instant since) {
+        this.haltedSince.set(Math.max(1, since.toEpochMilli()));
         Counter.builder(HALTS)
                 .description("Halts of the guarded bindings' consumption while a dependency was unavailable")
                 .register(this.registry)
@@ -184,6 +191,14 @@ public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
                 .description("How long the guarded bindings' consumption was halted, per outage")
                 .register(this.registry)
                 .record(halted);
+    }
+
+    @Override
+    public void trialFailed() {
+        Counter.builder(TRIALS_FAILED)
+                .description("Messages tried once the outage probe's write went through that met the outage again")
+                .register(this.registry)
+                .increment();
     }
 
     @Override

@@ -68,7 +68,10 @@ public final class Outage implements SmartLifecycle, DisposableBean {
      */
     static final Duration HOLD_WHILE_STOPPING = Duration.ofSeconds(1);
 
-    /** How often a halt whose cause stays the same is logged at INFO. */
+    /**
+     * How often a halt whose cause stays the same is logged at INFO; and how soon after a resume a new halt is counted,
+     * on the halted gauge, from the start of the one before.
+     */
     private static final Duration REPORT_EVERY = Duration.ofMinutes(1);
 
     /** How often a hold looks whether the probe began stopping its binding. */
@@ -132,6 +135,9 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     private Duration lastInterval;
 
     private Instant lastResumed = Instant.EPOCH;
+
+    /** The start of the halt in progress, or of the first of the halts it follows within a minute of each other. */
+    private Instant countedFrom = Instant.EPOCH;
 
     public Outage(
             DatabaseProbe probe,
@@ -308,11 +314,16 @@ public final class Outage implements SmartLifecycle, DisposableBean {
             return;
         }
         Duration firstInterval;
+        Instant countedFrom;
         synchronized (this.lock) {
             if (this.trial) {
+                boolean first = !this.trialFailed;
                 this.trialFailed = true;
                 this.trialFailure = failure;
                 this.lock.notifyAll();
+                if (first) {
+                    this.metrics.trialFailed();
+                }
                 return;
             }
             if (this.halt != null || this.stopped) {
@@ -322,9 +333,12 @@ public final class Outage implements SmartLifecycle, DisposableBean {
             this.halt = new Halt(now, describe(failure));
             this.lastRoot = rootOf(failure);
             this.lastReported = System.nanoTime();
-            boolean soonAfterTheLast =
-                    Duration.between(this.lastResumed, now).compareTo(this.settings.probeMaxInterval()) <= 0;
+            Duration running = Duration.between(this.lastResumed, now);
+            boolean soonAfterTheLast = running.compareTo(this.settings.probeMaxInterval()) <= 0;
             firstInterval = soonAfterTheLast ? longer(this.lastInterval) : this.settings.probeInitialInterval();
+            // Halts that flap show on the gauge as one that lasts.
+            countedFrom = running.compareTo(REPORT_EVERY) <= 0 ? this.countedFrom : now;
+            this.countedFrom = countedFrom;
         }
         logger.warn(
                 "Consumption of the guarded bindings {} halts: a dependency is unavailable ({}). Their messages are"
@@ -332,7 +346,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                 this.bindingNames,
                 describe(failure),
                 firstInterval);
-        this.metrics.halted();
+        this.metrics.halted(countedFrom);
         // Connections opened before the failure (to a server since demoted to read-only, say) are not handed out again.
         this.probe.evictConnectionsIfStale(failure);
         try {

@@ -1,0 +1,108 @@
+package dev.exactlyonce.idempotency.outage;
+
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.catchThrowable;
+import static org.awaitility.Awaitility.await;
+
+import dev.exactlyonce.idempotency.Things;
+import dev.exactlyonce.idempotency.observability.MicrometerIdempotencyMetrics;
+import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.EventDeliveries;
+import dev.exactlyonce.idempotency.test.TestDatabase;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import io.micrometer.core.instrument.MeterRegistry;
+import io.micrometer.core.instrument.simple.SimpleMeterRegistry;
+import java.time.Duration;
+import org.junit.jupiter.api.Test;
+import org.springframework.beans.factory.annotation.Autowired;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.context.TestConfiguration;
+import org.springframework.context.annotation.Bean;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * A halt that flaps: the business table's disk is full (53100, raised for real by a trigger on it) while
+ * {@code processed_event}'s is not, so the probe's write goes through and every message fails. Messages come now and
+ * then: each trial the probe opens with no message to try ends in a resume, and the next message halts consumption
+ * again. A dashboard watching {@value MicrometerIdempotencyMetrics#HALTED_NOW} must see a service that processes
+ * nothing: a halt that begins within a minute of the last resume goes on counting from the first one's start. And
+ * each trial whose message met the outage again is counted.
+ */
+@SpringBootTest(
+        properties = {
+            "idempotency.outage.probe-initial-interval=200ms",
+            "idempotency.outage.probe-max-interval=500ms",
+            "idempotency.outage.max-hold=1s",
+            "idempotency.purge.enabled=false"
+        })
+@EnableIdempotencyTestKit
+class FlappingHaltTests {
+
+    private static final TestDatabase database = TestPostgres.newDatabase("flapping");
+
+    @DynamicPropertySource
+    static void database(DynamicPropertyRegistry registry) {
+        database.registerDataSource(registry);
+    }
+
+    @TestConfiguration
+    static class Meters {
+
+        @Bean
+        MeterRegistry meterRegistry() {
+            return new SimpleMeterRegistry();
+        }
+    }
+
+    @Autowired
+    EventDeliveries deliveries;
+
+    @Autowired
+    Outage outage;
+
+    @Autowired
+    MeterRegistry meterRegistry;
+
+    private final JdbcTemplate jdbcTemplate =
+            new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
+
+    @Test
+    void haltsThatFollowEachOtherCountAsOneOnTheGaugeAndFailedTrialsAreCounted() {
+        this.jdbcTemplate.execute("""
+                CREATE OR REPLACE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    RAISE EXCEPTION 'could not extend file "base/16384/16390": No space left on device'
+                        USING ERRCODE = 'disk_full';
+                END $$;
+                CREATE TRIGGER disk_full BEFORE INSERT ON thing_effect FOR EACH ROW EXECUTE FUNCTION disk_full()""");
+
+        // Held for its max-hold, tried at each trial, then given back (and not delivered again here).
+        catchThrowable(() -> this.deliveries.deliver(Things.thingHappened()));
+        await().atMost(Duration.ofSeconds(10))
+                .alias("the trial opened with no message to try: consumption resumes")
+                .until(() -> this.outage.halt() == null);
+        assertThat(this.meterRegistry
+                        .get(MicrometerIdempotencyMetrics.TRIALS_FAILED)
+                        .counter()
+                        .count())
+                .as("the message held met the outage again at a trial")
+                .isPositive();
+        await().pollDelay(Duration.ofSeconds(2)).until(() -> true);
+
+        catchThrowable(() -> this.deliveries.deliver(Things.thingHappened()));
+        assertThat(this.meterRegistry
+                        .get(MicrometerIdempotencyMetrics.HALTS)
+                        .counter()
+                        .count())
+                .isEqualTo(2);
+        assertThat(this.meterRegistry
+                        .get(MicrometerIdempotencyMetrics.HALTED_NOW)
+                        .gauge()
+                        .value())
+                .as("counted from the first halt's start, more than 3 s ago")
+                .isGreaterThan(3.0);
+    }
+}
