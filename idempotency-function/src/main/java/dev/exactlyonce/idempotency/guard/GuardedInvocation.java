@@ -52,6 +52,8 @@ final class GuardedInvocation {
 
     private int duplicates;
 
+    private boolean reachedTheDatabase;
+
     private final Map<Integer, RejectedMessageException> rejected = new TreeMap<>();
 
     private List<Delivery> moreEvents = List.of();
@@ -105,7 +107,9 @@ final class GuardedInvocation {
     <T> T firstStatement(Supplier<T> statement) {
         while (true) {
             try {
-                return statement.get();
+                T result = statement.get();
+                this.reachedTheDatabase = true;
+                return result;
             } catch (RuntimeException ex) {
                 this.transaction = this.recovery.beginAgain(this.transaction, ex);
             }
@@ -273,6 +277,14 @@ final class GuardedInvocation {
                         result == null
                                 ? "null in a list"
                                 : "a " + result.getClass().getName()));
+    }
+
+    /**
+     * Whether the claim went through: the database answered for this message. A message rejected before it (a body
+     * that is not an event, a route it may not come by) says nothing of the database.
+     */
+    boolean reachedTheDatabase() {
+        return this.reachedTheDatabase;
     }
 
     /** How many events the guard claimed: once the transaction commits, they are processed. */

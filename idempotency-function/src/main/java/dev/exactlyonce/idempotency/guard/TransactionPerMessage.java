@@ -242,7 +242,7 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
         } catch (RuntimeException ex) {
             throw thrown(ex);
         }
-        this.outage.worked();
+        answered(invocation);
         if (invocation.claimed() > 0) {
             this.metrics.processed(this.binding, invocation.claimed());
         }
@@ -273,8 +273,8 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
         if (outage) {
             this.outage.detected(failure);
         } else if (failure != null) {
-            // The message's own failure: the database answered.
-            this.outage.worked();
+            // The message's own failure: the database answered, if its claim went through.
+            answered(invocation);
         }
         // Counted once, when they go to the dead-letter queue: the messages a batch set aside once the rest of it
         // committed (not on each attempt at a batch that rolled back), or the message rejected.
@@ -287,6 +287,18 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
             rollBack(invocation.transaction(), outage);
         } finally {
             invocation.close();
+        }
+    }
+
+    /**
+     * The message ended without meeting an outage: the database works, if its claim went through; a message rejected
+     * before it says nothing of the database, and leaves a trial to the next message.
+     */
+    private void answered(GuardedInvocation invocation) {
+        if (invocation.reachedTheDatabase()) {
+            this.outage.worked();
+        } else {
+            this.outage.untried();
         }
     }
 

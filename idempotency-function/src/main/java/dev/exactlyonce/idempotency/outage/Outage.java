@@ -109,14 +109,14 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     /** When it took it, in {@link System#nanoTime()}. */
     private long trialTakenAt;
 
+    /** The thread that took it. */
+    private @Nullable Thread trialThread;
+
     /** Whether the trial's message met the outage again. */
     private boolean trialFailed;
 
     /** What the trial's message met, when it met the outage again. */
     private @Nullable Throwable trialFailure;
-
-    /** The innermost cause of the failure met last ({@link #rootOf}), to tell when the halt's cause changes. */
-    private String lastRoot = "";
 
     /** When the halt's state was last logged at INFO or above, in {@link System#nanoTime()}. */
     private long lastReported;
@@ -331,7 +331,6 @@ public final class Outage implements SmartLifecycle, DisposableBean {
             }
             Instant now = Instant.now();
             this.halt = new Halt(now, describe(failure));
-            this.lastRoot = rootOf(failure);
             this.lastReported = System.nanoTime();
             Duration running = Duration.between(this.lastResumed, now);
             boolean soonAfterTheLast = running.compareTo(this.settings.probeMaxInterval()) <= 0;
@@ -412,6 +411,9 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                 if (this.trial && !this.trialTaken) {
                     this.trialTaken = takesTheTrial;
                     this.trialTakenAt = System.nanoTime();
+                    if (takesTheTrial) {
+                        this.trialThread = Thread.currentThread();
+                    }
                     return true;
                 }
                 restartProbeIfItDied();
@@ -464,6 +466,23 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                 "The outage probe of the guarded bindings {} ended while they are halted; it starts again",
                 this.bindingNames);
         startProbe(this.lastInterval);
+    }
+
+    /**
+     * A message ended without reaching the database (rejected before its claim): if it took the trial, the trial is
+     * left to the next message.
+     */
+    public void untried() {
+        if (this.halt == null) {
+            return;
+        }
+        synchronized (this.lock) {
+            if (this.trial && this.trialTaken && this.trialThread == Thread.currentThread()) {
+                this.trialTaken = false;
+                this.trialThread = null;
+                this.lock.notifyAll();
+            }
+        }
     }
 
     /** A message's transaction committed, or failed for a reason of its own: the database works. */
@@ -521,8 +540,8 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     }
 
     /**
-     * The halt goes on for that failure: it becomes the halt's cause (health's), and is logged at INFO when its
-     * innermost cause is not the one met before, else at most once every {@link #REPORT_EVERY}.
+     * The halt goes on for that failure: it becomes the halt's cause (health's), and is logged at INFO once every
+     * {@link #REPORT_EVERY}, at DEBUG otherwise.
      */
     private void stillHalted(Throwable met, Duration interval) {
         String failure = describe(met);
@@ -534,9 +553,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                 return;
             }
             long now = System.nanoTime();
-            String root = rootOf(met);
-            report = !root.equals(this.lastRoot) || now - this.lastReported >= REPORT_EVERY.toNanos();
-            this.lastRoot = root;
+            report = now - this.lastReported >= REPORT_EVERY.toNanos();
             if (report) {
                 this.lastReported = now;
             }
@@ -611,6 +628,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
             boolean resumed = this.halt == null;
             this.trial = false;
             this.trialTaken = false;
+            this.trialThread = null;
             return resumed;
         }
     }
@@ -633,12 +651,6 @@ public final class Outage implements SmartLifecycle, DisposableBean {
 
     private Duration longer(Duration interval) {
         return Backoff.doubled(interval, this.settings.probeMaxInterval());
-    }
-
-    /** The innermost cause's type and message: the same whichever path (a message, the probe) met it. */
-    private static String rootOf(Throwable failure) {
-        Throwable root = Failures.root(failure);
-        return root.getClass().getName() + ": " + root.getMessage();
     }
 
     private static String describe(Throwable failure) {
