@@ -8,12 +8,13 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Set;
 import org.jspecify.annotations.Nullable;
+import org.springframework.core.retry.RetryException;
 import org.springframework.dao.DataAccessResourceFailureException;
 import org.springframework.jdbc.CannotGetJdbcConnectionException;
 import org.springframework.transaction.CannotCreateTransactionException;
 
 /**
- * The database's outages, found anywhere in a failure's chain of causes (and among suppressed exceptions):
+ * The database's outages, found anywhere in a failure's chain of causes (and among suppressed exceptions, but those of earlier attempts):
  *
  * <ul>
  *   <li>an {@link SQLException} whose SQLSTATE says the database's condition, not the statement's: class 08
@@ -85,13 +86,22 @@ public final class DatabaseOutageClassifier implements OutageClassifier {
             if (cause instanceof SQLException sql && saysWhy(sql)) {
                 states.add(sql);
             }
-            for (Throwable suppressed : cause.getSuppressed()) {
+            for (Throwable suppressed : suppressed(cause)) {
                 if (found(suppressed, level + 1, states)) {
                     return true;
                 }
             }
         }
         return false;
+    }
+
+    /**
+     * The exceptions suppressed by this one that tell of the same failure (a rollback that failed after it, say); not
+     * the earlier attempts' failures a {@link RetryException} keeps: the last attempt's failure is its cause, and an
+     * outage or conflict of an earlier attempt says nothing of it.
+     */
+    private static Throwable[] suppressed(Throwable failure) {
+        return failure instanceof RetryException ? new Throwable[0] : failure.getSuppressed();
     }
 
     private boolean isDeclared(Throwable failure) {
@@ -135,7 +145,7 @@ public final class DatabaseOutageClassifier implements OutageClassifier {
             if (cause instanceof SQLException sql && saysWhy(sql)) {
                 states.add(sql);
             }
-            for (Throwable suppressed : cause.getSuppressed()) {
+            for (Throwable suppressed : suppressed(cause)) {
                 collectStates(suppressed, level + 1, states);
             }
         }

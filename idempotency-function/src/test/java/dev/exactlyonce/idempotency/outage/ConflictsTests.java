@@ -12,10 +12,13 @@ import dev.exactlyonce.idempotency.test.EventDeliveries;
 import dev.exactlyonce.idempotency.test.ProcessedEvents;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.math.BigDecimal;
 import java.sql.Connection;
 import java.sql.DriverManager;
 import java.sql.Statement;
 import java.time.Duration;
+import java.time.Instant;
+import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
@@ -102,6 +105,42 @@ class ConflictsTests {
                 .hasSize(6)
                 .allSatisfy(attempt -> assertThat(attempt.failure()).hasStackTraceContaining("lock timeout"));
         assertThat(effects(event)).isZero();
+    }
+
+    /**
+     * The first attempt conflicts (the lock held), the second fails for the message's own reason (an amount too large
+     * for its column, 22003): the message is dead-lettered after its two attempts, as any message failing on its own
+     * is. The earlier attempt's conflict, which the retry keeps as a suppressed exception of the last failure, does
+     * not make the last failure a conflict, given back and tried again.
+     */
+    @Test
+    void aMessageThatConflictedOnceThenFailsOnItsOwnIsDeadLetteredAfterItsAttempts() throws Exception {
+        EventEnvelope<ThingHappened> event = new EventEnvelope<>(
+                UUID.randomUUID(),
+                ThingHappened.NAME,
+                Instant.now(),
+                new ThingHappened(UUID.randomUUID(), new BigDecimal("1000000000000")));
+        CompletableFuture<Void> delivery;
+        try (Connection holder = lockThingEffect()) {
+            delivery = this.deliveries.deliverUntilTakenAsync(event, Duration.ofSeconds(30));
+            await().atMost(Duration.ofSeconds(10))
+                    .until(() -> !this.recorder.attempts(event.eventId()).isEmpty());
+            // Before the second attempt, a second later.
+            holder.rollback();
+        }
+        delivery.get(30, TimeUnit.SECONDS);
+
+        assertThat(this.recorder.attempts(event.eventId()))
+                .as("the binding's two attempts: a conflict, then the message's own failure")
+                .hasSize(2)
+                .satisfies(attempts -> {
+                    assertThat(attempts.get(0).failure()).hasStackTraceContaining("lock timeout");
+                    assertThat(attempts.get(1).failure()).hasStackTraceContaining("numeric field overflow");
+                });
+        assertThat(this.deliveries.lastError())
+                .isInstanceOfSatisfying(
+                        ErrorMessage.class,
+                        error -> assertThat(error.getPayload()).hasStackTraceContaining("numeric field overflow"));
     }
 
     /** A transaction of another client that holds a lock on the table the business function writes to. */
