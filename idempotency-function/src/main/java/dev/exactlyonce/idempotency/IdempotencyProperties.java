@@ -265,7 +265,10 @@ public record IdempotencyProperties(
      *     outage within that long, not a statement blocked for the kernel's TCP timeout (about 15 minutes). The claim
      *     also bounds its transaction on the server by it: lock waits at half of it, statements at three quarters (a
      *     conflict of the message, not an outage: keep it well above the longest statement a business function runs),
-     *     idleness at twice (0s: no limit, the driver's default, and no bound on the server). On MariaDB the driver sends the start of a transaction before the bound applies.
+     *     idleness at twice (0s: no limit, the driver's default, and no bound on the server). The network bound
+     *     applies from the start of the transaction, which MariaDB's driver sends to the server, where the transaction
+     *     manager is a {@code DataSourceTransactionManager} (Spring Boot's); with another (JPA's), from the
+     *     transaction's first statement.
      * @param exceptions Further failures that mean a dependency is down, not that the message is wrong (a payment
      *     provider answering 503, for example): a failure whose chain of causes holds one of them halts consumption as
      *     a database outage does.

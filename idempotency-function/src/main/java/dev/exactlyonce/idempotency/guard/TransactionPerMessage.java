@@ -14,6 +14,7 @@ import dev.exactlyonce.idempotency.outage.OutageException;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
 import dev.exactlyonce.idempotency.outage.OutageMet;
 import dev.exactlyonce.idempotency.outbox.Outbox;
+import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
 import java.util.List;
@@ -21,10 +22,14 @@ import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.jdbc.CannotGetJdbcConnectionException;
+import org.springframework.jdbc.datasource.ConnectionHolder;
+import org.springframework.jdbc.datasource.DataSourceTransactionManager;
 import org.springframework.jdbc.datasource.DataSourceUtils;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.support.ChannelInterceptor;
+import org.springframework.transaction.CannotCreateTransactionException;
 import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionException;
@@ -91,6 +96,16 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
 
     private final @Nullable Outbox outbox;
 
+    /**
+     * Whether the transaction manager begins its transactions on a connection bound to the thread beforehand (a
+     * {@link DataSourceTransactionManager} of this DataSource): the connection is then taken, and its network wait
+     * bounded, before the manager begins on it ({@link #beginOnABoundedConnection()}).
+     */
+    private final boolean bindsTheConnection;
+
+    /** The connection this thread's transaction was begun on, when bound beforehand: released once it completed. */
+    private static final ThreadLocal<Connection> BOUND = new ThreadLocal<>();
+
     TransactionPerMessage(
             GuardedBinding binding,
             PlatformTransactionManager transactionManager,
@@ -106,6 +121,9 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
         this.dataSource = dataSource;
         this.outage = outage;
         this.metrics = metrics;
+        this.bindsTheConnection = !outage.socketTimeout().isZero()
+                && transactionManager instanceof DataSourceTransactionManager manager
+                && manager.getDataSource() == dataSource;
         DefaultTransactionDefinition definition = new DefaultTransactionDefinition();
         definition.setName(binding.definition());
         this.definition = definition;
@@ -114,6 +132,7 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
     @Override
     public Message<?> preSend(Message<?> message, MessageChannel channel) {
         GuardedInvocation.rollBackAbandoned();
+        releaseConnection();
         if (TransactionSynchronizationManager.hasResource(this.dataSource)) {
             throw new IdempotencyException(("The thread delivering a message of %s already runs a transaction on the"
                             + " service's DataSource: the message would join it, and its claim would commit or roll"
@@ -147,6 +166,9 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
                         null);
             }
             try {
+                if (this.bindsTheConnection) {
+                    return beginOnABoundedConnection();
+                }
                 TransactionStatus transaction = this.transactionManager.getTransaction(this.definition);
                 bound();
                 return transaction;
@@ -202,6 +224,45 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
     }
 
     /**
+     * Takes a connection, bounds its network wait ({@code socket-timeout}), and binds it to the thread before the
+     * transaction manager begins on it: MariaDB's driver sends the start of a transaction ({@code set autocommit=0}),
+     * which on a network gone silent would otherwise wait for TCP's timeout, no halt reported. The connection goes back
+     * to the pool once the transaction completed ({@link #releaseConnection()}); the pool resets its network timeout.
+     */
+    private TransactionStatus beginOnABoundedConnection() {
+        Connection connection;
+        try {
+            connection = this.dataSource.getConnection();
+        } catch (SQLException ex) {
+            throw new CannotGetJdbcConnectionException("Failed to obtain JDBC Connection", ex);
+        }
+        BOUND.set(connection);
+        try {
+            connection.setNetworkTimeout(
+                    Runnable::run, (int) this.outage.socketTimeout().toMillis());
+            TransactionSynchronizationManager.bindResource(this.dataSource, new ConnectionHolder(connection));
+            return this.transactionManager.getTransaction(this.definition);
+        } catch (SQLException ex) {
+            releaseConnection();
+            throw new CannotCreateTransactionException("Could not bound the connection's network wait", ex);
+        } catch (RuntimeException ex) {
+            releaseConnection();
+            throw ex;
+        }
+    }
+
+    /** Unbinds the connection the thread's transaction was begun on, if bound beforehand, and gives it back. */
+    private void releaseConnection() {
+        Connection connection = BOUND.get();
+        if (connection == null) {
+            return;
+        }
+        BOUND.remove();
+        TransactionSynchronizationManager.unbindResourceIfPossible(this.dataSource);
+        DataSourceUtils.releaseConnection(connection, this.dataSource);
+    }
+
+    /**
      * Bounds how long a statement of the message's transaction waits for the database's answer (the driver's socket
      * timeout, for this transaction's connection only: the pool resets it when the connection comes back): a network
      * that drops packets without closing the connection then fails the statement, an outage, rather than blocking the
@@ -241,6 +302,8 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
             this.transactionManager.commit(invocation.transaction());
         } catch (RuntimeException ex) {
             throw thrown(ex);
+        } finally {
+            releaseConnection();
         }
         answered(invocation);
         if (invocation.claimed() > 0) {
@@ -302,7 +365,10 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
         }
     }
 
-    /** Rolls back the transaction unless it completed; a rollback that fails is only logged. */
+    /**
+     * Rolls back the transaction unless it completed; a rollback that fails is only logged. Its connection, if bound
+     * beforehand, goes back to the pool.
+     */
     private void rollBack(TransactionStatus transaction, boolean outage) {
         try {
             if (!transaction.isCompleted()) {
@@ -322,6 +388,8 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
                         this.binding.bindingName(),
                         ex.getMessage());
             }
+        } finally {
+            releaseConnection();
         }
     }
 
