@@ -313,31 +313,34 @@ public final class Outage implements SmartLifecycle, DisposableBean {
             // trial.
             return;
         }
-        Duration firstInterval;
-        Instant countedFrom;
+        Duration firstInterval = Duration.ZERO;
+        Instant countedFrom = Instant.EPOCH;
+        boolean trialFailedNow = false;
+        boolean halts = false;
         synchronized (this.lock) {
             if (this.trial) {
-                boolean first = !this.trialFailed;
+                trialFailedNow = !this.trialFailed;
                 this.trialFailed = true;
                 this.trialFailure = failure;
                 this.lock.notifyAll();
-                if (first) {
-                    this.metrics.trialFailed();
-                }
-                return;
+            } else if (this.halt == null && !this.stopped) {
+                halts = true;
+                Instant now = Instant.now();
+                this.halt = new Halt(now, describe(failure));
+                this.lastReported = System.nanoTime();
+                Duration running = Duration.between(this.lastResumed, now);
+                boolean soonAfterTheLast = running.compareTo(this.settings.probeMaxInterval()) <= 0;
+                firstInterval = soonAfterTheLast ? longer(this.lastInterval) : this.settings.probeInitialInterval();
+                // Halts that flap show on the gauge as one that lasts.
+                countedFrom = running.compareTo(REPORT_EVERY) <= 0 ? this.countedFrom : now;
+                this.countedFrom = countedFrom;
             }
-            if (this.halt != null || this.stopped) {
-                return;
-            }
-            Instant now = Instant.now();
-            this.halt = new Halt(now, describe(failure));
-            this.lastReported = System.nanoTime();
-            Duration running = Duration.between(this.lastResumed, now);
-            boolean soonAfterTheLast = running.compareTo(this.settings.probeMaxInterval()) <= 0;
-            firstInterval = soonAfterTheLast ? longer(this.lastInterval) : this.settings.probeInitialInterval();
-            // Halts that flap show on the gauge as one that lasts.
-            countedFrom = running.compareTo(REPORT_EVERY) <= 0 ? this.countedFrom : now;
-            this.countedFrom = countedFrom;
+        }
+        if (trialFailedNow) {
+            this.metrics.trialFailed();
+        }
+        if (!halts) {
+            return;
         }
         logger.warn(
                 "Consumption of the guarded bindings {} halts: a dependency is unavailable ({}). Their messages are"
