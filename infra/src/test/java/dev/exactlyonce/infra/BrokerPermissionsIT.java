@@ -14,6 +14,7 @@ import dev.exactlyonce.infra.shop.ShopBrokerUsers;
 import dev.exactlyonce.infra.shop.ShopScenario;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
+import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
@@ -185,6 +186,46 @@ class BrokerPermissionsIT {
             publish(stockRelay, EXCHANGE, ShopScenario.STOCK_RESERVED);
             assertRefused(() -> publish(stockRelay, EXCHANGE, "order.order.placed.v1"));
             assertRefused(() -> stockRelay.createChannel().basicGet(queue("stock"), false));
+        }
+    }
+
+    /**
+     * A consumer user binds its own queue to the events exchange with the routing keys of the events its service
+     * handles, and no other: not {@code #}, which would route it every event of every service, nor a chain of
+     * {@code #} segments, which costs the broker millions of routing steps on every publish to the exchange and stalls
+     * every relay (the read side of the users' topic permissions, which RabbitMQ checks on bindings to a topic
+     * exchange).
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"stock", "shipping", "billing"})
+    void aConsumerUserCannotBindItsQueueToEventsItsServiceDoesNotHandle(String service) throws Exception {
+        String queue = queue(service);
+        String chain = String.join(".", Collections.nCopies(40, "#")) + ".zz";
+        List<String> keys = List.of("#", chain, "billing.invoice.issued.v1");
+        try (Connection user = connectAs(service)) {
+            assertRefused(() -> {
+                try (Channel channel = user.createChannel()) {
+                    channel.queueBind(queue, EXCHANGE, "#");
+                }
+            });
+            assertRefused(() -> {
+                try (Channel channel = user.createChannel()) {
+                    channel.queueBind(queue, EXCHANGE, chain);
+                }
+            });
+            assertRefused(() -> {
+                try (Channel channel = user.createChannel()) {
+                    channel.queueBind(queue, EXCHANGE, "billing.invoice.issued.v1");
+                }
+            });
+        } finally {
+            // What went through would route the other tests' messages to this queue.
+            try (Connection admin = rabbit.newConnection();
+                    Channel channel = admin.createChannel()) {
+                for (String key : keys) {
+                    channel.queueUnbind(queue, EXCHANGE, key);
+                }
+            }
         }
     }
 

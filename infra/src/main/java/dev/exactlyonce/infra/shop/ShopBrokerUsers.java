@@ -11,7 +11,10 @@ import org.jspecify.annotations.Nullable;
  * <ul>
  *   <li>one per consuming service: it configures (declares) its own queue and dead-letter queue, writes to them (to
  *       bind them) and to its own dead-letter exchange, {@code <queue>.dlx} (to dead-letter a message), reads its own
- *       queue and the exchanges its queues are bound to. Each service has a dead-letter exchange of its own: on a
+ *       queue and the exchanges its queues are bound to; on the {@code events} exchange, with the routing keys of the
+ *       events its service handles only (a topic permission's read side, which RabbitMQ checks on a binding to a topic
+ *       exchange): it cannot bind its queue with {@code #}, which would route it every event of every service, nor
+ *       with a chain of {@code #} segments, which costs the broker millions of routing steps on every publish. Each service has a dead-letter exchange of its own: on a
  *       shared one, a service could publish into another's dead-letter queue (the routing key is the queue's name), or
  *       bind a queue of its own to it and take copies of another's dead letters. It declares no exchange: the
  *       exchanges are the broker's definitions, and the services check they exist ({@code declare-exchange: false},
@@ -69,7 +72,7 @@ public final class ShopBrokerUsers {
      *
      * @param exchange the exchange
      * @param write the routing keys it may publish with
-     * @param read the routing keys it may consume with (not checked for AMQP 0-9-1 bindings)
+     * @param read the routing keys it may bind a queue or exchange of its own with
      */
     public record TopicPermission(String exchange, String write, String read) {}
 
@@ -85,7 +88,7 @@ public final class ShopBrokerUsers {
                     "^%s(\\.dlq)?$".formatted(queue),
                     "^(%s(\\.dlq|\\.dlx)?)$".formatted(queue),
                     "^(%s(\\.dlx)?|%s)$".formatted(queue, exchange),
-                    null);
+                    new TopicPermission("events" + suffix, "^$", routingKeys(service.events())));
             if (service.emits().isEmpty()) {
                 return Stream.of(consumer);
             }
@@ -130,13 +133,14 @@ public final class ShopBrokerUsers {
 
     /** Publishing to the exchange with those routing keys only. */
     private static TopicPermission publishing(String exchange, List<String> routingKeys) {
-        return new TopicPermission(
-                exchange,
-                "^(%s)$"
-                        .formatted(String.join(
-                                "|",
-                                routingKeys.stream().map(ShopBrokerUsers::quote).toList())),
-                ".*");
+        return new TopicPermission(exchange, routingKeys(routingKeys), ".*");
+    }
+
+    /** Those routing keys, and no other. */
+    private static String routingKeys(List<String> routingKeys) {
+        return "^(%s)$"
+                .formatted(String.join(
+                        "|", routingKeys.stream().map(ShopBrokerUsers::quote).toList()));
     }
 
     /** The user a service's outbox relay publishes as, such as {@code stock-relay} for {@code stock-service}. */
