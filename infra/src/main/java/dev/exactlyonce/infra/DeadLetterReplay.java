@@ -71,8 +71,14 @@ final class DeadLetterReplay {
         this.out = out;
     }
 
-    /** What a replay did. */
-    record Result(int replayed, int kept) {}
+    /**
+     * What a replay did.
+     *
+     * @param replayed the dead letters moved back to the queue
+     * @param kept the dead letters not selected, left in the dead-letter queue
+     * @param refused the dead letters selected that cannot be replayed as they are, left in the dead-letter queue
+     */
+    record Result(int replayed, int kept, int refused) {}
 
     /**
      * Replays the dead letters of {@code queue}: all of them when {@code eventIds} is empty.
@@ -99,24 +105,36 @@ final class DeadLetterReplay {
             channel.confirmSelect();
             int replayed = 0;
             int kept = 0;
+            int refused = 0;
             for (int taken = 0; taken < waiting; taken++) {
                 GetResponse message = channel.basicGet(deadLetters, false);
                 if (message == null) {
                     break;
                 }
                 boolean selected = isSelected(message, eventIds);
+                String refusal = selected ? refusal(message) : null;
+                if (refusal != null) {
+                    this.out.printf("  refused %s: %s%n", describe(message, eventId(message)), refusal);
+                    selected = false;
+                }
                 move(channel, message, replayExchange(queue), selected ? queue : deadLetters, selected);
                 if (selected) {
                     replayed++;
+                } else if (refusal != null) {
+                    refused++;
                 } else {
                     kept++;
                 }
                 if ((taken + 1) % 100 == 0) {
-                    this.out.printf("  %d of %d: %d replayed, %d kept%n", taken + 1, waiting, replayed, kept);
+                    this.out.printf(
+                            "  %d of %d: %d replayed, %d kept, %d refused%n",
+                            taken + 1, waiting, replayed, kept, refused);
                 }
             }
-            this.out.printf("Replayed %d message(s) to %s; %d kept in %s%n", replayed, queue, kept, deadLetters);
-            return new Result(replayed, kept);
+            this.out.printf(
+                    "Replayed %d message(s) to %s; %d kept in %s, and %d refused (left there)%n",
+                    replayed, queue, kept, deadLetters, refused);
+            return new Result(replayed, kept, refused);
         }
     }
 
@@ -125,6 +143,7 @@ final class DeadLetterReplay {
             throws IOException, InterruptedException {
         int replayed = 0;
         int kept = 0;
+        int refused = 0;
         long lastTag = -1;
         for (int taken = 0; taken < waiting; taken++) {
             GetResponse message = channel.basicGet(deadLetters, false);
@@ -133,6 +152,12 @@ final class DeadLetterReplay {
             }
             lastTag = message.getEnvelope().getDeliveryTag();
             boolean selected = isSelected(message, eventIds);
+            String refusal = selected ? refusal(message) : null;
+            if (refusal != null) {
+                this.out.printf("  refuse %s (%s)%n", describe(message, eventId(message)), refusal);
+                refused++;
+                continue;
+            }
             this.out.printf("  %s %s%n", selected ? "replay" : "keep  ", describe(message, eventId(message)));
             if (selected) {
                 replayed++;
@@ -142,10 +167,11 @@ final class DeadLetterReplay {
         }
         if (lastTag >= 0) {
             channel.basicNack(lastTag, true, true);
-            awaitReturned(channel, deadLetters, replayed + kept);
+            awaitReturned(channel, deadLetters, replayed + kept + refused);
         }
-        this.out.printf("Would replay %d message(s); %d kept in %s%n", replayed, kept, deadLetters);
-        return new Result(replayed, kept);
+        this.out.printf(
+                "Would replay %d message(s); %d kept in %s, and %d refused%n", replayed, kept, deadLetters, refused);
+        return new Result(replayed, kept, refused);
     }
 
     /**
@@ -166,6 +192,19 @@ final class DeadLetterReplay {
             // AMQP sends no notice when a returned message is ready again: the queue's count is all there is to watch.
             Thread.sleep(20);
         }
+    }
+
+    /**
+     * Why a dead letter cannot be replayed as it is, {@code null} when it can: a header the replay reads and writes
+     * holds what it cannot read (whoever published the message wrote it, and dead-lettering kept it).
+     */
+    private static @Nullable String refusal(GetResponse message) {
+        Map<String, Object> headers = message.getProps().getHeaders();
+        Object count = headers != null ? headers.get(REPLAY_COUNT) : null;
+        if (count != null && !(count instanceof Number)) {
+            return "its %s header is not a number (%s)".formatted(REPLAY_COUNT, Printable.of(count.toString()));
+        }
+        return null;
     }
 
     private boolean isSelected(GetResponse message, Set<UUID> eventIds) {
@@ -210,6 +249,7 @@ final class DeadLetterReplay {
         if (replay) {
             Map<String, Object> headers =
                     new HashMap<>(properties.getHeaders() != null ? properties.getHeaders() : Map.of());
+            // A number: a dead letter whose count is not one is refused before it is moved (refusal).
             headers.merge(REPLAY_COUNT, 1, (count, one) -> ((Number) count).intValue() + 1);
             headers.put(REPLAYED_AT, Instant.now().toString());
             // The routing key the event was first published with: recorded when it was dead-lettered, unless it was

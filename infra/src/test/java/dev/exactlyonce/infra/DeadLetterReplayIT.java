@@ -72,7 +72,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), false);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(3, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(3, 0, 0));
         List<GetResponse> replayed = drain(this.queue);
         assertThat(replayed).extracting(response -> envelopeId(response)).containsExactlyElementsOf(events);
         assertThat(replayed).allSatisfy(response -> {
@@ -97,7 +97,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(selected), false);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 2));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 2, 0));
         assertThat(drain(this.queue))
                 .extracting(response -> envelopeId(response))
                 .containsExactly(selected);
@@ -113,7 +113,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), true);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 0));
         assertThat(this.output.toString(UTF_8)).contains("replay " + event + ": INVALID_PAYLOAD: test");
         assertThat(drain(this.queue)).isEmpty();
         assertThat(drain(this.queue + ".dlq")).hasSize(1);
@@ -148,7 +148,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(events.get(1)), true);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 3));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 3, 0));
         assertThat(this.output.toString(UTF_8).lines().filter(line -> line.startsWith("  ")))
                 .containsExactly(
                         "  keep   " + events.get(0) + ": INVALID_PAYLOAD: test",
@@ -212,13 +212,13 @@ class DeadLetterReplayIT {
         DeadLetterReplay.Result listed = this.replay.replay(connection, this.queue, Set.of(selected), true);
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(selected), false);
 
-        assertThat(listed).isEqualTo(new DeadLetterReplay.Result(1, 2));
+        assertThat(listed).isEqualTo(new DeadLetterReplay.Result(1, 2, 0));
         assertThat(this.output.toString(UTF_8).lines().filter(line -> line.startsWith("  ")))
                 .containsExactly(
                         "  keep   " + other + ": INVALID_PAYLOAD: test",
                         "  replay " + selected + ": INVALID_PAYLOAD: test",
                         "  keep   " + cloudEvent + ": INVALID_PAYLOAD: test");
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 2));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 2, 0));
         assertThat(drain(this.queue))
                 .singleElement()
                 .satisfies(replayed -> assertThat(replayed.getProps().getHeaders())
@@ -242,7 +242,7 @@ class DeadLetterReplayIT {
             DeadLetterReplay.Result listed = this.replay.replay(connection, this.queue, Set.of(), true);
             DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), false);
 
-            assertThat(result).as("round %d", round).isEqualTo(listed).isEqualTo(new DeadLetterReplay.Result(2, 0));
+            assertThat(result).as("round %d", round).isEqualTo(listed).isEqualTo(new DeadLetterReplay.Result(2, 0, 0));
             assertThat(drain(this.queue)).as("round %d", round).hasSize(2);
         }
     }
@@ -257,6 +257,33 @@ class DeadLetterReplayIT {
         this.replay.replay(connection, this.queue, Set.of(), false);
 
         assertThat(drain(this.queue).get(0).getProps().getHeaders()).containsEntry(DeadLetterReplay.REPLAY_COUNT, 2);
+    }
+
+    /**
+     * A dead letter whose {@code x-replay-count} is not a number (whoever published the message wrote it, and the
+     * broker kept it through dead-lettering) is refused, counted and kept in the dead-letter queue; the replay goes on
+     * with the next one. Before, it stopped every replay of the queue.
+     */
+    @Test
+    void aDeadLetterWithAReplayCountThatIsNoNumberIsRefusedAndTheOthersAreReplayed() throws Exception {
+        UUID forged = UUID.randomUUID();
+        UUID valid = UUID.randomUUID();
+        deadLetterBody("""
+                {"event_id": "%s", "event_name": "order.order.placed.v1", "payload": {}}""".formatted(forged).getBytes(UTF_8), Map.of(DeadLetterReplay.REPLAY_COUNT, "x"));
+        deadLetter(valid);
+
+        DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), false);
+
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 1));
+        assertThat(drain(this.queue))
+                .singleElement()
+                .satisfies(message ->
+                        assertThat(new String(message.getBody(), UTF_8)).contains(valid.toString()));
+        assertThat(drain(this.queue + ".dlq"))
+                .singleElement()
+                .satisfies(message ->
+                        assertThat(new String(message.getBody(), UTF_8)).contains(forged.toString()));
+        assertThat(this.output.toString(UTF_8)).contains("refused " + forged).contains("x-replay-count");
     }
 
     @Test
