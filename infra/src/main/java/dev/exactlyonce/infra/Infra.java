@@ -110,7 +110,8 @@ public final class Infra {
                   events/s before and in the hold's last minute, and how long the backlog took to come back.
 
             RabbitMQ is read from SPRING_RABBITMQ_HOST, SPRING_RABBITMQ_PORT, SPRING_RABBITMQ_USERNAME,
-            SPRING_RABBITMQ_PASSWORD and SPRING_RABBITMQ_VIRTUAL_HOST (default localhost:5672, guest).
+            SPRING_RABBITMQ_PASSWORD and SPRING_RABBITMQ_VIRTUAL_HOST (default localhost:5672, guest; the
+            user and password are required by replay-dead-letters, the shop's replay user for one).
             """;
 
     private Infra() {}
@@ -133,7 +134,7 @@ public final class Infra {
         try {
             return switch (args[0]) {
                 case "demo" -> demo(args, out);
-                case "replay-dead-letters" -> replayDeadLetters(args, out);
+                case "replay-dead-letters" -> replayDeadLetters(args, env, out);
                 case "bench-purge" -> benchPurge(args, out);
                 case "bench-pipeline" -> benchPipeline(args, out);
                 case "bench-outbox" -> benchOutbox(args, out);
@@ -156,7 +157,7 @@ public final class Infra {
         }
     }
 
-    private static int replayDeadLetters(String[] args, PrintStream out) throws Exception {
+    private static int replayDeadLetters(String[] args, Map<String, String> env, PrintStream out) throws Exception {
         String queue = null;
         Set<UUID> eventIds = new LinkedHashSet<>();
         boolean dryRun = false;
@@ -178,7 +179,13 @@ public final class Infra {
         if (queue == null) {
             throw new IllegalArgumentException("replay-dead-letters needs the queue, for example stock.events.");
         }
-        BrokerSettings broker = BrokerSettings.fromEnvironment(System.getenv());
+        if (env.get("SPRING_RABBITMQ_USERNAME") == null || env.get("SPRING_RABBITMQ_PASSWORD") == null) {
+            throw new IllegalArgumentException(
+                    "replay-dead-letters connects as the broker user that may move dead letters (the shop's"
+                            + " 'replay'): set SPRING_RABBITMQ_USERNAME and SPRING_RABBITMQ_PASSWORD. It does not"
+                            + " fall back to guest, an administrator of a fresh broker.");
+        }
+        BrokerSettings broker = BrokerSettings.fromEnvironment(env);
         out.printf("RabbitMQ at %s%n", broker);
         try (Connection connection = broker.connect("replay-dead-letters")) {
             new DeadLetterReplay(out).replay(connection, queue, eventIds, dryRun);

@@ -286,6 +286,27 @@ class DeadLetterReplayIT {
         assertThat(this.output.toString(UTF_8)).contains("refused " + forged).contains("x-replay-count");
     }
 
+    /**
+     * The command connects as the user allowed to move dead letters, which the operator names: without credentials it
+     * refuses to run, rather than connect as {@code guest}, an administrator of a fresh broker.
+     */
+    @Test
+    void theCommandRefusesToRunWithoutTheBrokerUsersCredentials() {
+        ByteArrayOutputStream errors = new ByteArrayOutputStream();
+
+        int status = Infra.run(
+                new String[] {"replay-dead-letters", "stock.events"},
+                Map.of("SPRING_RABBITMQ_PORT", Integer.toString(rabbit.port())),
+                new PrintStream(this.output, true, UTF_8),
+                new PrintStream(errors, true, UTF_8));
+
+        assertThat(status).isEqualTo(2);
+        assertThat(errors.toString(UTF_8))
+                .startsWith("replay-dead-letters connects as the broker user that may move dead letters")
+                .contains("SPRING_RABBITMQ_USERNAME");
+        assertThat(this.output.toString(UTF_8)).doesNotContain("guest");
+    }
+
     @Test
     void theCommandLineSaysWhatIsWrongWithItsArguments() {
         ByteArrayOutputStream errors = new ByteArrayOutputStream();
