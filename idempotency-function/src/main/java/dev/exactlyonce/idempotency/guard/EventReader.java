@@ -55,7 +55,7 @@ final class EventReader {
      *     test binder): no route check then
      */
     IncomingEvent read(MessageHeaders headers, byte[] body, @Nullable EventRoutes routes) {
-        return checked(readEvent(headers, body, routes), () -> routes != null ? routes.route(headers) : null);
+        return checked(readEvent(headers, body, routes), routes, () -> routes != null ? routes.route(headers) : null);
     }
 
     /**
@@ -68,11 +68,18 @@ final class EventReader {
             return read(new MessageHeaders(EventHeaders.ofMessageInBatch(batch, index)), body, routes);
         }
         return checked(
-                readEvent(batch.getHeaders(), body, routes), () -> routes != null ? routes.route(batch, index) : null);
+                readEvent(batch.getHeaders(), body, routes),
+                routes,
+                () -> routes != null ? routes.route(batch, index) : null);
     }
 
-    /** The event, once its name is checked, and its route where {@code route-check} is on. */
-    private IncomingEvent checked(IncomingEvent event, Supplier<@Nullable String> routeOf) {
+    /**
+     * The event, once its name is checked, and its route where {@code route-check} is on and the binder tells routes.
+     * The check fails closed: an event that arrived by no route the binder can tell (an empty routing key) is refused,
+     * as one whose route is not its name is.
+     */
+    private IncomingEvent checked(
+            IncomingEvent event, @Nullable EventRoutes routes, Supplier<@Nullable String> routeOf) {
         if (!isEventName(event.eventName())) {
             throw new RejectedMessageException(
                     Reason.INVALID_EVENT_NAME,
@@ -81,9 +88,18 @@ final class EventReader {
                                     + " than 255")
                             .formatted(Printable.of(event.eventName())));
         }
-        if (this.settings.routeCheck()) {
+        if (this.settings.routeCheck() && routes != null) {
             String route = routeOf.get();
-            if (route != null && !route.equals(event.eventName())) {
+            if (route == null || route.isEmpty()) {
+                throw new RejectedMessageException(
+                        Reason.ROUTE_MISMATCH,
+                        event.eventId(),
+                        ("the event %s arrived by no routing key or topic the binder can tell, so its name cannot be"
+                                        + " checked against it: an event is published under its own name"
+                                        + " (idempotency.event-id.route-check)")
+                                .formatted(event.eventName()));
+            }
+            if (!route.equals(event.eventName())) {
                 throw new RejectedMessageException(
                         Reason.ROUTE_MISMATCH,
                         event.eventId(),

@@ -4,6 +4,8 @@ import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import com.rabbitmq.client.Channel;
+import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.ThingHappened;
@@ -213,6 +215,53 @@ class BatchesOnRabbitIT {
         assertThat(deadLetters).hasSize(1);
         assertThat(CODEC.decode(deadLetters.get(0).getBody()).eventId()).isEqualTo(failing.eventId());
         assertThat(reason(deadLetters.get(0))).contains("numeric field overflow");
+    }
+
+    /**
+     * An event that reached the queue with an empty routing key (the queue bound to the exchange by a key that matches
+     * it: {@code ""} here, {@code #} on a broker that lets a user bind so) has no route the binder can tell, and so
+     * no route its name can be checked against: it is refused (the check fails closed), and the rest of its batch is
+     * applied once.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"recordThings", "recordThing"})
+    void anEventThatArrivedWithAnEmptyRoutingKeyIsRefusedAndTheRestOfItsBatchApplied(String function) throws Exception {
+        try (Connection admin = rabbit.newConnection();
+                Channel channel = admin.createChannel()) {
+            channel.queueBind(queue(function), DESTINATIONS.get(function), "");
+        }
+        List<EventEnvelope<ThingHappened>> events = new ArrayList<>();
+        EventEnvelope<ThingHappened> unrouted = Things.thingHappened();
+        for (int i = 0; i < 10; i++) {
+            EventEnvelope<ThingHappened> event = i == 4 ? unrouted : Things.thingHappened();
+            if (event == unrouted) {
+                publish(function, "", CODEC.encode(event));
+            } else {
+                events.add(event);
+                rabbit.publish(DESTINATIONS.get(function), event);
+            }
+        }
+        try {
+            start(function);
+
+            await().atMost(Duration.ofSeconds(60))
+                    .untilAsserted(() -> assertThat(deadLetters(function)).isEqualTo(1));
+            await().atMost(Duration.ofSeconds(30))
+                    .untilAsserted(() ->
+                            assertThat(rabbit.messageCount(queue(function))).isZero());
+            assertThat(events)
+                    .hasSize(9)
+                    .allSatisfy(event -> assertThat(effects(event)).isEqualTo(1));
+            assertThat(effects(unrouted)).isZero();
+            assertThat(rabbit.drain(queue(function) + ".dlq"))
+                    .singleElement()
+                    .satisfies(deadLetter -> assertThat(reason(deadLetter)).startsWith("ROUTE_MISMATCH: "));
+        } finally {
+            try (Connection admin = rabbit.newConnection();
+                    Channel channel = admin.createChannel()) {
+                channel.queueUnbind(queue(function), DESTINATIONS.get(function), "");
+            }
+        }
     }
 
     private void start(String function) {
