@@ -267,7 +267,7 @@ public record IdempotencyProperties(
      *     conflict of the message, not an outage: keep it well above the longest statement a business function runs),
      *     idleness at twice (0s: no limit, the driver's default, and no bound on the server). The network bound
      *     applies from the start of the transaction, which MariaDB's driver sends to the server, where the transaction
-     *     manager is a {@code DataSourceTransactionManager} (Spring Boot's); with another (JPA's), from the
+     *     manager is a DataSourceTransactionManager (Spring Boot's); with another (JPA's), from the
      *     transaction's first statement.
      * @param exceptions Further failures that mean a dependency is down, not that the message is wrong (a payment
      *     provider answering 503, for example): a failure whose chain of causes holds one of them halts consumption as

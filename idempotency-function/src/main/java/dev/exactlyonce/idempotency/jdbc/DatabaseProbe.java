@@ -117,8 +117,35 @@ public final class DatabaseProbe {
         return HIKARI ? Hikari.connectionTimeout(dataSource) : Duration.ZERO;
     }
 
+    /**
+     * Bounds how long a connection a HikariCP pool of PostgreSQL opens waits for the login's answer: the driver's
+     * {@code loginTimeout} (seconds; none by default, whatever HikariCP asks of {@code DriverManager}), unless the
+     * service set it. Called before the pool starts; a pool already started, or another pool, is left as it is.
+     */
+    public static void boundLogin(DataSource dataSource, Duration timeout) {
+        if (HIKARI && !timeout.isZero() && !timeout.isNegative()) {
+            Hikari.boundLogin(dataSource, timeout);
+        }
+    }
+
     /** Loaded only when HikariCP is there. */
     private static final class Hikari {
+
+        private static final String LOGIN_TIMEOUT = "loginTimeout";
+
+        static void boundLogin(DataSource dataSource, Duration timeout) {
+            if (!(dataSource instanceof HikariDataSource hikari) || hikari.isRunning()) {
+                return;
+            }
+            String url = hikari.getJdbcUrl();
+            if (url == null
+                    || !url.startsWith("jdbc:postgresql:")
+                    || url.contains(LOGIN_TIMEOUT + "=")
+                    || hikari.getDataSourceProperties().containsKey(LOGIN_TIMEOUT)) {
+                return;
+            }
+            hikari.addDataSourceProperty(LOGIN_TIMEOUT, Long.toString(Math.max(1, timeout.toSeconds())));
+        }
 
         static Duration connectionTimeout(DataSource dataSource) {
             try {

@@ -4,6 +4,7 @@ import dev.exactlyonce.idempotency.IdempotencyException;
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.internal.Backoff;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import dev.exactlyonce.idempotency.jdbc.DatabaseProbe;
 import java.sql.Connection;
 import java.sql.SQLException;
 import java.time.Duration;
@@ -19,6 +20,11 @@ import org.springframework.beans.factory.config.BeanPostProcessor;
  * and tries again with the outage probe's back-off, for at most {@code idempotency.outage.startup-wait}. Past that,
  * start-up fails with one exception that says how long it waited and why. With a wait of {@code 0s} it fails at the
  * first try.
+ *
+ * <p>Before the pool starts, it bounds how long a connection the pool opens waits for the database's login answer
+ * ({@link DatabaseProbe#boundLogin}): on a network gone silent in the middle of a login, PostgreSQL's driver would
+ * otherwise wait without end, and HikariCP, which opens its connections one at a time, would open none again: the
+ * pool would stay empty, and a halt would never end.
  */
 public final class DatabaseAtStartup implements BeanPostProcessor {
 
@@ -28,6 +34,14 @@ public final class DatabaseAtStartup implements BeanPostProcessor {
 
     public DatabaseAtStartup(IdempotencyProperties.Outage settings) {
         this.settings = settings;
+    }
+
+    @Override
+    public Object postProcessBeforeInitialization(Object bean, String beanName) {
+        if (bean instanceof DataSource dataSource) {
+            DatabaseProbe.boundLogin(dataSource, this.settings.socketTimeout());
+        }
+        return bean;
     }
 
     @Override
