@@ -14,9 +14,10 @@ import org.jspecify.annotations.Nullable;
  *       queue and the exchanges its queues are bound to; on the {@code events} exchange, with the routing keys of the
  *       events its service handles only (a topic permission's read side, which RabbitMQ checks on a binding to a topic
  *       exchange): it cannot bind its queue with {@code #}, which would route it every event of every service, nor
- *       with a chain of {@code #} segments, which costs the broker millions of routing steps on every publish. Each service has a dead-letter exchange of its own: on a
- *       shared one, a service could publish into another's dead-letter queue (the routing key is the queue's name), or
- *       bind a queue of its own to it and take copies of another's dead letters. It declares no exchange: the
+ *       with a chain of {@code #} segments, which costs the broker millions of routing steps on every publish. Each
+ *       service has a dead-letter exchange of its own: on a shared one, a service could publish into another's
+ *       dead-letter queue (the routing key is the queue's name), or bind a queue of its own to it and take copies of
+ *       another's dead letters. It declares no exchange: the
  *       exchanges are the broker's definitions, and the services check they exist ({@code declare-exchange: false},
  *       {@code declare-dlx: false}). It writes nothing else: with write on the {@code events} exchange, it could bind
  *       that exchange to its dead-letter exchange (or declare an exchange named like its queue with {@code events} as
