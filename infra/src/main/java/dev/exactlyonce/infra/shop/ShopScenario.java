@@ -26,7 +26,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.locks.LockSupport;
 import java.util.function.BooleanSupplier;
@@ -139,6 +142,16 @@ public final class ShopScenario implements AutoCloseable {
 
     private final long started = System.nanoTime();
 
+    /**
+     * Ends the faults the scenario makes for a while (a database outage, a provider's freeze) when their time is up: two
+     * threads, since ending an outage waits for the services to resume, and daemons, which the scenario's close stops.
+     */
+    private final ScheduledExecutorService faultEnds = Executors.newScheduledThreadPool(2, task -> {
+        Thread thread = new Thread(task, "shop-fault-end");
+        thread.setDaemon(true);
+        return thread;
+    });
+
     private final ShopDatabases databases;
 
     private final Map<String, ServiceProcess> processes = new LinkedHashMap<>();
@@ -182,7 +195,6 @@ public final class ShopScenario implements AutoCloseable {
 
     private boolean closed;
 
-    /** When the services' database is back, in {@link System#nanoTime()}: during an outage, a time to come. */
     /** When the outage under way (the database's, the payment provider's) ends, in {@link System#nanoTime()}. */
     private volatile long outageEnds = System.nanoTime();
 
@@ -479,8 +491,7 @@ public final class ShopScenario implements AutoCloseable {
 
     /**
      * Takes the database server away from the services for {@code outage} (the proxy between them is cut; the server,
-     * and the order service, go on), on a thread of its own, then gives it back and says how soon the services' queues
-     * moved again.
+     * and the order service, go on), then gives it back and says how soon the services' queues moved again.
      */
     public void cutDatabaseFor(Duration outage) {
         this.outageEnds = Math.max(this.outageEnds, System.nanoTime() + outage.toNanos());
@@ -488,11 +499,9 @@ public final class ShopScenario implements AutoCloseable {
         say(
                 "the services' %s is away for %d s (the connections between them are cut), while events keep coming",
                 this.settings.database().displayName(), outage.toSeconds());
-        Thread restorer = new Thread(
+        this.faultEnds.schedule(
                 () -> {
                     try {
-                        // The outage's length is the scenario: this thread gives the database back when it is over.
-                        Thread.sleep(outage.toMillis());
                         int queued;
                         int processed;
                         try {
@@ -515,16 +524,15 @@ public final class ShopScenario implements AutoCloseable {
                         say("the database outage did not end as planned: %s", ex);
                     }
                 },
-                "database-outage");
-        restorer.setDaemon(true);
-        restorer.start();
+                outage.toMillis(),
+                TimeUnit.MILLISECONDS);
     }
 
     /**
      * Freezes the payment provider for {@code freeze}, as a process stopped with {@code SIGSTOP} would be: billing's
      * connections stay open and new ones are accepted, but nothing is answered (billing's requests time out, an outage
-     * the service declares), then everything that waited is answered. On a thread of its own; says how many charges
-     * the provider made once it answers again.
+     * the service declares), then everything that waited is answered; says how many charges the provider made once it
+     * answers again.
      */
     public void freezeProviderFor(Duration freeze) {
         this.outageEnds = Math.max(this.outageEnds, System.nanoTime() + freeze.toNanos());
@@ -532,11 +540,9 @@ public final class ShopScenario implements AutoCloseable {
         say(
                 "the payment provider is frozen for %d s (billing's requests go unanswered), while events keep coming",
                 freeze.toSeconds());
-        Thread thaw = new Thread(
+        this.faultEnds.schedule(
                 () -> {
                     try {
-                        // The freeze's length is the scenario: this thread ends it.
-                        Thread.sleep(freeze.toMillis());
                         int charges = this.provider.chargeCount();
                         this.providerLink.thaw();
                         say("the payment provider answers again, %d charge(s) made so far", charges);
@@ -544,9 +550,8 @@ public final class ShopScenario implements AutoCloseable {
                         say("the payment provider's freeze did not end as planned: %s", ex);
                     }
                 },
-                "provider-freeze");
-        thaw.setDaemon(true);
-        thaw.start();
+                freeze.toMillis(),
+                TimeUnit.MILLISECONDS);
     }
 
     /**
@@ -637,6 +642,7 @@ public final class ShopScenario implements AutoCloseable {
             return;
         }
         this.closed = true;
+        this.faultEnds.shutdownNow();
         if (this.orderService != null) {
             this.orderService.close();
         }
