@@ -29,6 +29,12 @@ public class RejectedMessageException extends IdempotencyException {
         INVALID_EVENT_NAME,
         /** The event name is not the routing key (RabbitMQ) or topic (Kafka) the event arrived by. */
         ROUTE_MISMATCH,
+        /**
+         * A dead letter moved back to its queue (on RabbitMQ through its replay exchange, or the default exchange) that
+         * the service did not dead-letter there once its route was checked, or did longer ago than the dead letters'
+         * retention: nothing vouches for the route it first came by.
+         */
+        UNRECORDED_DEAD_LETTER,
         /** The envelope's {@code occurred_at} is not an ISO-8601 instant. */
         INVALID_OCCURRED_AT,
         /** The event name is not one the business function handles. */

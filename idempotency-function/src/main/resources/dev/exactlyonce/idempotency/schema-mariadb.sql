@@ -1,8 +1,8 @@
 -- The library's tables on MariaDB 10.7 or later (the UUID type, INSERT ... RETURNING): the processed event ids, their
 -- scopes, and the outbox. Services that migrate with Flyway (and flyway-mysql) get them from the library
 -- (idempotency.migrate-with-flyway); others run this script with their own tool, renaming the tables if
--- idempotency.table-name says so (processed_event and processed_event_scope become <table> and <table>_scope; the
--- outbox's tables keep their names).
+-- idempotency.table-name says so (processed_event, processed_event_scope and processed_event_dead_letter become
+-- <table>, <table>_scope and <table>_dead_letter; the outbox's tables keep their names).
 --
 -- One row per event id this service processed, written in the transaction of the business effect. scope is '' when
 -- the key is the event id alone (the default, idempotency.key-scope=service), or the function's name when each
@@ -27,6 +27,17 @@ CREATE TABLE processed_event_scope (
     registered_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
     copied_to     TEXT,
     PRIMARY KEY (scope)
+) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
+
+-- The events the guard dead-lettered once their route was checked (see schema-postgresql.sql).
+CREATE TABLE processed_event_dead_letter (
+    binding          VARCHAR(255) NOT NULL,
+    event_id         UUID         NOT NULL,
+    event_name       VARCHAR(255) NOT NULL,
+    body_sha256      BINARY(32)   NOT NULL,
+    dead_lettered_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    PRIMARY KEY (binding, event_id, event_name, body_sha256),
+    INDEX processed_event_dl_at_idx (dead_lettered_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;
 
 -- The outbox: the events a guarded function returned, or the service emitted with Outbox.emit, written in the

@@ -24,6 +24,22 @@ CREATE TABLE processed_event_scope (
     CONSTRAINT processed_event_scope_pkey PRIMARY KEY (scope)
 );
 
+-- The events the guard dead-lettered once their route was checked: a dead letter moved back to its queue (on
+-- RabbitMQ through <queue>.replay) carries no route the broker vouches for, so the guard takes it only when this
+-- table holds its binding, id, name and body. A message anyone else put into the queue that way, or one the broker
+-- dead-lettered itself (expired, over a length limit), has no row and is refused. Purged once older than
+-- idempotency.replay-horizon.dead-letter-retention. Renamed with the table: <table>_dead_letter.
+CREATE TABLE processed_event_dead_letter (
+    binding          text        NOT NULL,
+    event_id         uuid        NOT NULL,
+    event_name       text        NOT NULL,
+    body_sha256      bytea       NOT NULL,
+    dead_lettered_at timestamptz NOT NULL DEFAULT now(),
+    CONSTRAINT processed_event_dead_letter_pkey PRIMARY KEY (binding, event_id, event_name, body_sha256)
+);
+
+CREATE INDEX processed_event_dl_at_idx ON processed_event_dead_letter (dead_lettered_at);
+
 -- The outbox: the events a guarded function returned, or the service emitted with Outbox.emit, written in the
 -- transaction of their effect and published by the relay once committed. Its first five columns are the ones
 -- Debezium's Outbox Event Router reads by default. One per schema, whatever the table name of processed events.

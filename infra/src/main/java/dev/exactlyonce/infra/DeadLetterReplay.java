@@ -42,7 +42,10 @@ import org.jspecify.annotations.Nullable;
  *   <li>a replayed message keeps the name of its event: it goes to its queue through the replay exchange, whose
  *       routing key is the queue's name, so it carries an {@code event_name} header with the routing key it was
  *       published with (recorded when it was dead-lettered), for services that read the name from headers and for
- *       the next time it is dead-lettered; the guard checks a replayed event's name against that recorded key;
+ *       the next time it is dead-lettered. The service takes it back only if it dead-lettered that event, with that
+ *       body, itself: no header vouches for a route;
+ *   <li>a dead letter the broker dead-lettered itself (expired, over a length limit, past its delivery limit) never
+ *       reached the service: it is refused, counted, and left in the dead-letter queue;
  *   <li>replaying an event the service already applied has no effect: the guard finds its id.
  * </ol>
  *
@@ -59,6 +62,9 @@ final class DeadLetterReplay {
     private static final long CONFIRM_TIMEOUT_MS = 10_000;
 
     private static final long RETURN_TIMEOUT_MS = 10_000;
+
+    /** The reasons the broker dead-letters a message of a queue for, on its own. */
+    private static final Set<String> BROKERS_DEATHS = Set.of("expired", "maxlen", "delivery_limit");
 
     /** The headers a service may read the event id from: the header source's default, and CloudEvents' id. */
     private static final List<String> ID_HEADERS = List.of(EventHeaders.EVENT_ID, "ce_id", "ce-id");
@@ -100,7 +106,7 @@ final class DeadLetterReplay {
                     dryRun ? "would replay " : "replaying ",
                     eventIds.isEmpty() ? "all" : "event(s) " + eventIds);
             if (dryRun) {
-                return list(channel, deadLetters, waiting, eventIds);
+                return list(channel, queue, waiting, eventIds);
             }
             channel.confirmSelect();
             int replayed = 0;
@@ -112,7 +118,7 @@ final class DeadLetterReplay {
                     break;
                 }
                 boolean selected = isSelected(message, eventIds);
-                String refusal = selected ? refusal(message) : null;
+                String refusal = selected ? refusal(message, queue) : null;
                 if (refusal != null) {
                     this.out.printf("  refused %s: %s%n", describe(message, eventId(message)), refusal);
                     selected = false;
@@ -139,8 +145,9 @@ final class DeadLetterReplay {
     }
 
     /** Lists the dead letters once each, in order, holding them unacknowledged, then returns them all at once. */
-    private Result list(Channel channel, String deadLetters, int waiting, Set<UUID> eventIds)
+    private Result list(Channel channel, String queue, int waiting, Set<UUID> eventIds)
             throws IOException, InterruptedException {
+        String deadLetters = queue + ".dlq";
         int replayed = 0;
         int kept = 0;
         int refused = 0;
@@ -152,7 +159,7 @@ final class DeadLetterReplay {
             }
             lastTag = message.getEnvelope().getDeliveryTag();
             boolean selected = isSelected(message, eventIds);
-            String refusal = selected ? refusal(message) : null;
+            String refusal = selected ? refusal(message, queue) : null;
             if (refusal != null) {
                 this.out.printf("  refuse %s (%s)%n", describe(message, eventId(message)), refusal);
                 refused++;
@@ -198,11 +205,36 @@ final class DeadLetterReplay {
      * Why a dead letter cannot be replayed as it is, {@code null} when it can: a header the replay reads and writes
      * holds what it cannot read (whoever published the message wrote it, and dead-lettering kept it).
      */
-    private static @Nullable String refusal(GetResponse message) {
+    private static @Nullable String refusal(GetResponse message, String queue) {
         Map<String, Object> headers = message.getProps().getHeaders();
         Object count = headers != null ? headers.get(REPLAY_COUNT) : null;
         if (count != null && !(count instanceof Number)) {
             return "its %s header is not a number (%s)".formatted(REPLAY_COUNT, Printable.of(count.toString()));
+        }
+        String death = brokersDeath(headers, queue);
+        if (death != null) {
+            return ("the broker dead-lettered it from %s itself (%s): the service never received it, and takes back"
+                            + " only what it dead-lettered; publish it again from its producer")
+                    .formatted(queue, death);
+        }
+        return null;
+    }
+
+    /**
+     * The reason the broker dead-lettered the message from the queue itself ({@code expired}, {@code maxlen},
+     * {@code delivery_limit}): the newest death it recorded, {@code null} when the service dead-lettered it (the
+     * binder republishes it, and the broker records no death).
+     */
+    private static @Nullable String brokersDeath(@Nullable Map<String, Object> headers, String queue) {
+        if (headers != null
+                && headers.get("x-death") instanceof List<?> deaths
+                && !deaths.isEmpty()
+                && deaths.get(0) instanceof Map<?, ?> newest
+                && newest.get("queue") != null
+                && queue.equals(newest.get("queue").toString())
+                && newest.get("reason") != null) {
+            String reason = newest.get("reason").toString();
+            return BROKERS_DEATHS.contains(reason) ? reason : null;
         }
         return null;
     }
@@ -252,21 +284,14 @@ final class DeadLetterReplay {
             // A number: a dead letter whose count is not one is refused before it is moved (refusal).
             headers.merge(REPLAY_COUNT, 1, (count, one) -> ((Number) count).intValue() + 1);
             headers.put(REPLAYED_AT, Instant.now().toString());
-            // The routing key the event was first published with: recorded when it was dead-lettered, unless it was
-            // dead-lettered as a message of this replay exchange (replayed before), whose first key an earlier replay
-            // recorded.
-            Object deadLetteredFrom = headers.get("x-original-exchange");
-            if (deadLetteredFrom == null || !exchange.equals(deadLetteredFrom.toString())) {
+            // The event's name, for a service that reads it from the headers, where the routing key it came by was
+            // the name: recorded when it was dead-lettered. A dead letter replayed before has it already. The service
+            // takes the message only as it recorded it when it dead-lettered it, name included.
+            if (!headers.containsKey(EventHeaders.EVENT_NAME)) {
                 String firstKey = RabbitDeadLetters.firstRoutingKey(headers);
                 if (firstKey != null) {
-                    headers.put(EventHeaders.REPLAYED_ROUTING_KEY, firstKey);
-                } else {
-                    headers.remove(EventHeaders.REPLAYED_ROUTING_KEY);
+                    headers.put(EventHeaders.EVENT_NAME, firstKey);
                 }
-            }
-            Object eventName = headers.get(EventHeaders.REPLAYED_ROUTING_KEY);
-            if (!headers.containsKey(EventHeaders.EVENT_NAME) && eventName != null) {
-                headers.put(EventHeaders.EVENT_NAME, eventName.toString());
             }
             properties = properties.builder().headers(headers).build();
         }
@@ -290,11 +315,19 @@ final class DeadLetterReplay {
     }
 
     /**
-     * The event id of a dead letter, wherever the service read it: a header ({@code event_id}, the header source's
-     * default, or CloudEvents' {@code ce_id} / {@code ce-id}), the AMQP message id, or the envelope. The headers come
-     * first: a producer may set a message id of its own beside them.
+     * The event id of a dead letter, wherever the service read it: the envelope, or, around a bare payload, a header
+     * ({@code event_id}, the header source's default, or CloudEvents' {@code ce_id} / {@code ce-id}) or the AMQP
+     * message id. The envelope comes first: a header beside it is no id the guard claims (whoever published the
+     * message set it, perhaps to the id of another dead letter).
      */
     private @Nullable UUID eventId(GetResponse message) {
+        try {
+            return this.codec.read(message.getBody()).eventId();
+        } catch (RejectedMessageException ex) {
+            if (ex.eventId() != null) {
+                return ex.eventId();
+            }
+        }
         List<@Nullable Object> candidates = new ArrayList<>();
         Map<String, Object> headers = message.getProps().getHeaders();
         if (headers != null) {
@@ -307,11 +340,7 @@ final class DeadLetterReplay {
                 return eventId;
             }
         }
-        try {
-            return this.codec.read(message.getBody()).eventId();
-        } catch (RejectedMessageException ex) {
-            return ex.eventId();
-        }
+        return null;
     }
 
     private static String describe(GetResponse message, @Nullable UUID eventId) {

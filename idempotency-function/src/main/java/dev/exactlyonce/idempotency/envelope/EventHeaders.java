@@ -21,13 +21,6 @@ public final class EventHeaders {
     /** When the event occurred, an {@link java.time.Instant}; absent when the envelope has no {@code occurred_at}. */
     public static final String OCCURRED_AT = "occurred_at";
 
-    /**
-     * The routing key a replayed dead letter was first published with, recorded by the replay when it moves the dead
-     * letter back to its queue: a replayed message dead-lettered again is recorded as a message of the replay exchange,
-     * whose routing key is the queue's name, and this keeps the first.
-     */
-    public static final String REPLAYED_ROUTING_KEY = "x-replayed-routing-key";
-
     private EventHeaders() {}
 
     /**

@@ -5,6 +5,7 @@ import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.IdempotencyProperties.KeyScope;
 import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import dev.exactlyonce.idempotency.jdbc.DeadLetterRecords;
 import dev.exactlyonce.idempotency.jdbc.Dialect;
 import dev.exactlyonce.idempotency.jdbc.ProcessedEventStore;
 import java.util.ArrayList;
@@ -119,7 +120,7 @@ final class ClaimScopes {
      * @throws IdempotencyException when {@code idempotency.bindings} names a binding that is not guarded (a typo, or a
      *     rename left behind), or when the table holds claims under a scope that nothing accounts for
      */
-    void reconcile(List<GuardedBinding> bindings) {
+    void reconcile(List<GuardedBinding> bindings, boolean recordsDeadLetters) {
         Map<String, String> scopes = new LinkedHashMap<>();
         Map<String, List<String>> formerScopes = new LinkedHashMap<>();
         for (GuardedBinding binding : bindings) {
@@ -152,8 +153,29 @@ final class ClaimScopes {
         // Instances starting together take turns.
         this.dialect.inTransactionLocked(this.dataSource, LOCK, this.tableName, jdbc -> {
             reconcile(jdbc, scopes, formerScopes);
+            if (recordsDeadLetters) {
+                requireDeadLetterRecords(jdbc);
+            }
             return true;
         });
+    }
+
+    /**
+     * The table where bindings that take dead letters back record them ({@link RecordedDeadLetters}): without it, no
+     * message could be dead-lettered, each given back for ever.
+     */
+    private void requireDeadLetterRecords(JdbcTemplate jdbc) {
+        String records = DeadLetterRecords.tableOf(this.tableName);
+        if (!this.dialect.tableExists(jdbc, null, records)) {
+            throw new StartupRefusal(
+                    ("The table %s, where the guard records the events it dead-letters so that a replay of them is"
+                                    + " taken back and nothing else is, does not exist. It is part of the library's"
+                                    + " schema")
+                            .formatted(records),
+                    "Let the library migrate it (idempotency.migrate-with-flyway, with Flyway), or create it as"
+                            + " dev/exactlyonce/idempotency/schema-%s.sql does"
+                                    .formatted(this.dialect.product().toLowerCase(Locale.ROOT)));
+        }
     }
 
     private void reconcile(JdbcTemplate jdbc, Map<String, String> scopes, Map<String, List<String>> formerScopes) {

@@ -17,6 +17,7 @@ import java.time.Instant;
 import java.time.format.DateTimeParseException;
 import java.util.List;
 import java.util.UUID;
+import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
 import org.jspecify.annotations.Nullable;
 import org.springframework.messaging.Message;
@@ -55,7 +56,11 @@ final class EventReader {
      *     test binder): no route check then
      */
     IncomingEvent read(MessageHeaders headers, byte[] body, @Nullable EventRoutes routes) {
-        return checked(readEvent(headers, body, routes), routes, () -> routes != null ? routes.route(headers) : null);
+        return checked(
+                readEvent(headers, body, routes),
+                routes,
+                () -> routes != null ? routes.route(headers) : null,
+                () -> routes != null && routes.movedBack(headers));
     }
 
     /**
@@ -70,16 +75,21 @@ final class EventReader {
         return checked(
                 readEvent(batch.getHeaders(), body, routes),
                 routes,
-                () -> routes != null ? routes.route(batch, index) : null);
+                () -> routes != null ? routes.route(batch, index) : null,
+                () -> routes != null && routes.movedBack(batch, index));
     }
 
     /**
      * The event, once its name is checked, and its route where {@code route-check} is on and the binder tells routes.
      * The check fails closed: an event that arrived by no route the binder can tell (an empty routing key) is refused,
-     * as one whose route is not its name is.
+     * as one whose route is not its name is. A dead letter moved back to its queue has no route to check: it is marked
+     * so, and the guard takes it only if it recorded it when it dead-lettered it.
      */
     private IncomingEvent checked(
-            IncomingEvent event, @Nullable EventRoutes routes, Supplier<@Nullable String> routeOf) {
+            IncomingEvent event,
+            @Nullable EventRoutes routes,
+            Supplier<@Nullable String> routeOf,
+            BooleanSupplier movedBack) {
         if (!isEventName(event.eventName())) {
             throw new RejectedMessageException(
                     Reason.INVALID_EVENT_NAME,
@@ -89,6 +99,9 @@ final class EventReader {
                             .formatted(Printable.of(event.eventName())));
         }
         if (this.settings.routeCheck() && routes != null) {
+            if (routes.movesDeadLettersBack() && movedBack.getAsBoolean()) {
+                return event.movedBackToItsQueue();
+            }
             String route = routeOf.get();
             if (route == null || route.isEmpty()) {
                 throw new RejectedMessageException(

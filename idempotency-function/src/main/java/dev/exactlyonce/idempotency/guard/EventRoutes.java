@@ -35,6 +35,28 @@ public interface EventRoutes {
     }
 
     /**
+     * Whether the binder's dead letters can be moved back to their queue by a path that carries no route the broker
+     * vouches for (RabbitMQ: the queue's replay exchange, or the default exchange). The guard then records each event
+     * it dead-letters once its route was checked, and takes such a message only when it recorded it. None by default.
+     */
+    default boolean movesDeadLettersBack() {
+        return false;
+    }
+
+    /**
+     * Whether the message arrived by such a path ({@link #movesDeadLettersBack}): its {@link #route} then says nothing
+     * the guard may trust.
+     */
+    default boolean movedBack(MessageHeaders headers) {
+        return false;
+    }
+
+    /** Whether the message at that index of a batch arrived by such a path. */
+    default boolean movedBack(Message<?> batch, int index) {
+        return movedBack(new MessageHeaders(EventHeaders.ofMessageInBatch(batch, index)));
+    }
+
+    /**
      * The event's name when the message carries none (no {@code event_name} header): on RabbitMQ the routing key it
      * was published with, which is the event's name; none by default.
      */

@@ -90,6 +90,9 @@ public final class GuardedBindings implements SmartInitializingSingleton {
 
     private final List<GuardedBinding> bindings = new ArrayList<>();
 
+    /** Whether a guarded binding records its dead letters ({@link RecordedDeadLetters}): its table must exist. */
+    private boolean recordsDeadLetters;
+
     GuardedBindings(
             String definitionProperty,
             IdempotencyProperties properties,
@@ -139,7 +142,8 @@ public final class GuardedBindings implements SmartInitializingSingleton {
             }
         }
         if (transactionManager != null) {
-            new ClaimScopes(this.dataSources.getObject(), this.properties).reconcile(this.bindings);
+            new ClaimScopes(this.dataSources.getObject(), this.properties)
+                    .reconcile(this.bindings, this.recordsDeadLetters);
         }
     }
 
@@ -182,6 +186,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
         String bindingName = binding.bindingName();
         Binder<?, ?, ?> binder = binder(bindingName);
         InterceptableChannel inputChannel = inputChannel(binding);
+        EventRoutes routes = routes(binder, bindingName);
         inputChannel.addInterceptor(
                 0,
                 new TransactionPerMessage(
@@ -191,10 +196,21 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                         outage,
                         this.metrics,
                         this.outbox.getIfAvailable(),
-                        routes(binder, bindingName)));
+                        routes));
         BinderGiveBack giveBack = this.binders.giveBackOf(binder, bindingName);
         outage.guard(bindingName, giveBack != null && giveBack.countsReturns());
         interceptErrors(binding, binder, inputChannel, outage);
+        if (routes != null
+                && routes.movesDeadLettersBack()
+                && this.properties.eventId().routeCheck()) {
+            errorChannel(binder, bindingName)
+                    .addInterceptor(new RecordedDeadLetters(
+                            binding,
+                            this.beanFactory.getBean(IdempotencyGuard.NAME, IdempotencyGuard.class),
+                            routes,
+                            giveBack));
+            this.recordsDeadLetters = true;
+        }
         this.binderConsumers.apply(binder, bindingName, binding.payloadTypes().eventNames());
         this.bindings.add(binding);
         logger.info(

@@ -6,6 +6,7 @@ import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import dev.exactlyonce.idempotency.internal.FunctionDefinitions;
 import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import dev.exactlyonce.idempotency.internal.IncomingEvent;
+import dev.exactlyonce.idempotency.jdbc.DeadLetterRecords;
 import dev.exactlyonce.idempotency.jdbc.ProcessedEventStore;
 import dev.exactlyonce.idempotency.retention.ProcessedEventPartitions;
 import io.micrometer.observation.Observation;
@@ -88,16 +89,20 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
 
     private final @Nullable ProcessedEventPartitions partitions;
 
+    private final DeadLetterRecords deadLetters;
+
     IdempotencyGuard(
             EventReader reader,
             EnvelopeCodec codec,
             ProcessedEventStore store,
+            DeadLetterRecords deadLetters,
             DataSource dataSource,
             ObservationRegistry observations,
             @Nullable ProcessedEventPartitions partitions) {
         this.reader = reader;
         this.codec = codec;
         this.store = store;
+        this.deadLetters = deadLetters;
         this.dataSource = dataSource;
         this.observations = observations;
         this.partitions = partitions;
@@ -153,17 +158,25 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     }
 
     private @Nullable Message<Object> guard(Message<Object> message, GuardedInvocation invocation) {
-        IncomingEvent event = this.reader.read(message.getHeaders(), body(message.getPayload()), invocation.routes());
+        byte[] body = body(message.getPayload());
+        IncomingEvent event = this.reader.read(message.getHeaders(), body, invocation.routes());
         UUID eventId = event.eventId();
         MDC.put(EventHeaders.EVENT_NAME, event.eventName());
         if (eventId != null) {
             MDC.put(EventHeaders.EVENT_ID, eventId.toString());
         }
         Type type = checked(event, invocation.binding());
+        if (event.movedBack() && eventId == null) {
+            throw unrecorded(event);
+        }
         if (eventId == null) {
             logger.debug("Passing event {} through unguarded: it has no id", event.eventName());
-        } else if (invocation.firstStatement(() ->
-                this.store.claim(new ProcessedEventStore.Key(eventId, event.eventName()), invocation.binding()))) {
+        } else if (invocation.firstStatement(() -> {
+            if (event.movedBack()) {
+                checkRecorded(event, body, invocation.binding());
+            }
+            return this.store.claim(new ProcessedEventStore.Key(eventId, event.eventName()), invocation.binding());
+        })) {
             invocation.countClaimed(1);
             logger.debug("Claimed event {} ({})", eventId, event.eventName());
         } else {
@@ -191,7 +204,11 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                         .build();
         List<?> bodies = (List<?>) message.getPayload();
         GuardedBinding binding = invocation.binding();
-        Read read = read(delivered, bodies, invocation);
+        Read all = read(delivered, bodies, invocation);
+        Read read = all.events().stream()
+                        .anyMatch(checked -> checked != null && checked.event().movedBack())
+                ? recordedOnly(all, bodies, invocation)
+                : all;
         putInMdc(read);
         Set<ProcessedEventStore.Key> claimed = read.firstCopies().isEmpty()
                 ? Set.of()
@@ -250,6 +267,100 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             events.add(checked);
         }
         return new Read(events, firstCopies);
+    }
+
+    /**
+     * The batch's events, those moved back to the queue as dead letters that the guard did not record set aside
+     * (rejected). The first statement of the batch's transaction, as the claim is otherwise.
+     */
+    private Read recordedOnly(Read read, List<?> bodies, GuardedInvocation invocation) {
+        Map<Integer, RejectedMessageException> unrecorded = invocation.firstStatement(() -> {
+            Map<Integer, RejectedMessageException> refused = new HashMap<>();
+            for (int index = 0; index < read.events().size(); index++) {
+                Checked checked = read.events().get(index);
+                if (checked != null && checked.event().movedBack()) {
+                    try {
+                        checkRecorded(checked.event(), body(bodies.get(index)), invocation.binding());
+                    } catch (RejectedMessageException ex) {
+                        refused.put(index, ex);
+                    }
+                }
+            }
+            return refused;
+        });
+        if (unrecorded.isEmpty()) {
+            return read;
+        }
+        List<@Nullable Checked> events = new ArrayList<>(read.events());
+        Map<ProcessedEventStore.Key, Integer> firstCopies = new LinkedHashMap<>();
+        for (int index = 0; index < events.size(); index++) {
+            RejectedMessageException refused = unrecorded.get(index);
+            if (refused != null) {
+                invocation.reject(index, refused);
+                events.set(index, null);
+            } else {
+                Checked checked = events.get(index);
+                UUID eventId = checked != null ? checked.event().eventId() : null;
+                if (checked != null && eventId != null) {
+                    firstCopies.putIfAbsent(
+                            new ProcessedEventStore.Key(eventId, checked.event().eventName()), index);
+                }
+            }
+        }
+        return new Read(events, firstCopies);
+    }
+
+    /**
+     * Refuses a dead letter moved back to its queue unless the binding dead-lettered that event, with that body,
+     * within the dead letters' retention: only then is its route one the broker vouched for.
+     */
+    private void checkRecorded(IncomingEvent event, byte[] body, GuardedBinding binding) {
+        UUID eventId = event.eventId();
+        if (eventId == null || !this.deadLetters.recorded(binding.bindingName(), eventId, event.eventName(), body)) {
+            throw unrecorded(event);
+        }
+    }
+
+    private static RejectedMessageException unrecorded(IncomingEvent event) {
+        return new RejectedMessageException(
+                RejectedMessageException.Reason.UNRECORDED_DEAD_LETTER,
+                event.eventId(),
+                ("the event %s came back to its queue as a dead letter (through the queue's replay exchange or the"
+                                + " default exchange), but this binding did not dead-letter it with that body, or did"
+                                + " longer ago than idempotency.replay-horizon.dead-letter-retention: nothing vouches"
+                                + " for the route it first came by")
+                        .formatted(event.eventName()));
+    }
+
+    /**
+     * Records a message the binding is about to dead-letter, once its event was read and its route checked, so that
+     * it is taken back when it is moved back to its queue: nothing is recorded of a message whose event could not be
+     * read, whose route did not match, or that came back that way itself (recorded already).
+     *
+     * @param message the message as the binder delivered it (a batch of one, for a message of a batch)
+     * @param routes how its binder tells routes
+     */
+    void recordDeadLetter(GuardedBinding binding, Message<?> message, EventRoutes routes) {
+        IncomingEvent event;
+        byte[] body;
+        try {
+            if (message.getPayload() instanceof List<?> bodies) {
+                if (bodies.size() != 1) {
+                    return;
+                }
+                body = body(bodies.get(0));
+                event = this.reader.readInBatch(message, 0, body, routes);
+            } else {
+                body = body(message.getPayload());
+                event = this.reader.read(message.getHeaders(), body, routes);
+            }
+        } catch (RejectedMessageException ex) {
+            return;
+        }
+        UUID eventId = event.eventId();
+        if (eventId != null && !event.movedBack()) {
+            this.deadLetters.record(binding.bindingName(), eventId, event.eventName(), body);
+        }
     }
 
     /**

@@ -73,6 +73,11 @@ public class IdempotencyGuardAutoConfiguration {
                                 new JdbcTemplate(dataSource),
                                 properties.tableName(),
                                 TransactionBounds.of(properties.outage().socketTimeout())),
+                Dialect.of(dataSource)
+                        .deadLetters(
+                                new JdbcTemplate(dataSource),
+                                properties.tableName(),
+                                properties.replayHorizon().deadLetterRetention()),
                 dataSource,
                 // The service's registry (Spring Boot's times observations as meters, and traces them when tracing is
                 // there), or, when it has none or one without handlers, the library's, which only times them.

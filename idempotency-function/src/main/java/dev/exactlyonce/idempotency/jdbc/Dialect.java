@@ -5,6 +5,7 @@ import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import java.sql.Connection;
 import java.sql.DatabaseMetaData;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
@@ -75,6 +76,12 @@ public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
      * the server, if any.
      */
     ProcessedEventStore processedEvents(JdbcTemplate jdbc, String table, @Nullable TransactionBounds bounds);
+
+    /**
+     * The events dead-lettered by the guards of the table, kept for the dead-letters' retention
+     * ({@code <table>_dead_letter}).
+     */
+    DeadLetterRecords deadLetters(JdbcTemplate jdbc, String table, Duration retention);
 
     /**
      * Whether the schema holds the table: the connection's current schema, or the one named.

@@ -4,6 +4,7 @@ import dev.exactlyonce.idempotency.IdempotencyException;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.Comparator;
@@ -80,6 +81,17 @@ public final class MariaDbDialect implements Dialect {
     private static final String PURGE_CUTOFF = """
             SELECT NOW(6) - INTERVAL ? MICROSECOND""";
 
+    private static final String RECORD_DEAD_LETTER = """
+            INSERT INTO %s (binding, event_id, event_name, body_sha256) VALUES (?, ?, ?, ?)
+            ON DUPLICATE KEY UPDATE binding = binding""";
+
+    private static final String DEAD_LETTER_RECORDED = """
+            SELECT EXISTS (SELECT 1 FROM %s WHERE binding = ? AND event_id = ? AND event_name = ?
+                AND body_sha256 = ? AND dead_lettered_at > NOW(6) - INTERVAL ? MICROSECOND)""";
+
+    private static final String PURGE_DEAD_LETTERS = """
+            DELETE FROM %s WHERE dead_lettered_at < NOW(6) - INTERVAL ? MICROSECOND""";
+
     private static final String PURGE_BATCH = """
             DELETE FROM %s WHERE processed_at < ? ORDER BY processed_at LIMIT ?""";
 
@@ -144,6 +156,17 @@ public final class MariaDbDialect implements Dialect {
     @Override
     public ProcessedEventStore processedEvents(JdbcTemplate jdbc, String table, @Nullable TransactionBounds bounds) {
         return new Claims(jdbc, table, bounds);
+    }
+
+    @Override
+    public DeadLetterRecords deadLetters(JdbcTemplate jdbc, String table, Duration retention) {
+        String records = DeadLetterRecords.tableOf(table);
+        return new DeadLetterRecords(
+                jdbc,
+                retention,
+                RECORD_DEAD_LETTER.formatted(records),
+                DEAD_LETTER_RECORDED.formatted(records),
+                PURGE_DEAD_LETTERS.formatted(records));
     }
 
     @Override

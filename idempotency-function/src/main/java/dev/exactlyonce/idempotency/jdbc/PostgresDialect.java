@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency.jdbc;
 
 import java.sql.PreparedStatement;
 import java.sql.SQLException;
+import java.time.Duration;
 import java.util.Collection;
 import java.util.HashSet;
 import java.util.List;
@@ -54,6 +55,17 @@ public final class PostgresDialect implements Dialect {
     private static final String PURGE_CUTOFF = """
             SELECT now() - ? * interval '1 microsecond'""";
 
+    private static final String RECORD_DEAD_LETTER = """
+            INSERT INTO %s (binding, event_id, event_name, body_sha256) VALUES (?, ?::uuid, ?, ?)
+            ON CONFLICT DO NOTHING""";
+
+    private static final String DEAD_LETTER_RECORDED = """
+            SELECT EXISTS (SELECT 1 FROM %s WHERE binding = ? AND event_id = ?::uuid AND event_name = ?
+                AND body_sha256 = ? AND dead_lettered_at > now() - ? * interval '1 microsecond')""";
+
+    private static final String PURGE_DEAD_LETTERS = """
+            DELETE FROM %s WHERE dead_lettered_at < now() - ? * interval '1 microsecond'""";
+
     private static final String PURGE_BATCH = """
             DELETE FROM %1$s WHERE (event_id, scope, event_name) IN (
                 SELECT event_id, scope, event_name FROM %1$s WHERE processed_at < ? ORDER BY processed_at LIMIT ?)""";
@@ -75,6 +87,17 @@ public final class PostgresDialect implements Dialect {
     @Override
     public ProcessedEventStore processedEvents(JdbcTemplate jdbc, String table, @Nullable TransactionBounds bounds) {
         return new Claims(jdbc, table, bounds);
+    }
+
+    @Override
+    public DeadLetterRecords deadLetters(JdbcTemplate jdbc, String table, Duration retention) {
+        String records = DeadLetterRecords.tableOf(table);
+        return new DeadLetterRecords(
+                jdbc,
+                retention,
+                RECORD_DEAD_LETTER.formatted(records),
+                DEAD_LETTER_RECORDED.formatted(records),
+                PURGE_DEAD_LETTERS.formatted(records));
     }
 
     @Override

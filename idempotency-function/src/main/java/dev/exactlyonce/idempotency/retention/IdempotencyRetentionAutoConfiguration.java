@@ -5,7 +5,9 @@ import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.internal.ConditionalOnGuardedDefinition;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
 import dev.exactlyonce.idempotency.internal.PeriodicTask;
+import dev.exactlyonce.idempotency.jdbc.DeadLetterRecords;
 import dev.exactlyonce.idempotency.jdbc.Dialect;
+import dev.exactlyonce.idempotency.jdbc.TableName;
 import java.time.Clock;
 import javax.sql.DataSource;
 import org.springframework.beans.factory.ObjectProvider;
@@ -18,6 +20,7 @@ import org.springframework.boot.sql.init.dependency.DependsOnDatabaseInitializat
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
+import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * Keeps processed event ids for the retention and no longer: the scheduled purge of the default table, or the
@@ -49,10 +52,11 @@ public class IdempotencyRetentionAutoConfiguration {
 
         @Bean
         @ConditionalOnBooleanProperty(name = "idempotency.purge.enabled", matchIfMissing = true)
-        PeriodicTask idempotencyPurgeSchedule(ProcessedEventPurge purge, IdempotencyProperties properties) {
+        PeriodicTask idempotencyPurgeSchedule(
+                ProcessedEventPurge purge, DataSource dataSource, IdempotencyProperties properties) {
             return new PeriodicTask(
                     "idempotency-purge",
-                    purge::purge,
+                    withDeadLetters(purge::purge, dataSource, properties),
                     properties.purge().initialDelay(),
                     properties.purge().interval());
         }
@@ -86,12 +90,32 @@ public class IdempotencyRetentionAutoConfiguration {
 
         @Bean
         PeriodicTask idempotencyPartitionSchedule(
-                ProcessedEventPartitions partitions, IdempotencyProperties properties) {
+                ProcessedEventPartitions partitions, DataSource dataSource, IdempotencyProperties properties) {
             return new PeriodicTask(
                     "idempotency-partitions",
-                    partitions::maintain,
+                    withDeadLetters(partitions::maintain, dataSource, properties),
                     properties.purge().interval(),
                     properties.purge().interval());
         }
+    }
+
+    /**
+     * The purge, then the records of the events dead-lettered longer ago than the dead letters' retention
+     * ({@link DeadLetterRecords}), where the schema holds them: a dead letter is not taken back after that.
+     */
+    static Runnable withDeadLetters(Runnable purge, DataSource dataSource, IdempotencyProperties properties) {
+        JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+        String table = DeadLetterRecords.tableOf(properties.tableName());
+        return () -> {
+            purge.run();
+            if (TableName.exists(jdbc, table)) {
+                Dialect.of(dataSource)
+                        .deadLetters(
+                                jdbc,
+                                properties.tableName(),
+                                properties.replayHorizon().deadLetterRetention())
+                        .purge();
+            }
+        };
     }
 }

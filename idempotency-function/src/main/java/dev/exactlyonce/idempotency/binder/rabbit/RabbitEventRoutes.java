@@ -19,7 +19,8 @@ import org.springframework.messaging.MessageHeaders;
  * A RabbitMQ message's route: the routing key it was published with, read from the message the binder received
  * ({@code sourceData}), whose properties the publisher cannot set. Its mapped headers are not to be trusted for this:
  * a header the publisher named {@code amqp_receivedRoutingKey} (or {@code amqp_receivedExchange},
- * {@code amqp_consumerQueue}) replaces the broker's value among them.
+ * {@code amqp_consumerQueue}) replaces the broker's value among them. A dead letter moved back to its queue has no
+ * route to tell ({@link #movedBack}): the guard takes it only as it recorded it when it dead-lettered it.
  */
 final class RabbitEventRoutes implements EventRoutes {
 
@@ -39,11 +40,8 @@ final class RabbitEventRoutes implements EventRoutes {
 
     @Override
     public @Nullable String route(MessageHeaders headers) {
-        if (headers.get(IntegrationMessageHeaderAccessor.SOURCE_DATA) instanceof Message source) {
-            return route(source);
-        }
-        // Without the received message (a binder that does not hand it on): the mapped headers, the best there is.
-        return mappedRoute(headers);
+        Arrival arrival = arrival(headers);
+        return arrival != null ? arrival.route() : null;
     }
 
     /**
@@ -53,63 +51,91 @@ final class RabbitEventRoutes implements EventRoutes {
      */
     @Override
     public @Nullable String route(org.springframework.messaging.Message<?> batch, int index) {
+        Arrival arrival = arrival(batch, index);
+        return arrival != null ? arrival.route() : null;
+    }
+
+    @Override
+    public boolean movesDeadLettersBack() {
+        return true;
+    }
+
+    @Override
+    public boolean movedBack(MessageHeaders headers) {
+        Arrival arrival = arrival(headers);
+        return arrival != null && arrival.movedBack();
+    }
+
+    @Override
+    public boolean movedBack(org.springframework.messaging.Message<?> batch, int index) {
+        Arrival arrival = arrival(batch, index);
+        return arrival != null && arrival.movedBack();
+    }
+
+    /**
+     * The routing key: an event is published under its own name. A message moved back to its queue has none to tell:
+     * its name is then the one its {@code event_name} header claims, which the guard checks against what it recorded.
+     */
+    @Override
+    public @Nullable String eventName(MessageHeaders headers) {
+        return route(headers);
+    }
+
+    private static @Nullable Arrival arrival(MessageHeaders headers) {
+        if (headers.get(IntegrationMessageHeaderAccessor.SOURCE_DATA) instanceof Message source) {
+            MessageProperties properties = source.getMessageProperties();
+            return new Arrival(
+                    properties.getReceivedExchange(),
+                    properties.getReceivedRoutingKey(),
+                    properties.getConsumerQueue());
+        }
+        // Without the received message (a binder that does not hand it on): the mapped headers, the best there is.
+        return mappedArrival(headers);
+    }
+
+    private static @Nullable Arrival arrival(org.springframework.messaging.Message<?> batch, int index) {
         if (batch.getHeaders().get(BATCHED_HEADERS) instanceof List<?> batched
                 && batch.getPayload() instanceof List<?> bodies
                 && batched.size() == bodies.size()
                 && batched.get(index) instanceof Map<?, ?> own) {
             @SuppressWarnings("unchecked")
             Map<String, ?> headers = (Map<String, ?>) own;
-            return mappedRoute(headers);
+            return mappedArrival(headers);
         }
-        return EventRoutes.super.route(batch, index);
+        return arrival(new MessageHeaders(EventHeaders.ofMessageInBatch(batch, index)));
     }
 
-    private static @Nullable String mappedRoute(Map<String, ?> headers) {
+    private static @Nullable Arrival mappedArrival(Map<String, ?> headers) {
         if (!headers.containsKey(AmqpHeaders.RECEIVED_ROUTING_KEY)) {
             return null;
         }
-        return publishedRoutingKey(
+        return new Arrival(
                 text(headers.get(AmqpHeaders.RECEIVED_EXCHANGE)),
                 text(headers.get(AmqpHeaders.RECEIVED_ROUTING_KEY)),
-                text(headers.get(AmqpHeaders.CONSUMER_QUEUE)),
-                headers);
-    }
-
-    private static @Nullable String route(Message received) {
-        MessageProperties properties = received.getMessageProperties();
-        return publishedRoutingKey(
-                properties.getReceivedExchange(),
-                properties.getReceivedRoutingKey(),
-                properties.getConsumerQueue(),
-                properties.getHeaders());
-    }
-
-    /** The routing key: an event is published under its own name. */
-    @Override
-    public @Nullable String eventName(MessageHeaders headers) {
-        return route(headers);
+                text(headers.get(AmqpHeaders.CONSUMER_QUEUE)));
     }
 
     /**
-     * The routing key the event was published with. A message that arrives through the default exchange, or through
-     * its queue's replay exchange ({@code <queue>.replay}), was sent to its queue directly (a dead letter moved back
-     * to its queue), with the queue's name as routing key: the event's routing key is then the one recorded when it
-     * was dead-lettered ({@link RabbitDeadLetters#firstRoutingKey}). Whoever may write to those exchanges may put
-     * any event into the queue: give that right to the replay's user alone.
+     * The exchange and routing key a message was delivered by, to its queue. A message that came through the default
+     * exchange, or through its queue's replay exchange ({@code <queue>.replay}), was sent to its queue directly (a
+     * dead letter moved back), with the queue's name as routing key: it has no route the broker vouches for. Its
+     * headers ({@code x-original-routingKey}, {@code x-death}) are no better: a publisher writes them, and the broker
+     * keeps them on a message it dead-letters itself.
      */
-    private static @Nullable String publishedRoutingKey(
-            @Nullable String exchange, @Nullable String routingKey, @Nullable String queue, Map<String, ?> headers) {
-        boolean replayed = queue != null && exchange != null && exchange.equals(queue + REPLAY_EXCHANGE_SUFFIX);
-        if (!replayed && !"".equals(exchange)) {
-            return routingKey;
+    private record Arrival(
+            @Nullable String exchange,
+            @Nullable String routingKey,
+            @Nullable String queue) {
+
+        boolean movedBack() {
+            return "".equals(this.exchange)
+                    || (this.queue != null && (this.queue + REPLAY_EXCHANGE_SUFFIX).equals(this.exchange));
         }
-        // Through the replay exchange, only the replay's user publishes: what it recorded of a dead letter it moved.
-        String first = replayed ? text(headers.get(EventHeaders.REPLAYED_ROUTING_KEY)) : null;
-        if (first != null) {
-            return first;
+
+        @Nullable
+        String route() {
+            return movedBack() ? null : this.routingKey;
         }
-        String recorded = RabbitDeadLetters.firstRoutingKey(headers);
-        return recorded != null ? recorded : routingKey;
     }
 
     private static @Nullable String text(@Nullable Object value) {

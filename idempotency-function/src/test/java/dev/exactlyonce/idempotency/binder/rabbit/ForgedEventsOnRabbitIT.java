@@ -65,6 +65,9 @@ class ForgedEventsOnRabbitIT {
 
     private static final String QUEUE = rabbit.deleteAtExit(DESTINATION + ".things");
 
+    /** The queue's replay exchange, which operators declare and bind to the queue for the dead-letter replay. */
+    private static final String REPLAY = rabbit.directExchange(QUEUE + ".replay");
+
     private static final String BINDING = "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.";
 
     /** A routing key the neighbour may publish: the name of an event of its own. */
@@ -78,6 +81,7 @@ class ForgedEventsOnRabbitIT {
         rabbit.registerConnection(registry);
         registry.add(BINDING + "destination", () -> DESTINATION);
         registry.add(BINDING + "group", () -> "things");
+        registry.add(BINDING + "consumer.back-off-initial-interval", () -> "100");
         // Every key, as the queue of a service that also takes the neighbour's events would be bound: the library's
         // default binds only the names the functions map.
         registry.add(
@@ -95,8 +99,12 @@ class ForgedEventsOnRabbitIT {
     final CapturedLogs logs = CapturedLogs.all();
 
     @BeforeEach
-    void drainDeadLetters() {
+    void drainDeadLettersAndBindTheReplayExchange() throws Exception {
         rabbit.purge(QUEUE + ".dlq");
+        try (Connection connection = rabbit.newConnection();
+                Channel channel = connection.createChannel()) {
+            channel.queueBind(QUEUE, REPLAY, QUEUE);
+        }
     }
 
     @Test
@@ -196,6 +204,93 @@ class ForgedEventsOnRabbitIT {
                         .doesNotContain("\n")
                         .contains("\\u000a"));
         assertThat(this.probe.invocations("recordThing")).isZero();
+    }
+
+    /**
+     * Whoever may write to the queue's replay exchange ({@code <queue>.replay}, which operators bind to the queue for
+     * the dead-letter replay), or to the default exchange, sends a message of its own with the headers that record a
+     * dead letter's first route: a replay's, the binder's republisher's, or the broker's own (a message it expired).
+     * The service never dead-lettered it, so it takes none of them.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"replayed routing key", "original routing key", "death by expiry"})
+    void aMessageMovedBackToTheQueueThatTheServiceNeverDeadLetteredIsRefused(String forgery) throws Exception {
+        EventEnvelope<ThingHappened> forged = Things.thingHappened();
+        Map<String, Object> headers = switch (forgery) {
+            case "replayed routing key" -> Map.of("x-replayed-routing-key", ThingHappened.NAME);
+            case "original routing key" ->
+                Map.of("x-original-exchange", DESTINATION, "x-original-routingKey", ThingHappened.NAME);
+            default ->
+                Map.of(
+                        "x-death",
+                        List.of(Map.of(
+                                "queue",
+                                QUEUE,
+                                "reason",
+                                "expired",
+                                "count",
+                                1L,
+                                "exchange",
+                                DESTINATION,
+                                "routing-keys",
+                                List.of(ThingHappened.NAME))));
+        };
+
+        moveBack(forgery.equals("original routing key") ? "" : REPLAY, headers, CODEC.encode(forged));
+
+        List<GetResponse> deadLetters = awaitDeadLetters(1);
+        assertThat(deadLetters.get(0).getProps().getHeaders().get("x-exception-message"))
+                .asString()
+                .startsWith("UNRECORDED_DEAD_LETTER: ");
+        assertThat(amounts(forged)).as("the forged event applied nothing").isEmpty();
+    }
+
+    /**
+     * A dead letter the service dead-lettered itself (its function failed every attempt), moved back through the replay
+     * exchange as the replay does, is applied once; the same dead letter with another body is not.
+     */
+    @Test
+    void aDeadLetterTheServiceRecordedIsTakenBackWithItsBodyAndNoOtherBody() throws Exception {
+        EventEnvelope<ThingHappened> genuine = Things.thingHappened();
+        this.probe.failNext("recordThing", 3);
+        rabbit.publish(DESTINATION, genuine);
+        GetResponse deadLetter = awaitDeadLetters(1).get(0);
+        EventEnvelope<ThingHappened> altered = new EventEnvelope<>(
+                genuine.eventId(),
+                ThingHappened.NAME,
+                genuine.occurredAt(),
+                new ThingHappened(genuine.payload().thingId(), new BigDecimal("999.000")));
+
+        moveBack(REPLAY, deadLetter.getProps().getHeaders(), CODEC.encode(altered));
+
+        assertThat(awaitDeadLetters(1).get(0).getProps().getHeaders().get("x-exception-message"))
+                .asString()
+                .startsWith("UNRECORDED_DEAD_LETTER: ");
+        assertThat(amounts(genuine)).isEmpty();
+
+        moveBack(REPLAY, deadLetter.getProps().getHeaders(), deadLetter.getBody());
+
+        await().atMost(Duration.ofSeconds(30))
+                .untilAsserted(() -> assertThat(amounts(genuine)).containsExactly(new BigDecimal("2.500")));
+        assertThat(rabbit.messageCount(QUEUE + ".dlq")).isZero();
+    }
+
+    /** Sends a message straight to the queue, as a replay moves a dead letter back: through that exchange. */
+    private static void moveBack(String exchange, Map<String, Object> headers, byte[] body) throws Exception {
+        try (Connection connection = rabbit.newConnection();
+                Channel channel = connection.createChannel()) {
+            channel.confirmSelect();
+            channel.basicPublish(
+                    exchange,
+                    QUEUE,
+                    new AMQP.BasicProperties.Builder()
+                            .contentType("application/json")
+                            .deliveryMode(2)
+                            .headers(headers)
+                            .build(),
+                    body);
+            channel.waitForConfirmsOrDie(10_000);
+        }
     }
 
     private static List<GetResponse> awaitDeadLetters(int count) {

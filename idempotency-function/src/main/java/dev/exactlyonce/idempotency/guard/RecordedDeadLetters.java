@@ -1,0 +1,73 @@
+package dev.exactlyonce.idempotency.guard;
+
+import dev.exactlyonce.idempotency.internal.GuardedBinding;
+import dev.exactlyonce.idempotency.outage.BinderGiveBack;
+import dev.exactlyonce.idempotency.outage.OutageGiveBack;
+import java.util.List;
+import org.jspecify.annotations.Nullable;
+import org.springframework.dao.DataAccessException;
+import org.springframework.integration.IntegrationMessageHeaderAccessor;
+import org.springframework.messaging.Message;
+import org.springframework.messaging.MessageChannel;
+import org.springframework.messaging.MessagingException;
+import org.springframework.messaging.support.ChannelInterceptor;
+import org.springframework.messaging.support.ErrorMessage;
+
+/**
+ * On the error channel of a guarded binding whose binder moves dead letters back to their queue by a path with no
+ * route the broker vouches for ({@link EventRoutes#movesDeadLettersBack}, RabbitMQ's replay exchange): records each
+ * message about to be dead-lettered, once its route was checked, in the service's own database, so that the guard
+ * takes it back when an operator replays it, and takes nothing else that comes that way. A record that cannot be
+ * written (the database went away meanwhile) gives the delivery back, to come again: a dead letter without its record
+ * could never be replayed.
+ */
+final class RecordedDeadLetters implements ChannelInterceptor {
+
+    private final GuardedBinding binding;
+
+    private final IdempotencyGuard guard;
+
+    private final EventRoutes routes;
+
+    private final @Nullable BinderGiveBack giveBack;
+
+    RecordedDeadLetters(
+            GuardedBinding binding, IdempotencyGuard guard, EventRoutes routes, @Nullable BinderGiveBack giveBack) {
+        this.binding = binding;
+        this.guard = guard;
+        this.routes = routes;
+        this.giveBack = giveBack;
+    }
+
+    @Override
+    public Message<?> preSend(Message<?> message, MessageChannel channel) {
+        if (!(message instanceof ErrorMessage error) || OutageGiveBack.isSettled(message) || !deadLettersOne(error)) {
+            return message;
+        }
+        Message<?> failed = error.getOriginalMessage();
+        if (failed == null && error.getPayload() instanceof MessagingException messaging) {
+            failed = messaging.getFailedMessage();
+        }
+        if (failed == null) {
+            return message;
+        }
+        try {
+            this.guard.recordDeadLetter(this.binding, failed, this.routes);
+        } catch (DataAccessException ex) {
+            String reason = "Could not record a dead letter of %s in the service's database (%s): it is given back, to"
+                            .formatted(this.binding.bindingName(), ex.getMessage())
+                    + " be delivered again";
+            throw this.giveBack != null ? this.giveBack.givenBack(reason, ex) : new MessagingException(reason, ex);
+        }
+        return message;
+    }
+
+    /**
+     * Whether the binder dead-letters one message for this error message: a batch whose failed messages were
+     * dead-lettered one by one ({@link FailedBatches}) goes on with no received message left.
+     */
+    private static boolean deadLettersOne(ErrorMessage error) {
+        Object source = error.getHeaders().get(IntegrationMessageHeaderAccessor.SOURCE_DATA);
+        return !(source instanceof List<?> received) || received.size() == 1;
+    }
+}

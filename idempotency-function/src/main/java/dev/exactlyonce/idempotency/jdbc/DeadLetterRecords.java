@@ -1,0 +1,72 @@
+package dev.exactlyonce.idempotency.jdbc;
+
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
+import java.time.Duration;
+import java.util.UUID;
+import java.util.concurrent.TimeUnit;
+import org.springframework.jdbc.core.JdbcTemplate;
+
+/**
+ * The events the guard dead-lettered once their route was checked ({@code <table>_dead_letter}), each by its binding,
+ * id, name and the SHA-256 of its body. A dead letter moved back to its queue (on RabbitMQ through
+ * {@code <queue>.replay}) carries no route the broker vouches for: the guard takes it only when this holds it, so that
+ * whoever may write to the replay exchange, or get a message dead-lettered by the broker itself (expired, over a length
+ * limit), cannot put an event into the service. Rows older than the dead-letters' retention count as none and are
+ * purged.
+ *
+ * <p>Not API: used by the guard and the purge, and may change in any release.
+ */
+public final class DeadLetterRecords {
+
+    private final JdbcTemplate jdbc;
+
+    private final String record;
+
+    private final String recorded;
+
+    private final String purge;
+
+    private final Duration retention;
+
+    DeadLetterRecords(JdbcTemplate jdbc, Duration retention, String record, String recorded, String purge) {
+        this.jdbc = jdbc;
+        this.retention = retention;
+        this.record = record;
+        this.recorded = recorded;
+        this.purge = purge;
+    }
+
+    /** The table of a table of claims' dead letters. */
+    public static String tableOf(String tableName) {
+        return tableName + "_dead_letter";
+    }
+
+    /** Records that the binding dead-lettered the event with that body; once only. */
+    public void record(String binding, UUID eventId, String eventName, byte[] body) {
+        this.jdbc.update(this.record, binding, eventId.toString(), eventName, sha256(body));
+    }
+
+    /** Whether the binding dead-lettered the event with that body, within the dead-letters' retention. */
+    public boolean recorded(String binding, UUID eventId, String eventName, byte[] body) {
+        return Boolean.TRUE.equals(this.jdbc.queryForObject(
+                this.recorded, Boolean.class, binding, eventId.toString(), eventName, sha256(body), micros()));
+    }
+
+    /** Deletes the records older than the dead-letters' retention; the rows deleted. */
+    public int purge() {
+        return this.jdbc.update(this.purge, micros());
+    }
+
+    private long micros() {
+        return TimeUnit.SECONDS.toMicros(this.retention.toSeconds());
+    }
+
+    private static byte[] sha256(byte[] body) {
+        try {
+            return MessageDigest.getInstance("SHA-256").digest(body);
+        } catch (NoSuchAlgorithmException ex) {
+            throw new IllegalStateException("Every Java platform has SHA-256", ex);
+        }
+    }
+}
