@@ -149,18 +149,50 @@ class ReplayToStockServiceIT {
         rabbit.purge(BARE_QUEUE + ".dlq");
     }
 
+    /** Two copies of one event dead-lettered: replayed together, the first is applied, the second discarded. */
     @Test
     void replayingAnEventTheServiceAlreadyAppliedHasNoEffect() throws Exception {
         EventEnvelope<Map<String, Object>> order = order(2);
-        publish(order);
-        await().atMost(Duration.ofSeconds(30)).until(() -> reservations(order) == 2);
-        deadLetterCopy(order);
+        refuseReservations(jdbc);
+        try {
+            publish(order);
+            publish(order);
+            await().atMost(Duration.ofSeconds(30)).until(() -> deadLetters() == 2);
+        } finally {
+            allowReservations(jdbc);
+        }
 
-        this.replay.replay(connection, QUEUE, Set.of(order.eventId()), false);
+        assertThat(this.replay
+                        .replay(connection, QUEUE, Set.of(order.eventId()), false)
+                        .replayed())
+                .isEqualTo(2);
 
         stock.awaitLog("Discarded event " + order.eventId(), Duration.ofSeconds(30));
         assertThat(reservations(order)).isEqualTo(2);
         assertThat(processed(order)).isEqualTo(1);
+        assertThat(deadLetters()).isZero();
+    }
+
+    /**
+     * A message in the dead-letter queue that the service never dead-lettered (put there by whoever may write to it,
+     * with the headers that record a first route) is moved back, and refused: dead-lettered again, never applied.
+     */
+    @Test
+    void aDeadLetterTheServiceNeverDeadLetteredIsRefusedWhenReplayed() throws Exception {
+        EventEnvelope<Map<String, Object>> order = order(2);
+        deadLetterCopy(order);
+
+        assertThat(this.replay
+                        .replay(connection, QUEUE, Set.of(order.eventId()), false)
+                        .replayed())
+                .isEqualTo(1);
+
+        await().atMost(Duration.ofSeconds(30)).until(() -> deadLetters() == 1);
+        assertThat(rabbit.drain(QUEUE + ".dlq").get(0).getProps().getHeaders().get("x-exception-message"))
+                .asString()
+                .startsWith("UNRECORDED_DEAD_LETTER: ");
+        assertThat(reservations(order)).isZero();
+        assertThat(processed(order)).isZero();
     }
 
     @Test
@@ -269,9 +301,8 @@ class ReplayToStockServiceIT {
     }
 
     /**
-     * A copy of the event in the dead-letter queue, as the binder's republisher leaves it: with the exchange and
-     * routing key it was first published with (the replay moves it back through the queue's replay exchange, and the service
-     * checks the event's name against the recorded routing key).
+     * A copy of the event put in the dead-letter queue as the binder's republisher leaves one, with the exchange and
+     * routing key it was first published with, by someone other than the service.
      */
     private void deadLetterCopy(EventEnvelope<?> event) throws Exception {
         AMQP.BasicProperties properties = new AMQP.BasicProperties.Builder()

@@ -10,6 +10,7 @@ import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.EventDeliveries;
 import dev.exactlyonce.idempotency.test.ProcessedEvents;
 import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -128,39 +129,63 @@ class EventIdSourceTests {
             assertThat(this.processedEvents.rows(eventId)).isEqualTo(1);
         }
 
-        @Test
-        void aDeadLetterMovedBackToItsQueueKeepsTheRoutingKeyItWasPublishedWith() {
-            UUID eventId = UUID.randomUUID();
+        /**
+         * A message moved back to its queue (through the default exchange) carries no route the broker vouches for:
+         * the headers that record a first route are a publisher's to write, and the broker keeps them on a message it
+         * dead-letters itself. The service never dead-lettered this one, so it refuses it.
+         */
+        @ParameterizedTest
+        @ValueSource(strings = {"x-original-routingKey", "x-death"})
+        void aMessageMovedBackToItsQueueThatTheServiceNeverDeadLetteredIsRefusedWhateverItsHeadersRecord(
+                String recordedBy) {
+            Map<String, Object> recorded = recordedBy.equals("x-death")
+                    ? Map.of(
+                            "x-death",
+                            List.of(
+                                    Map.of("exchange", "", "routing-keys", List.of("things.queue")),
+                                    Map.of("exchange", "events", "routing-keys", List.of(ThingHappened.NAME))))
+                    : Map.of("x-original-exchange", "events", "x-original-routingKey", ThingHappened.NAME);
+            Map<String, Object> headers = new HashMap<>(recorded);
+            headers.putAll(movedBack(UUID.randomUUID()));
 
+            this.deliveries.deliverMessage(payloadWith(headers));
+
+            assertThat(deadLetteredReason()).startsWith("UNRECORDED_DEAD_LETTER: ");
+            assertThat(effects()).isZero();
+        }
+
+        /**
+         * A message the service dead-lettered (its function failed every attempt), moved back to its queue with the
+         * name the replay gives it ({@code event_name}, from the routing key it first came by): taken, and applied.
+         */
+        @Test
+        void aDeadLetterTheServiceDeadLetteredIsTakenBackWhenMovedBackToItsQueue() {
+            UUID eventId = UUID.randomUUID();
+            this.probe.failNext("recordThing", 2);
             this.deliveries.deliverMessage(payloadWith(Map.of(
-                    "amqp_messageId", eventId.toString(),
-                    "amqp_receivedExchange", "",
-                    "amqp_receivedRoutingKey", "things.queue",
-                    "x-original-exchange", "events",
-                    "x-original-routingKey", ThingHappened.NAME)));
+                    "amqp_messageId",
+                    eventId.toString(),
+                    "amqp_receivedExchange",
+                    "events",
+                    "amqp_receivedRoutingKey",
+                    ThingHappened.NAME)));
+            assertThat(this.deliveries.lastError()).as("dead-lettered").isNotNull();
+            this.deliveries.resetLastError();
+
+            this.deliveries.deliverMessage(payloadWith(movedBack(eventId)));
 
             assertThat(this.deliveries.lastError()).isNull();
             assertThat(effects()).isEqualTo(1);
         }
 
-        @Test
-        void aMessageTheBrokerDeadLetteredKeepsTheRoutingKeyOfItsFirstDeath() {
-            UUID eventId = UUID.randomUUID();
-
-            this.deliveries.deliverMessage(payloadWith(Map.of(
-                    "amqp_messageId",
-                    eventId.toString(),
-                    "amqp_receivedExchange",
-                    "",
-                    "amqp_receivedRoutingKey",
-                    "things.queue",
-                    "x-death",
-                    List.of(
-                            Map.of("exchange", "", "routing-keys", List.of("things.queue")),
-                            Map.of("exchange", "events", "routing-keys", List.of(ThingHappened.NAME))))));
-
-            assertThat(this.deliveries.lastError()).isNull();
-            assertThat(effects()).isEqualTo(1);
+        /** As a replay moves a dead letter back: through the default exchange, with its event's name as a header. */
+        private static Map<String, Object> movedBack(UUID eventId) {
+            return Map.of(
+                    "amqp_messageId", eventId.toString(),
+                    "amqp_receivedExchange", "",
+                    "amqp_receivedRoutingKey", "things.queue",
+                    "amqp_consumerQueue", "things.queue",
+                    "event_name", ThingHappened.NAME);
         }
     }
 

@@ -40,6 +40,8 @@ class ProcessedEventSchemaTests {
                 .isEqualTo(describe(scripted, "processed_event_scope"))
                 .contains("CREATE UNIQUE INDEX T_pkey ON public.T USING btree (scope)");
         assertThat(describe(migrated, "outbox_event")).isEqualTo(describe(scripted, "outbox_event"));
+        assertThat(describe(migrated, "processed_event_dead_letter"))
+                .isEqualTo(describe(scripted, "processed_event_dead_letter"));
         assertThat(describe(migrated, "processed_event"))
                 .isEqualTo(describe(scripted, "processed_event"))
                 .contains(
@@ -63,6 +65,8 @@ class ProcessedEventSchemaTests {
 
         assertThat(describe(migrated, "processed_event_scope")).isEqualTo(describe(scripted, "processed_event_scope"));
         assertThat(describe(migrated, "outbox_event")).isEqualTo(describe(scripted, "outbox_event"));
+        assertThat(describe(migrated, "processed_event_dead_letter"))
+                .isEqualTo(describe(scripted, "processed_event_dead_letter"));
         assertThat(describe(migrated, "processed_event"))
                 .isEqualTo(describe(scripted, "processed_event"))
                 .contains("CREATE UNIQUE INDEX T_pkey ON ONLY public.T USING btree (event_id, scope, event_name)")
@@ -102,7 +106,7 @@ class ProcessedEventSchemaTests {
         assertThat(jdbc.queryForList(
                         "SELECT version FROM idempotency_schema_history WHERE success ORDER BY installed_rank",
                         String.class))
-                .containsExactly("0", "1", "2", "3", "4", "5", "6");
+                .containsExactly("0", "1", "2", "3", "4", "5", "6", "7");
     }
 
     @Test
@@ -124,7 +128,7 @@ class ProcessedEventSchemaTests {
                                         + " ORDER BY installed_rank",
                                 String.class))
                 .as("a history of its own, at version 0 since the schema held another table")
-                .containsExactly("0", "1", "2", "3", "4", "5", "6");
+                .containsExactly("0", "1", "2", "3", "4", "5", "6", "7");
     }
 
     @Test
@@ -140,7 +144,7 @@ class ProcessedEventSchemaTests {
                                 "SELECT version FROM idempotency_schema_history WHERE success ORDER BY installed_rank",
                                 String.class))
                 .as("baselined at the version the table already has")
-                .containsExactly("1", "2", "3", "4", "5", "6");
+                .containsExactly("1", "2", "3", "4", "5", "6", "7");
     }
 
     @Test

@@ -34,6 +34,16 @@ public class TestBinderDeliversAsRabbit {
             public @Nullable String eventName(MessageHeaders headers) {
                 return rabbit.eventName(headers);
             }
+
+            @Override
+            public boolean movesDeadLettersBack() {
+                return rabbit.movesDeadLettersBack();
+            }
+
+            @Override
+            public boolean movedBack(MessageHeaders headers) {
+                return rabbit.movedBack(headers);
+            }
         };
     }
 }
