@@ -287,6 +287,42 @@ class DeadLetterReplayIT {
     }
 
     /**
+     * A message the broker dead-lettered itself (it expired in the queue) never reached the service, whatever headers
+     * its publisher gave it: refused, counted and kept. A selection goes by the envelope's id, not by an
+     * {@code event_id} header a publisher set to the id of a genuine dead letter.
+     */
+    @Test
+    void deadLettersTheBrokerDeadLetteredItselfAreRefusedAndTheSelectionGoesByTheEnvelopesId() throws Exception {
+        UUID genuine = UUID.randomUUID();
+        UUID expired = UUID.randomUUID();
+        UUID impostor = UUID.randomUUID();
+        deadLetter(genuine);
+        deadLetterBody(
+                envelope(expired),
+                Map.of(
+                        "x-original-exchange", "events",
+                        "x-original-routingKey", "order.order.placed.v1",
+                        "x-death", List.of(Map.of("queue", this.queue, "reason", "expired", "count", 1L))));
+        deadLetterBody(envelope(impostor), Map.of("event_id", genuine.toString()));
+
+        DeadLetterReplay.Result selected = this.replay.replay(connection, this.queue, Set.of(genuine), false);
+        DeadLetterReplay.Result all = this.replay.replay(connection, this.queue, Set.of(), false);
+
+        assertThat(selected).isEqualTo(new DeadLetterReplay.Result(1, 2, 0));
+        assertThat(all).isEqualTo(new DeadLetterReplay.Result(1, 0, 1));
+        assertThat(drain(this.queue)).extracting(DeadLetterReplayIT::envelopeId).containsExactly(genuine, impostor);
+        assertThat(drain(this.queue + ".dlq"))
+                .extracting(DeadLetterReplayIT::envelopeId)
+                .containsExactly(expired);
+        assertThat(this.output.toString(UTF_8)).contains("refused " + expired).contains("(expired)");
+    }
+
+    private static byte[] envelope(UUID eventId) {
+        return """
+                {"event_id": "%s", "event_name": "order.order.placed.v1", "payload": {}}""".formatted(eventId).getBytes(UTF_8);
+    }
+
+    /**
      * The command connects as the user allowed to move dead letters, which the operator names: without credentials it
      * refuses to run, rather than connect as {@code guest}, an administrator of a fresh broker.
      */
