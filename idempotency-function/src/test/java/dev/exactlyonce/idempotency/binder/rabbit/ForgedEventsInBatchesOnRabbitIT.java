@@ -11,13 +11,17 @@ import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.ThingHappened;
 import dev.exactlyonce.idempotency.Things;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
 import java.math.BigDecimal;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
+import java.util.UUID;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.CsvSource;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -105,6 +109,43 @@ class ForgedEventsInBatchesOnRabbitIT {
         await().atMost(Duration.ofSeconds(30))
                 .untilAsserted(() -> assertThat(amounts(genuine)).containsExactly(new BigDecimal("2.500")));
         assertThat(amounts(forged)).as("the forged event applied nothing").isEmpty();
+    }
+
+    /**
+     * A message of a batch that the service dead-lettered alone (its payload does not map) is recorded: moved back to
+     * the queue, it is taken, and fails again for its own reason, not as a dead letter the service never sent.
+     */
+    @Test
+    void aMessageOfABatchTheServiceDeadLetteredIsTakenBackWhenMovedBack() throws Exception {
+        rabbit.purge(QUEUE + ".dlq");
+        UUID eventId = UuidV7.generate();
+        byte[] body = ("{\"event_id\":\"%s\",\"event_name\":\"%s\",\"occurred_at\":\"2026-12-04T00:00:00Z\","
+                        + "\"payload\":{\"thingId\":\"not a uuid\",\"amount\":\"1.000\"}}")
+                .formatted(eventId, ThingHappened.NAME)
+                .getBytes(StandardCharsets.UTF_8);
+        rabbit.publish(DESTINATION, ThingHappened.NAME, body, eventId.toString());
+        await().atMost(Duration.ofSeconds(30))
+                .untilAsserted(
+                        () -> assertThat(rabbit.messageCount(QUEUE + ".dlq")).isEqualTo(1));
+        GetResponse deadLetter = rabbit.drain(QUEUE + ".dlq").get(0);
+        assertThat(deadLetter.getProps().getHeaders().get("x-exception-message"))
+                .asString()
+                .startsWith("INVALID_PAYLOAD: ");
+
+        try (Connection connection = rabbit.newConnection();
+                Channel channel = connection.createChannel()) {
+            channel.confirmSelect();
+            channel.basicPublish("", QUEUE, deadLetter.getProps(), deadLetter.getBody());
+            channel.waitForConfirmsOrDie(10_000);
+        }
+
+        await().atMost(Duration.ofSeconds(30))
+                .untilAsserted(
+                        () -> assertThat(rabbit.messageCount(QUEUE + ".dlq")).isEqualTo(1));
+        assertThat(rabbit.drain(QUEUE + ".dlq").get(0).getProps().getHeaders().get("x-exception-message"))
+                .asString()
+                .as("taken back: it fails for its own reason again")
+                .startsWith("INVALID_PAYLOAD: ");
     }
 
     /**
