@@ -7,6 +7,7 @@ import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
 import dev.exactlyonce.idempotency.internal.PayloadTypes;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import dev.exactlyonce.idempotency.jdbc.DeadLetterRecords;
 import dev.exactlyonce.idempotency.outage.BinderGiveBack;
 import dev.exactlyonce.idempotency.outage.ConflictGiveBack;
 import dev.exactlyonce.idempotency.outage.Outage;
@@ -208,7 +209,9 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                             binding,
                             this.beanFactory.getBean(IdempotencyGuard.NAME, IdempotencyGuard.class),
                             routes,
-                            giveBack));
+                            outage,
+                            giveBack,
+                            DeadLetterRecords.tableOf(this.properties.tableName())));
             this.recordsDeadLetters = true;
         }
         this.binderConsumers.apply(binder, bindingName, binding.payloadTypes().eventNames());

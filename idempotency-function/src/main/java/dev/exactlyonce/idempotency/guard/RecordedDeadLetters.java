@@ -1,10 +1,14 @@
 package dev.exactlyonce.idempotency.guard;
 
+import dev.exactlyonce.idempotency.Printable;
 import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import dev.exactlyonce.idempotency.outage.BinderGiveBack;
+import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.springframework.dao.DataAccessException;
 import org.springframework.integration.IntegrationMessageHeaderAccessor;
 import org.springframework.messaging.Message;
@@ -18,10 +22,13 @@ import org.springframework.messaging.support.ErrorMessage;
  * route the broker vouches for ({@link EventRoutes#movesDeadLettersBack}, RabbitMQ's replay exchange): records each
  * message about to be dead-lettered, once its route was checked, in the service's own database, so that the guard
  * takes it back when an operator replays it, and takes nothing else that comes that way. A record that cannot be
- * written (the database went away meanwhile) gives the delivery back, to come again: a dead letter without its record
- * could never be replayed.
+ * written because the database went away meanwhile halts consumption and gives the delivery back, to come again: a
+ * dead letter without its record could never be replayed. One the database refuses for another reason (a privilege
+ * revoked) is logged at ERROR, and the message dead-lettered unrecorded, rather than given back for ever.
  */
 final class RecordedDeadLetters implements ChannelInterceptor {
+
+    private static final Logger logger = LoggerFactory.getLogger(RecordedDeadLetters.class);
 
     private final GuardedBinding binding;
 
@@ -29,14 +36,25 @@ final class RecordedDeadLetters implements ChannelInterceptor {
 
     private final EventRoutes routes;
 
+    private final Outage outage;
+
     private final @Nullable BinderGiveBack giveBack;
 
+    private final String table;
+
     RecordedDeadLetters(
-            GuardedBinding binding, IdempotencyGuard guard, EventRoutes routes, @Nullable BinderGiveBack giveBack) {
+            GuardedBinding binding,
+            IdempotencyGuard guard,
+            EventRoutes routes,
+            Outage outage,
+            @Nullable BinderGiveBack giveBack,
+            String table) {
         this.binding = binding;
         this.guard = guard;
         this.routes = routes;
+        this.outage = outage;
         this.giveBack = giveBack;
+        this.table = table;
     }
 
     @Override
@@ -54,9 +72,20 @@ final class RecordedDeadLetters implements ChannelInterceptor {
         try {
             this.guard.recordDeadLetter(this.binding, failed, this.routes);
         } catch (DataAccessException ex) {
-            String reason = "Could not record a dead letter of %s in the service's database (%s): it is given back, to"
-                            .formatted(this.binding.bindingName(), ex.getMessage())
-                    + " be delivered again";
+            if (!this.outage.isOutage(ex)) {
+                logger.error(
+                        "Could not record a dead letter of {} in {} ({}): it is dead-lettered unrecorded, and a replay"
+                                + " of it will be refused (UNRECORDED_DEAD_LETTER). Check the service's privileges on"
+                                + " that table",
+                        this.binding.bindingName(),
+                        this.table,
+                        Printable.of(String.valueOf(ex.getMessage())));
+                return message;
+            }
+            // The database went away: the delivery comes back once it answers, and is recorded then.
+            this.outage.detected(ex);
+            String reason = "Could not record a dead letter of %s in %s (%s): it is given back, to be delivered again"
+                    .formatted(this.binding.bindingName(), this.table, ex.getMessage());
             throw this.giveBack != null ? this.giveBack.givenBack(reason, ex) : new MessagingException(reason, ex);
         }
         return message;

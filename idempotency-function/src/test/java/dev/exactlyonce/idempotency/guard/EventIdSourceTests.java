@@ -3,6 +3,8 @@ package dev.exactlyonce.idempotency.guard;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 
+import ch.qos.logback.classic.Level;
+import dev.exactlyonce.idempotency.CapturedLogs;
 import dev.exactlyonce.idempotency.ThingHappened;
 import dev.exactlyonce.idempotency.binder.rabbit.TestBinderDeliversAsRabbit;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
@@ -17,6 +19,7 @@ import java.util.UUID;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.extension.RegisterExtension;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -115,6 +118,9 @@ class EventIdSourceTests {
     @Import(TestBinderDeliversAsRabbit.class)
     class FromTheAmqpMessageId extends Deliveries {
 
+        @RegisterExtension
+        final CapturedLogs logs = CapturedLogs.of(RecordedDeadLetters.class);
+
         @Test
         void theMessageIdPropertyAndTheRoutingKeyIdentifyTheEvent() {
             UUID eventId = UUID.randomUUID();
@@ -176,6 +182,43 @@ class EventIdSourceTests {
 
             assertThat(this.deliveries.lastError()).isNull();
             assertThat(effects()).isEqualTo(1);
+        }
+
+        /**
+         * The record of a dead letter refused by the database for a reason of its own (a constraint of the table), not
+         * an outage: said at ERROR, and the message dead-lettered all the same, rather than given back for ever; moved
+         * back, it is refused, since nothing recorded it.
+         */
+        @Test
+        void aDeadLetterWhoseRecordTheDatabaseRefusesIsDeadLetteredUnrecordedAndSaidSo() {
+            UUID eventId = UUID.randomUUID();
+            this.probe.failNext("recordThing", 2);
+            this.jdbcTemplate.execute(
+                    "ALTER TABLE processed_event_dead_letter ADD CONSTRAINT refused CHECK (false) NOT VALID");
+            try {
+                this.deliveries.deliverMessage(payloadWith(Map.of(
+                        "amqp_messageId",
+                        eventId.toString(),
+                        "amqp_receivedExchange",
+                        "events",
+                        "amqp_receivedRoutingKey",
+                        ThingHappened.NAME)));
+            } finally {
+                this.jdbcTemplate.execute("ALTER TABLE processed_event_dead_letter DROP CONSTRAINT refused");
+            }
+            assertThat(this.deliveries.lastError()).as("dead-lettered").isNotNull();
+            assertThat(this.logs.events())
+                    .filteredOn(log -> log.getLevel() == Level.ERROR)
+                    .extracting(log -> log.getFormattedMessage())
+                    .anySatisfy(line -> assertThat(line)
+                            .contains("Could not record a dead letter")
+                            .contains("UNRECORDED_DEAD_LETTER"));
+            this.deliveries.resetLastError();
+
+            this.deliveries.deliverMessage(payloadWith(movedBack(eventId)));
+
+            assertThat(deadLetteredReason()).startsWith("UNRECORDED_DEAD_LETTER: ");
+            assertThat(effects()).isZero();
         }
 
         /** As a replay moves a dead letter back: through the default exchange, with its event's name as a header. */
