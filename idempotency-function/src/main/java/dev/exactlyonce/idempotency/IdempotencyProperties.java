@@ -229,18 +229,28 @@ public record IdempotencyProperties(
     /**
      * What the guarded bindings do with a message whose last attempt conflicted with another transaction (a
      * serialization failure, a deadlock, a lock or statement timeout), under {@code idempotency.conflicts}: not the
-     * message's fault, so it is tried again after a hold that grows from 200 ms to 5 s: in place, on the consumer
-     * thread that holds it, while its {@code outage.max-hold} lasts (the broker sees no return), then given back to be
-     * delivered again with all its attempts.
+     * message's fault, so it is tried again after a hold that grows from first-hold to longest-hold: in place, on the
+     * consumer thread that holds it, while its {@code outage.max-hold} lasts (the broker sees no return), then given
+     * back to be delivered again with all its attempts.
      *
      * @param maxGiveBacks How many times a message is tried again so; after that it fails as any message does, and one
      *     whose every attempt conflicts (a statement that always times out) reaches the dead-letter queue.
+     * @param firstHold The hold before a message that conflicted is tried again the first time; it doubles each time.
+     * @param longestHold The longest hold before a message that conflicted is tried again.
      */
-    public record Conflicts(@DefaultValue("10") int maxGiveBacks) {
+    public record Conflicts(
+            @DefaultValue("10") int maxGiveBacks,
+            @DefaultValue("200ms") Duration firstHold,
+            @DefaultValue("5s") Duration longestHold) {
 
         public Conflicts {
             if (maxGiveBacks < 0) {
                 throw new IllegalArgumentException("idempotency.conflicts.max-give-backs must not be negative");
+            }
+            if (firstHold.isNegative() || firstHold.isZero() || longestHold.compareTo(firstHold) < 0) {
+                throw new IllegalArgumentException(
+                        "idempotency.conflicts.first-hold must be positive, and longest-hold at least as long, but"
+                                + " they are %s and %s".formatted(firstHold, longestHold));
             }
         }
     }

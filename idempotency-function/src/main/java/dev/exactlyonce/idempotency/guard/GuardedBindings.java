@@ -269,8 +269,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                 // A delivery is settled in place only where the error channel is the library's.
                 errorChannel instanceof GuardedErrorChannel ? (MessageChannel) inputChannel : null);
         errorChannel.addInterceptor(0, giveBack);
-        errorChannel.addInterceptor(
-                1, new ConflictGiveBack(bindingName, this.properties.conflicts().maxGiveBacks(), giveBack));
+        errorChannel.addInterceptor(1, new ConflictGiveBack(bindingName, this.properties.conflicts(), giveBack));
         if (binding.batch()) {
             ConsumerProperties consumer =
                     this.beanFactory.getBean(BindingServiceProperties.class).getConsumerProperties(bindingName);

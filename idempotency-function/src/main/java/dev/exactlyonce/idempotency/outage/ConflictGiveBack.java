@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency.outage;
 
+import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.internal.Backoff;
 import java.time.Duration;
 import java.util.Arrays;
@@ -18,11 +19,11 @@ import org.springframework.messaging.support.ErrorMessage;
  * On a guarded binding's error channel, after {@link OutageGiveBack}: a message whose last attempt failed on a conflict
  * with another transaction (a serialization failure, a deadlock, a lock or statement timeout:
  * {@link DatabaseOutageClassifier#isConflict}) did nothing wrong, and the binder's attempts are not spent on it. It is
- * held a while (200 ms, doubling up to 5 s) and tried again, up to {@code idempotency.conflicts.max-give-backs} times
- * (once each in place; with all its attempts when given back); after that it fails as any message does, so that one that always
- * conflicts (a statement that always times out) still reaches the dead-letter queue. It is tried again in place, on the
- * consumer thread that holds it, for as long as the delivery's {@code max-hold} lasts, and given back to the broker
- * only past it (at once where the binding pauses: Kafka seeks back to the record): a broker that counts each return
+ * held a while ({@code idempotency.conflicts.first-hold}, 200 ms, doubling up to {@code longest-hold}, 5 s) and tried
+ * again, up to {@code idempotency.conflicts.max-give-backs} times (once each in place; with all its attempts when given
+ * back); after that it fails as any message does, so that one that always conflicts (a statement that always times
+ * out) still reaches the dead-letter queue. It is tried again in place, on the consumer thread that holds it, for as
+ * long as the delivery's {@code max-hold} lasts, and given back to the broker only past it (at once where the binding pauses: Kafka seeks back to the record): a broker that counts each return
  * (RabbitMQ's quorum queues) sees none for a storm of conflicts shorter than {@code max-hold}.
  *
  * <p>A message is known again by its body: a broker redelivers the same bytes. What it counts is kept for the last
@@ -33,10 +34,6 @@ public final class ConflictGiveBack implements ChannelInterceptor {
 
     static final int REMEMBERED = 10_000;
 
-    private static final Duration FIRST_HOLD = Duration.ofMillis(200);
-
-    private static final Duration LONGEST_HOLD = Duration.ofSeconds(5);
-
     private static final Logger logger = LoggerFactory.getLogger(ConflictGiveBack.class);
 
     private record Body(int hash, int length) {}
@@ -44,6 +41,10 @@ public final class ConflictGiveBack implements ChannelInterceptor {
     private final String bindingName;
 
     private final int maxGiveBacks;
+
+    private final Duration firstHold;
+
+    private final Duration longestHold;
 
     private final OutageGiveBack giveBack;
 
@@ -57,10 +58,12 @@ public final class ConflictGiveBack implements ChannelInterceptor {
     /**
      * @param giveBack how the binding gives a delivery back to its binder
      */
-    public ConflictGiveBack(String bindingName, int maxGiveBacks, OutageGiveBack giveBack) {
+    public ConflictGiveBack(String bindingName, IdempotencyProperties.Conflicts settings, OutageGiveBack giveBack) {
         this.giveBack = giveBack;
         this.bindingName = bindingName;
-        this.maxGiveBacks = maxGiveBacks;
+        this.maxGiveBacks = settings.maxGiveBacks();
+        this.firstHold = settings.firstHold();
+        this.longestHold = settings.longestHold();
     }
 
     @Override
@@ -133,9 +136,9 @@ public final class ConflictGiveBack implements ChannelInterceptor {
         }
     }
 
-    /** 200 ms before the first give-back, doubling, up to 5 s. */
-    static Duration hold(int times) {
-        return Backoff.after(times, FIRST_HOLD, LONGEST_HOLD);
+    /** first-hold before the first try again, doubling, up to longest-hold. */
+    private Duration hold(int times) {
+        return Backoff.after(times, this.firstHold, this.longestHold);
     }
 
     private static @Nullable Object body(ErrorMessage error) {

@@ -52,7 +52,10 @@ import org.springframework.test.context.DynamicPropertySource;
             "spring.cloud.stream.kafka.bindings.idempotencyGuardrecordThing-in-0.consumer.dlq-name="
                     + ConflictsOnKafkaIT.DEAD_LETTERS,
             "spring.datasource.hikari.connection-init-sql=SET lock_timeout = '100ms'",
-            "idempotency.conflicts.max-give-backs=30"
+            "idempotency.conflicts.max-give-backs=30",
+            // Short holds: the conflict lasts eleven of them.
+            "idempotency.conflicts.first-hold=50ms",
+            "idempotency.conflicts.longest-hold=400ms"
         })
 @EmbeddedKafka(
         partitions = 1,
