@@ -34,7 +34,8 @@ import org.springframework.util.unit.DataSize;
  * @param batch How guarded batch bindings (batch-mode) gather their batches.
  * @param payload What a message may cost to read: its size, the digits of its decimals.
  * @param bindings Per guarded binding (by its name, such as idempotencyGuardreserveStock-in-0): a scope name that stays
- *     the same when functions are renamed or the key scope changes, and the scopes whose claims it takes over.
+ *     the same when functions are renamed or the key scope changes, the scopes whose claims it takes over, and the
+ *     event names its routes may carry where routes are not event names.
  * @param retiredScopes Scopes whose claims are given up on purpose: the events they recorded are processed again if a
  *     copy arrives. Start-up refuses to run while the table holds claims under a scope that no binding uses, takes over
  *     or retires.
@@ -98,11 +99,26 @@ public record IdempotencyProperties(
      * @param formerScopes Scopes whose claims become this binding's at start-up (they are copied to its scope, so that
      *     an instance of the former version still running keeps seeing them): the scope it had before a rename, or
      *     before key-scope changed ("" for the service's).
+     * @param routes The event names each route of the binding (a routing key or topic) may carry besides the one of
+     *     its own name, where routes are not event names: a Kafka topic of CloudEvents of several types, say
+     *     (routes.customers-ce=shop.customer.registered.v1,shop.customer.updated.v1; a routing key with dots goes in
+     *     brackets: routes[customer.events]=...). The route check then holds a publisher to the names declared for the
+     *     route it may write.
      */
-    public record Binding(@Nullable String scope, @Nullable List<String> formerScopes) {
+    public record Binding(
+            @Nullable String scope,
+            @Nullable List<String> formerScopes,
+            @Nullable Map<String, List<String>> routes) {
 
         public Binding {
             formerScopes = formerScopes != null ? List.copyOf(formerScopes) : List.of();
+            routes = routes != null ? Map.copyOf(routes) : Map.of();
+        }
+
+        /** The event names each route may carry besides its own name. */
+        @Override
+        public Map<String, List<String>> routes() {
+            return this.routes;
         }
 
         /** The scopes whose claims this binding takes over. */

@@ -16,6 +16,7 @@ import dev.exactlyonce.idempotency.internal.Instants;
 import java.time.Instant;
 import java.time.format.DateTimeParseException;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
 import java.util.function.BooleanSupplier;
 import java.util.function.Supplier;
@@ -54,11 +55,14 @@ final class EventReader {
     /**
      * @param routes how the binding's binder tells the route a message came by; {@code null} where it does not (the
      *     test binder): no route check then
+     * @param routeNames the event names each route may carry besides its own name, as the binding declares them
      */
-    IncomingEvent read(MessageHeaders headers, byte[] body, @Nullable EventRoutes routes) {
+    IncomingEvent read(
+            MessageHeaders headers, byte[] body, @Nullable EventRoutes routes, Map<String, List<String>> routeNames) {
         return checked(
                 readEvent(headers, body, routes),
                 routes,
+                routeNames,
                 () -> routes != null ? routes.route(headers) : null,
                 () -> routes != null && routes.movedBack(headers));
     }
@@ -68,13 +72,19 @@ final class EventReader {
      * read as {@link #read} reads a message alone. From the envelope, only the message's route is asked of the batch;
      * headers of its own are built for it only when the event is read from them.
      */
-    IncomingEvent readInBatch(Message<?> batch, int index, byte[] body, @Nullable EventRoutes routes) {
+    IncomingEvent readInBatch(
+            Message<?> batch,
+            int index,
+            byte[] body,
+            @Nullable EventRoutes routes,
+            Map<String, List<String>> routeNames) {
         if (this.settings.source() != EventIdSource.ENVELOPE) {
-            return read(new MessageHeaders(EventHeaders.ofMessageInBatch(batch, index)), body, routes);
+            return read(new MessageHeaders(EventHeaders.ofMessageInBatch(batch, index)), body, routes, routeNames);
         }
         return checked(
                 readEvent(batch.getHeaders(), body, routes),
                 routes,
+                routeNames,
                 () -> routes != null ? routes.route(batch, index) : null,
                 () -> routes != null && routes.movedBack(batch, index));
     }
@@ -88,6 +98,7 @@ final class EventReader {
     private IncomingEvent checked(
             IncomingEvent event,
             @Nullable EventRoutes routes,
+            Map<String, List<String>> routeNames,
             Supplier<@Nullable String> routeOf,
             BooleanSupplier movedBack) {
         if (!isEventName(event.eventName())) {
@@ -112,13 +123,19 @@ final class EventReader {
                                         + " (idempotency.event-id.route-check)")
                                 .formatted(event.eventName()));
             }
-            if (!route.equals(event.eventName())) {
+            List<String> carried = routeNames.getOrDefault(route, List.of());
+            if (!route.equals(event.eventName()) && !carried.contains(event.eventName())) {
                 throw new RejectedMessageException(
                         Reason.ROUTE_MISMATCH,
                         event.eventId(),
-                        ("the event's name, %s, is not the routing key or topic it arrived by, '%s': an event is"
-                                        + " published under its own name (idempotency.event-id.route-check)")
-                                .formatted(event.eventName(), Printable.of(route)));
+                        ("the event's name, %s, is not the routing key or topic it arrived by, '%s'%s: an event is"
+                                        + " published under its own name, or under a route the binding declares for"
+                                        + " it (idempotency.event-id.route-check, idempotency.bindings.<binding>"
+                                        + ".routes)")
+                                .formatted(
+                                        event.eventName(),
+                                        Printable.of(route),
+                                        carried.isEmpty() ? "" : ", nor one of the names declared for it, " + carried));
             }
         }
         return event;

@@ -18,6 +18,7 @@ import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
 import java.util.List;
+import java.util.Map;
 import java.util.stream.Collectors;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
@@ -173,7 +174,8 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                     batch,
                     batch && !takesList,
                     outputDestination,
-                    takesMessages);
+                    takesMessages,
+                    routeNames(bindingName));
             guard(binding, transactionManager, outage);
         }
         return transactionManager;
@@ -232,6 +234,12 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                 binding.payloadTypes().eventNames().isEmpty()
                         ? "of any name"
                         : binding.payloadTypes().eventNames());
+    }
+
+    /** The event names each route of the binding may carry besides its own name, as it declares them. */
+    private Map<String, List<String>> routeNames(String bindingName) {
+        IdempotencyProperties.Binding settings = this.properties.bindings().get(bindingName);
+        return settings != null ? settings.routes() : Map.of();
     }
 
     /**

@@ -115,7 +115,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
      */
     public @Nullable UUID eventIdOf(MessageHeaders headers, byte[] body) {
         try {
-            return this.reader.read(headers, body, null).eventId();
+            return this.reader.read(headers, body, null, Map.of()).eventId();
         } catch (RejectedMessageException ex) {
             return ex.eventId();
         }
@@ -159,7 +159,11 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
 
     private @Nullable Message<Object> guard(Message<Object> message, GuardedInvocation invocation) {
         byte[] body = body(message.getPayload());
-        IncomingEvent event = this.reader.read(message.getHeaders(), body, invocation.routes());
+        IncomingEvent event = this.reader.read(
+                message.getHeaders(),
+                body,
+                invocation.routes(),
+                invocation.binding().routeNames());
         UUID eventId = event.eventId();
         MDC.put(EventHeaders.EVENT_NAME, event.eventName());
         if (eventId != null) {
@@ -255,8 +259,17 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             try {
                 byte[] body = body(bodies.get(index));
                 IncomingEvent event = delivered.getPayload() instanceof List<?>
-                        ? this.reader.readInBatch(delivered, index, body, invocation.routes())
-                        : this.reader.read(delivered.getHeaders(), body, invocation.routes());
+                        ? this.reader.readInBatch(
+                                delivered,
+                                index,
+                                body,
+                                invocation.routes(),
+                                invocation.binding().routeNames())
+                        : this.reader.read(
+                                delivered.getHeaders(),
+                                body,
+                                invocation.routes(),
+                                invocation.binding().routeNames());
                 checked = new Checked(event, checked(event, invocation.binding()));
                 if (event.eventId() != null) {
                     firstCopies.putIfAbsent(new ProcessedEventStore.Key(event.eventId(), event.eventName()), index);
@@ -349,10 +362,10 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                     return;
                 }
                 body = body(bodies.get(0));
-                event = this.reader.readInBatch(message, 0, body, routes);
+                event = this.reader.readInBatch(message, 0, body, routes, binding.routeNames());
             } else {
                 body = body(message.getPayload());
-                event = this.reader.read(message.getHeaders(), body, routes);
+                event = this.reader.read(message.getHeaders(), body, routes, binding.routeNames());
             }
         } catch (RejectedMessageException ex) {
             return;

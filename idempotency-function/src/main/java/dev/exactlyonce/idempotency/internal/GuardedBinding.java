@@ -1,6 +1,7 @@
 package dev.exactlyonce.idempotency.internal;
 
 import java.util.List;
+import java.util.Map;
 import java.util.stream.Stream;
 import org.jspecify.annotations.Nullable;
 
@@ -23,6 +24,7 @@ import org.jspecify.annotations.Nullable;
  * @param takesMessages whether a business function takes a {@code Message}: the event's message then carries the
  *     headers the binder delivered; otherwise only the event's own ({@code event_id}, {@code event_name},
  *     {@code occurred_at}), which nothing reads, and the binder's are not copied for each event
+ * @param routeNames the event names each route may carry besides its own name ({@code idempotency.bindings.<binding>.routes})
  */
 public record GuardedBinding(
         String bindingName,
@@ -34,7 +36,8 @@ public record GuardedBinding(
         boolean batch,
         boolean oneEventPerCall,
         @Nullable String outputDestination,
-        boolean takesMessages) {
+        boolean takesMessages,
+        Map<String, List<String>> routeNames) {
 
     /**
      * The scopes it claims under: its own and those it takes over, sorted, so that every instance of every version

@@ -232,6 +232,55 @@ class EventIdSourceTests {
         }
     }
 
+    /**
+     * One route carrying CloudEvents of several types, as a Kafka topic per stream does: the binding declares which
+     * event names the route may carry, and the route check holds a publisher of that route to them.
+     */
+    @Nested
+    @SpringBootTest(
+            properties = {
+                "idempotency.event-id.source=cloudevents",
+                "idempotency.bindings.idempotencyGuardrecordThing-in-0.routes[things.ce]=test.other.happened.v1,"
+                        + ThingHappened.NAME
+            })
+    @EnableIdempotencyTestKit
+    @Import(TestBinderDeliversAsRabbit.class)
+    class FromCloudEventsOnARouteOfSeveralTypes extends Deliveries {
+
+        @Test
+        void anEventOfANameDeclaredForItsRouteIsAppliedOnce() {
+            Message<byte[]> message = cloudEvent(UUID.randomUUID(), ThingHappened.NAME, "things.ce");
+
+            this.deliveries.deliverMessage(message);
+            this.deliveries.deliverMessage(message);
+
+            assertThat(this.deliveries.lastError()).as("no copy was rejected").isNull();
+            assertThat(effects()).isEqualTo(1);
+        }
+
+        @Test
+        void anEventOfANameNotDeclaredForItsRouteIsRejected() {
+            this.deliveries.deliverMessage(cloudEvent(UUID.randomUUID(), ThingHappened.NAME, "others.ce"));
+
+            assertThat(deadLetteredReason()).startsWith("ROUTE_MISMATCH: ");
+            assertThat(effects()).isZero();
+        }
+
+        private Message<byte[]> cloudEvent(UUID eventId, String type, String route) {
+            return payloadWith(Map.of(
+                    "ce_id",
+                    eventId.toString(),
+                    "ce_type",
+                    type,
+                    "ce_time",
+                    "2026-12-04T10:15:30Z",
+                    "amqp_receivedExchange",
+                    "events",
+                    "amqp_receivedRoutingKey",
+                    route));
+        }
+    }
+
     @Nested
     @SpringBootTest(properties = "idempotency.event-id.source=cloudevents")
     @EnableIdempotencyTestKit
