@@ -244,18 +244,21 @@ public final class GuardedBindings implements SmartInitializingSingleton {
 
     /**
      * How the binding's binder tells the route a message came by. A binder of extended properties the library does not
-     * know (neither RabbitMQ's nor Kafka's) tells none, and the route check cannot apply: said once at start-up.
+     * know (neither RabbitMQ's nor Kafka's) tells none: the route check cannot apply, and start-up is refused while it
+     * is on (it fails closed).
      */
     private @Nullable EventRoutes routes(Binder<?, ?, ?> binder, String bindingName) {
         EventRoutes routes = this.binders.routesOf(binder, bindingName);
         if (routes == null
                 && binder instanceof ExtendedPropertiesBinder<?, ?, ?>
                 && this.properties.eventId().routeCheck()) {
-            logger.warn(
-                    "Binding {}: its binder ({}) is not one whose routes the library reads, so an event's name is not"
-                            + " checked against the route it arrived by (idempotency.event-id.route-check)",
-                    bindingName,
-                    binder.getClass().getName());
+            throw new StartupRefusal(
+                    ("Binding %s: its binder (%s) is not one whose routes the library reads, so an event's name could"
+                                    + " not be checked against the route it arrived by: any publisher that reaches"
+                                    + " its destination could send an event of any name")
+                            .formatted(bindingName, binder.getClass().getName()),
+                    "Use the RabbitMQ or Kafka binder, or turn the check off (idempotency.event-id.route-check=false)"
+                            + " where every publisher that reaches the destination may send any event");
         }
         return routes;
     }

@@ -3,8 +3,10 @@ package dev.exactlyonce.idempotency.binder.rabbit;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import dev.exactlyonce.idempotency.Deployment;
 import dev.exactlyonce.idempotency.ThingHappened;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
@@ -25,7 +27,8 @@ import org.springframework.test.context.DynamicPropertySource;
 /**
  * With the route check off (routing keys that are not event names), the library leaves the binder's binding of the
  * queue as it is ({@code #}): it binds a queue with the names of the events its functions map only where routing keys
- * are those names. Here an event routed under a key of its own still reaches the service.
+ * are those names. Here an event routed under a key of its own still reaches the service. With the check on, a binder
+ * whose routes the library cannot read is refused at start-up.
  */
 @SpringBootTest(
         classes = RouteCheckOffOnRabbitIT.Service.class,
@@ -77,5 +80,27 @@ class RouteCheckOffOnRabbitIT {
         assertThat(rabbit.drain(QUEUE + ".dlq").get(0).getProps().getHeaders().get("x-exception-message"))
                 .asString()
                 .startsWith("UNKNOWN_EVENT: ");
+    }
+
+    /**
+     * With the check on, a binder whose routes the library cannot read (here RabbitMQ's, with the library's part for it
+     * left out) is refused at start-up, rather than guarded unchecked: the check fails closed.
+     */
+    @Test
+    void withTheCheckOnABinderWhoseRoutesTheLibraryCannotReadIsRefused() {
+        Throwable failure = Deployment.of(Service.class)
+                .on(TestPostgres.newDatabase("routecheckunread"))
+                .on(rabbit)
+                .with(
+                        "spring.config.name=minimal-service",
+                        "spring.cloud.function.definition=idempotencyGuard|recordThing",
+                        "spring.autoconfigure.exclude=" + IdempotencyRabbitAutoConfiguration.class.getName())
+                .startupFailure();
+
+        assertThat(failure)
+                .isInstanceOf(StartupRefusal.class)
+                .hasMessageContaining("not one whose routes the library reads")
+                .satisfies(refusal ->
+                        assertThat(((StartupRefusal) refusal).action()).contains("route-check=false"));
     }
 }
