@@ -256,6 +256,31 @@ class GuardThroughTheBinderTests {
                 .isEqualTo(1);
     }
 
+    /**
+     * A business function whose statement breaks a rule of the database (SQLSTATE class 23, a check constraint here)
+     * meets it again on every attempt with the same data: dead-lettered after one attempt, not retried.
+     */
+    @Test
+    void aStatementThatBreaksAConstraintIsDeadLetteredWithoutARetry() {
+        EventEnvelope<ThingHappened> breaking = new EventEnvelope<>(
+                UUID.randomUUID(),
+                ThingHappened.NAME,
+                Instant.now(),
+                new ThingHappened(UUID.randomUUID(), new BigDecimal("666.000")));
+        this.jdbcTemplate.execute("ALTER TABLE thing_effect ADD CONSTRAINT no_666 CHECK (amount <> 666) NOT VALID");
+        try {
+            this.deliveries.deliver(breaking);
+        } finally {
+            this.jdbcTemplate.execute("ALTER TABLE thing_effect DROP CONSTRAINT no_666");
+        }
+
+        assertThat(this.deliveries.lastError()).as("dead-lettered").isNotNull();
+        assertThat(this.probe.invocations(FUNCTION))
+                .as("one attempt, of max-attempts 2")
+                .isEqualTo(1);
+        assertThat(this.processedEvents.rows(breaking.eventId())).isZero();
+    }
+
     @Test
     void anErrorOnEveryAttemptDeadLettersTheEventWithTheErrorAndLeavesTheThreadClean() {
         EventEnvelope<ThingHappened> failing = Things.thingHappened();
