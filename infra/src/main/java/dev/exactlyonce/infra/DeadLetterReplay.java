@@ -213,8 +213,8 @@ final class DeadLetterReplay {
         }
         String death = brokersDeath(headers, queue);
         if (death != null) {
-            return ("the broker dead-lettered it from %s itself (%s): the service never received it, and takes back"
-                            + " only what it dead-lettered; publish it again from its producer")
+            return ("the broker dead-lettered it from %s itself (%s), not the service, which takes back only what it"
+                            + " dead-lettered; publish it again from its producer")
                     .formatted(queue, death);
         }
         return null;

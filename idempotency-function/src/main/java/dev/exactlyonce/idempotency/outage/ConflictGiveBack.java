@@ -23,8 +23,9 @@ import org.springframework.messaging.support.ErrorMessage;
  * again, up to {@code idempotency.conflicts.max-give-backs} times (once each in place; with all its attempts when given
  * back); after that it fails as any message does, so that one that always conflicts (a statement that always times
  * out) still reaches the dead-letter queue. It is tried again in place, on the consumer thread that holds it, for as
- * long as the delivery's {@code max-hold} lasts, and given back to the broker only past it (at once where the binding pauses: Kafka seeks back to the record): a broker that counts each return
- * (RabbitMQ's quorum queues) sees none for a storm of conflicts shorter than {@code max-hold}.
+ * long as the delivery's {@code max-hold} lasts, and given back to the broker only past it (at once where the binding
+ * pauses: Kafka seeks back to the record): a broker that counts each return (RabbitMQ's quorum queues) sees none for a
+ * storm of conflicts shorter than {@code max-hold}.
  *
  * <p>A message is known again by its body: a broker redelivers the same bytes. What it counts is kept for the last
  * {@value #REMEMBERED} messages that conflicted. A batch is not given back here: its events are tried one by one
