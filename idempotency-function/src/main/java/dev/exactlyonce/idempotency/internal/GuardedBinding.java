@@ -24,7 +24,8 @@ import org.jspecify.annotations.Nullable;
  * @param takesMessages whether a business function takes a {@code Message}: the event's message then carries the
  *     headers the binder delivered; otherwise only the event's own ({@code event_id}, {@code event_name},
  *     {@code occurred_at}), which nothing reads, and the binder's are not copied for each event
- * @param routeNames the event names each route may carry besides its own name ({@code idempotency.bindings.<binding>.routes})
+ * @param routeNames the event names each route may carry besides its own name
+ *     ({@code idempotency.bindings.<binding>.routes})
  */
 public record GuardedBinding(
         String bindingName,
