@@ -44,8 +44,8 @@ import org.jspecify.annotations.Nullable;
  *       published with (recorded when it was dead-lettered), for services that read the name from headers and for
  *       the next time it is dead-lettered. The service takes it back only if it dead-lettered that event, with that
  *       body, itself: no header vouches for a route;
- *   <li>a dead letter the broker dead-lettered itself (expired, over a length limit, past its delivery limit) never
- *       reached the service: it is refused, counted, and left in the dead-letter queue;
+ *   <li>a dead letter the broker dead-lettered itself (expired, over a length limit, past its delivery limit) was not
+ *       dead-lettered by the service, which would refuse it: it is refused, counted, and left in the dead-letter queue;
  *   <li>replaying an event the service already applied has no effect: the guard finds its id.
  * </ol>
  *
