@@ -110,10 +110,10 @@ final class EventReader {
                             .formatted(Printable.of(event.eventName())));
         }
         if (this.settings.routeCheck() && routes != null) {
-            if (routes.movesDeadLettersBack() && movedBack.getAsBoolean()) {
+            String route = routeOf.get();
+            if (route == null && movedBack.getAsBoolean()) {
                 return event.movedBackToItsQueue();
             }
-            String route = routeOf.get();
             if (route == null || route.isEmpty()) {
                 throw new RejectedMessageException(
                         Reason.ROUTE_MISMATCH,

@@ -44,8 +44,8 @@ public interface EventRoutes {
     }
 
     /**
-     * Whether the message arrived by such a path ({@link #movesDeadLettersBack}): its {@link #route} then says nothing
-     * the guard may trust.
+     * Whether the message arrived by such a path ({@link #movesDeadLettersBack}); its {@link #route} is then
+     * {@code null}, and only asked for then.
      */
     default boolean movedBack(MessageHeaders headers) {
         return false;

@@ -338,10 +338,10 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         return new RejectedMessageException(
                 RejectedMessageException.Reason.UNRECORDED_DEAD_LETTER,
                 event.eventId(),
-                ("the event %s came back to its queue as a dead letter (through the queue's replay exchange or the"
-                                + " default exchange), but this binding did not dead-letter it with that body, or did"
-                                + " longer ago than idempotency.replay-horizon.dead-letter-retention: nothing vouches"
-                                + " for the route it first came by")
+                ("the event %s came back to its queue as a dead letter, by a path that carries no route, but this"
+                                + " binding did not dead-letter it with that body, or did longer ago than"
+                                + " idempotency.replay-horizon.dead-letter-retention: nothing vouches for the route it"
+                                + " first came by")
                         .formatted(event.eventName()));
     }
 

@@ -29,12 +29,18 @@ public final class DeadLetterRecords {
 
     private final Duration retention;
 
-    DeadLetterRecords(JdbcTemplate jdbc, Duration retention, String record, String recorded, String purge) {
+    /**
+     * @param table the table of claims, whose records these are ({@link #tableOf})
+     * @param record the dialect's statements, each with {@code %s} for the records' table
+     */
+    DeadLetterRecords(
+            JdbcTemplate jdbc, String table, Duration retention, String record, String recorded, String purge) {
+        String records = tableOf(table);
         this.jdbc = jdbc;
         this.retention = retention;
-        this.record = record;
-        this.recorded = recorded;
-        this.purge = purge;
+        this.record = record.formatted(records);
+        this.recorded = recorded.formatted(records);
+        this.purge = purge.formatted(records);
     }
 
     /** The table of a table of claims' dead letters. */

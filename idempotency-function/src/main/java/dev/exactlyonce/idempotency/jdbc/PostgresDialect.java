@@ -91,13 +91,8 @@ public final class PostgresDialect implements Dialect {
 
     @Override
     public DeadLetterRecords deadLetters(JdbcTemplate jdbc, String table, Duration retention) {
-        String records = DeadLetterRecords.tableOf(table);
         return new DeadLetterRecords(
-                jdbc,
-                retention,
-                RECORD_DEAD_LETTER.formatted(records),
-                DEAD_LETTER_RECORDED.formatted(records),
-                PURGE_DEAD_LETTERS.formatted(records));
+                jdbc, table, retention, RECORD_DEAD_LETTER, DEAD_LETTER_RECORDED, PURGE_DEAD_LETTERS);
     }
 
     @Override

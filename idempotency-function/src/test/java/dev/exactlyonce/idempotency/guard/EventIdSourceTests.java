@@ -168,13 +168,7 @@ class EventIdSourceTests {
         void aDeadLetterTheServiceDeadLetteredIsTakenBackWhenMovedBackToItsQueue() {
             UUID eventId = UUID.randomUUID();
             this.probe.failNext("recordThing", 2);
-            this.deliveries.deliverMessage(payloadWith(Map.of(
-                    "amqp_messageId",
-                    eventId.toString(),
-                    "amqp_receivedExchange",
-                    "events",
-                    "amqp_receivedRoutingKey",
-                    ThingHappened.NAME)));
+            this.deliveries.deliverMessage(payloadWith(published(eventId)));
             assertThat(this.deliveries.lastError()).as("dead-lettered").isNotNull();
             this.deliveries.resetLastError();
 
@@ -196,13 +190,7 @@ class EventIdSourceTests {
             this.jdbcTemplate.execute(
                     "ALTER TABLE processed_event_dead_letter ADD CONSTRAINT refused CHECK (false) NOT VALID");
             try {
-                this.deliveries.deliverMessage(payloadWith(Map.of(
-                        "amqp_messageId",
-                        eventId.toString(),
-                        "amqp_receivedExchange",
-                        "events",
-                        "amqp_receivedRoutingKey",
-                        ThingHappened.NAME)));
+                this.deliveries.deliverMessage(payloadWith(published(eventId)));
             } finally {
                 this.jdbcTemplate.execute("ALTER TABLE processed_event_dead_letter DROP CONSTRAINT refused");
             }
@@ -219,6 +207,17 @@ class EventIdSourceTests {
 
             assertThat(deadLetteredReason()).startsWith("UNRECORDED_DEAD_LETTER: ");
             assertThat(effects()).isZero();
+        }
+
+        /** As the event's producer publishes it: to the exchange, under its name. */
+        private static Map<String, Object> published(UUID eventId) {
+            return Map.of(
+                    "amqp_messageId",
+                    eventId.toString(),
+                    "amqp_receivedExchange",
+                    "events",
+                    "amqp_receivedRoutingKey",
+                    ThingHappened.NAME);
         }
 
         /** As a replay moves a dead letter back: through the default exchange, with its event's name as a header. */

@@ -156,20 +156,15 @@ class ForgedEventsOnRabbitIT {
                         DESTINATION,
                         "x-original-routingKey",
                         ThingHappened.NAME);
-        try (Connection connection = rabbit.newConnection();
-                Channel channel = connection.createChannel()) {
-            channel.confirmSelect();
-            channel.basicPublish(
-                    DESTINATION,
-                    NEIGHBOURS_ROUTING_KEY,
-                    new AMQP.BasicProperties.Builder()
-                            .contentType("application/json")
-                            .messageId(forged.eventId().toString())
-                            .headers(headers)
-                            .build(),
-                    CODEC.encode(forged));
-            channel.waitForConfirmsOrDie(10_000);
-        }
+        publish(
+                DESTINATION,
+                NEIGHBOURS_ROUTING_KEY,
+                new AMQP.BasicProperties.Builder()
+                        .contentType("application/json")
+                        .messageId(forged.eventId().toString())
+                        .headers(headers)
+                        .build(),
+                CODEC.encode(forged));
 
         List<GetResponse> deadLetters = awaitDeadLetters(1);
         assertThat(deadLetters.get(0).getProps().getHeaders().get("x-exception-message"))
@@ -277,18 +272,23 @@ class ForgedEventsOnRabbitIT {
 
     /** Sends a message straight to the queue, as a replay moves a dead letter back: through that exchange. */
     private static void moveBack(String exchange, Map<String, Object> headers, byte[] body) throws Exception {
+        publish(
+                exchange,
+                QUEUE,
+                new AMQP.BasicProperties.Builder()
+                        .contentType("application/json")
+                        .deliveryMode(2)
+                        .headers(headers)
+                        .build(),
+                body);
+    }
+
+    private static void publish(String exchange, String routingKey, AMQP.BasicProperties properties, byte[] body)
+            throws Exception {
         try (Connection connection = rabbit.newConnection();
                 Channel channel = connection.createChannel()) {
             channel.confirmSelect();
-            channel.basicPublish(
-                    exchange,
-                    QUEUE,
-                    new AMQP.BasicProperties.Builder()
-                            .contentType("application/json")
-                            .deliveryMode(2)
-                            .headers(headers)
-                            .build(),
-                    body);
+            channel.basicPublish(exchange, routingKey, properties, body);
             channel.waitForConfirmsOrDie(10_000);
         }
     }
