@@ -50,6 +50,9 @@ import org.springframework.test.context.DynamicPropertySource;
 @EnableIdempotencyTestKit(testBinder = false)
 class ReserveStockOnKafkaIT {
 
+    private static final String PUBLISHED =
+            "SELECT count(*) FROM outbox_event WHERE aggregateid = ? AND published_at IS NOT NULL";
+
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
         TestPostgres.newDatabase("getting_started").registerDataSource(registry);
@@ -82,9 +85,7 @@ class ReserveStockOnKafkaIT {
                 .untilAsserted(() -> assertThat(this.recorder.attempts(event.eventId()))
                         .hasSize(2));
         await().atMost(Duration.ofSeconds(60))
-                .until(() -> count("SELECT count(*) FROM outbox_event WHERE aggregateid = ? AND published_at IS NOT NULL",
-                                orderId)
-                        == 1);
+                .until(() -> count(PUBLISHED, orderId) == 1);
         assertThat(count("SELECT count(*) FROM reservation WHERE order_id = ?::uuid", orderId))
                 .isEqualTo(1);
         assertThat(reservationsPublished(orderId)).hasSize(1);

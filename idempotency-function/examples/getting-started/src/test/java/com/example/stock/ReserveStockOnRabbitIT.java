@@ -39,6 +39,9 @@ class ReserveStockOnRabbitIT {
 
     private static final String BINDINGS = "spring.cloud.stream.bindings.idempotencyGuardreserveStock-";
 
+    private static final String PUBLISHED =
+            "SELECT count(*) FROM outbox_event WHERE aggregateid = ? AND published_at IS NOT NULL";
+
     @DynamicPropertySource
     static void services(DynamicPropertyRegistry registry) {
         TestPostgres.newDatabase("getting_started").registerDataSource(registry);
@@ -75,9 +78,7 @@ class ReserveStockOnRabbitIT {
                 .untilAsserted(() -> assertThat(this.recorder.attempts(event.eventId()))
                         .hasSize(2));
         await().atMost(Duration.ofSeconds(30))
-                .until(() -> count("SELECT count(*) FROM outbox_event WHERE aggregateid = ? AND published_at IS NOT NULL",
-                                orderId)
-                        == 1);
+                .until(() -> count(PUBLISHED, orderId) == 1);
         assertThat(count("SELECT count(*) FROM reservation WHERE order_id = ?::uuid", orderId))
                 .isEqualTo(1);
         assertThat(rabbit.drain(RESERVED)).singleElement().satisfies(message -> assertThat(
