@@ -14,10 +14,10 @@ import org.springframework.util.unit.DataSize;
  *
  * @param tableName Name of the table that records processed event ids, in the schema the service's connections use; a
  *     lower-case SQL identifier of at most 46 characters that is not a reserved word.
- * @param migrateWithFlyway Whether the library creates and migrates its table with Flyway when the service uses Flyway
- *     (it keeps a history table of its own, idempotency_schema_history for the default table name, the table's name
- *     followed by _schema_history for another, so its versions never clash with the service's); set to false to
- *     create the table yourself from schema-postgresql.sql.
+ * @param migrateWithFlyway Whether the library creates and migrates its tables with Flyway when the service uses
+ *     Flyway: the processed ids' table with its scope and dead-letter tables, and the outbox's tables. Set to false to
+ *     create them yourself from the library jar's dev/exactlyonce/idempotency/schema-postgresql.sql
+ *     (schema-postgresql-partitioned.sql in partitioned mode, schema-mariadb.sql on MariaDB).
  * @param eventId Where the guard reads each message's event id.
  * @param keyScope What an event is recorded as processed for: the whole service (service: a second function bound to
  *     the same event finds it processed and does nothing), or each function (function: every function composed after
@@ -26,7 +26,8 @@ import org.springframework.util.unit.DataSize;
  * @param retention How long a processed event id is kept: a copy that arrives later is processed again. It must cover
  *     the replay horizon.
  * @param replayHorizon How late a copy of an event can still arrive.
- * @param purge The scheduled deletion of ids older than the retention.
+ * @param purge The scheduled purges: of ids older than the retention, and of the outbox rows published longer ago
+ *     than idempotency.outbox.retention.
  * @param partitioning The opt-in range-partitioned table, whose old ids go with whole partitions.
  * @param outage What the guarded bindings do while the database (or another dependency) is unavailable.
  * @param conflicts What the guarded bindings do with a message whose attempts conflict with other transactions.
@@ -146,12 +147,17 @@ public record IdempotencyProperties(
     }
 
     /**
-     * The purge of ids older than the retention, under {@code idempotency.purge}.
+     * The scheduled purges, under {@code idempotency.purge}: of ids older than the retention (with the records of the
+     * events the guard dead-lettered), and of the outbox rows published longer ago than the outbox's retention.
      *
-     * @param enabled Whether the library purges (not in partitioned mode, where old partitions are dropped).
-     * @param interval The time between two runs.
-     * @param initialDelay The time before the first run.
-     * @param batchSize The rows each short transaction deletes.
+     * @param enabled Whether the library purges, on a schedule, the ids older than the retention and the outbox rows
+     *     published longer ago than idempotency.outbox.retention. Turned off, those rows are kept forever; in
+     *     partitioned mode the partition maintenance still drops old ids.
+     * @param interval The time between two runs of each purge (the ids' and the outbox's), and of the partition
+     *     maintenance in partitioned mode.
+     * @param initialDelay The time before the first run of each purge (the ids' and the outbox's). The partition
+     *     maintenance runs at start-up, then every interval.
+     * @param batchSize The rows each short transaction deletes, in the ids' purge and in the outbox's.
      */
     public record Purge(
             @DefaultValue("true") boolean enabled,
@@ -221,9 +227,10 @@ public record IdempotencyProperties(
      *
      * @param maxSize The largest message body read. Keep it at or under the broker's own bound (RabbitMQ's
      *     max_message_size, Kafka's max.message.bytes), which bounds what a consumer holds in memory.
-     * @param maxDecimalDigits The most digits a decimal may have, and the largest exponent it may be written with, in
-     *     a JSON number anywhere in the body or a string mapped to a BigDecimal: 1e100000000 is thirteen characters,
-     *     and rounding it writes out a hundred million digits, for minutes.
+     * @param maxDecimalDigits The most digits a decimal may have, in a JSON number anywhere in the body or in a string
+     *     mapped to a BigDecimal or Number field. A decimal mapped to such a field may have an exponent up to this
+     *     (1e100 and 1e-100 pass, 1e101 does not), a JSON number elsewhere in the body up to ten times this, so that
+     *     any double passes: 1e100000000 is thirteen characters, and rounding it writes out a hundred million digits.
      */
     public record Payload(
             @DefaultValue("4MB") DataSize maxSize,
@@ -334,10 +341,10 @@ public record IdempotencyProperties(
      *     cannot be deduplicated), or let it pass-through to the business function unguarded (no claim; a copy of it
      *     would apply twice). An envelope without event_id is malformed and always rejected.
      * @param routeCheck Whether an event whose name differs from the routing key (RabbitMQ) or the topic (Kafka) it
-     *     arrived by is rejected: a service allowed to publish one routing key could otherwise route, under it, an event
-     *     of another name to every queue bound to that key. A dead letter moved back to its queue is checked against
-     *     the routing key it was dead-lettered with. Turn it off only where routing keys are not event names (a fanout
-     *     exchange).
+     *     arrived by is rejected: a service allowed to publish one routing key could otherwise route, under it, an
+     *     event of another name to every queue bound to that key. A dead letter moved back to its queue is taken only
+     *     if this binding dead-lettered that event, with that body, itself. Turn it off only where routing keys are not
+     *     event names (a fanout exchange).
      */
     public record EventId(
             @DefaultValue("envelope") EventIdSource source,

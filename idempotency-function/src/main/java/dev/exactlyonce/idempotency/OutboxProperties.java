@@ -9,7 +9,9 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  *
  * @param destination Where the events emitted with Outbox.emit are published: the exchange (RabbitMQ) or topic
  *     (Kafka). A guarded function's events go to the destination of its output binding.
- * @param retention How long a published row is kept before the purge deletes it.
+ * @param retention How long a published row is kept before the purge deletes it (with the relay off, how long any
+ *     row is kept). The purge runs every idempotency.purge.interval, and never while idempotency.purge.enabled is
+ *     false.
  * @param relay The relay that publishes the committed rows.
  */
 @ConfigurationProperties("idempotency.outbox")
@@ -31,7 +33,9 @@ public record OutboxProperties(
      *     that much latency. Zero publishes at once.
      * @param confirmTimeout How long a run of the relay waits, in all, for the broker to confirm the rows it sends;
      *     the rows not confirmed by then are sent again by a later run.
-     * @param lagBound The age of the oldest publishable row past which the outbox's health is DOWN.
+     * @param lagBound The age of the oldest publishable row, of a key not parked, past which the outbox health is
+     *     LAGGING. The health is DOWN instead while this instance's relay thread is gone, and PARKED while any row is
+     *     parked; LAGGING and PARKED answer 200 and are left out of the aggregate health.
      * @param maxAttempts How many times the broker may refuse a row before the relay parks it: the row, and the later
      *     rows of its key, then wait until an operator releases or skips it (the outbox endpoint, or the infra
      *     command line). Other keys are never held back by it.

@@ -42,9 +42,13 @@ public final class Infra {
                   them. Exit status 0: exactly once. --database-outage takes the database away from the
                   services for <s> seconds in the middle of the stream (the replay is published meanwhile) and
                   says how soon they resumed; --provider-freeze freezes the payment provider for <s> seconds
-                  from the first order on (billing's requests go unanswered). The database server is PGHOST, PGPORT, PGUSER, PGPASSWORD
-                  (default 127.0.0.1:5432, postgres), or MARIADB_HOST, MARIADB_PORT, MARIADB_USER,
-                  MARIADB_PASSWORD (default 127.0.0.1:3306, root). --cluster rabbitmq runs the shop on the
+                  from the first order on (billing's requests go unanswered). The database server is PGHOST,
+                  PGPORT, PGUSER, PGPASSWORD (default 127.0.0.1:5432, postgres), or MARIADB_HOST, MARIADB_PORT,
+                  MARIADB_USER, MARIADB_PASSWORD (default 127.0.0.1:3306, root). RabbitMQ is RABBITMQ_HOST,
+                  RABBITMQ_PORT, RABBITMQ_USERNAME, RABBITMQ_PASSWORD (default 127.0.0.1:5672, guest; admin on the
+                  broker it starts): an administrator, since the demo creates the shop's broker users. The
+                  containers it starts from infra/compose.yaml keep running when it ends: stop them with
+                  docker compose -f infra/compose.yaml down. --cluster rabbitmq runs the shop on the
                   three-node cluster of infra/cluster.sh (RABBITMQ_CLUSTER, RABBITMQ_CLUSTER_CONTROL; infra/demo.sh
                   --cluster starts it and sets them), kills the node leading stock's queue mid-run and then cuts
                   another off for 30 s.
@@ -109,9 +113,11 @@ public final class Infra {
                   transaction is held open for <s> seconds (--hold, default 600), then until the backlog is back;
                   events/s before and in the hold's last minute, and how long the backlog took to come back.
 
-            RabbitMQ is read from SPRING_RABBITMQ_HOST, SPRING_RABBITMQ_PORT, SPRING_RABBITMQ_USERNAME,
-            SPRING_RABBITMQ_PASSWORD and SPRING_RABBITMQ_VIRTUAL_HOST (default localhost:5672, guest; the
-            user and password are required by replay-dead-letters, the shop's replay user for one).
+            The demo reads RabbitMQ from RABBITMQ_* (above). replay-dead-letters, bench-pipeline and bench-outbox
+            read it from the services' variables: SPRING_RABBITMQ_HOST, SPRING_RABBITMQ_PORT,
+            SPRING_RABBITMQ_USERNAME and SPRING_RABBITMQ_PASSWORD (default localhost:5672, guest).
+            replay-dead-letters also reads SPRING_RABBITMQ_VIRTUAL_HOST (default /), and requires the user and
+            password (the shop's replay user, for one).
             """;
 
     private Infra() {}
