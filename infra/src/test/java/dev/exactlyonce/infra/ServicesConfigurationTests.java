@@ -6,6 +6,7 @@ import dev.exactlyonce.infra.shop.ShopScenario;
 import java.nio.file.Path;
 import java.util.List;
 import java.util.Properties;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.FieldSource;
 import org.springframework.beans.factory.config.YamlPropertiesFactoryBean;
@@ -44,14 +45,39 @@ class ServicesConfigurationTests {
         Properties yaml = applicationYaml(service);
 
         assertThat(yaml.stringPropertyNames())
-                .as("no user name or password but the demo profile's")
-                .noneMatch(name -> name.endsWith(".username") || name.endsWith(".password"));
+                .as("no user name or password but the demo profile's, only settings a deployment must give")
+                .filteredOn(name -> name.endsWith(".username") || name.endsWith(".password"))
+                .allSatisfy(name -> assertThat(yaml.getProperty(name)).matches("\\$\\{[a-z.-]+}"));
         assertThat(yaml.getProperty("shop.required-settings"))
                 .contains(
                         "spring.datasource.username",
                         "spring.datasource.password",
                         "spring.rabbitmq.username",
                         "spring.rabbitmq.password");
+    }
+
+    /**
+     * The relay publishes the outbox through a binder of its own, as a broker user of its own, in every deployment
+     * (not only the demo's profile): the service's own user may not write to the exchange, which would refuse it. Its
+     * credentials have no default either: start-up names them while they are missing.
+     */
+    @ParameterizedTest
+    @FieldSource("services")
+    void anEmittingServicePublishesItsOutboxAsAUserOfItsOwn(ShopScenario.Service service) {
+        Assumptions.assumeFalse(service.emits().isEmpty(), service.name() + " emits nothing");
+        Properties yaml = applicationYaml(service);
+        String destination = yaml.getProperty("idempotency.outbox.destination", "events");
+
+        String binder = yaml.getProperty("spring.cloud.stream.bindings." + destination + ".binder");
+        assertThat(binder)
+                .as("the binder of the outbox's binding, " + destination)
+                .isNotNull();
+        String relayUser =
+                yaml.getProperty("spring.cloud.stream.binders." + binder + ".environment.spring.rabbitmq.username", "");
+        assertThat(relayUser)
+                .as("the relay's user, a setting of its own without default")
+                .matches("\\$\\{[a-z.-]+}");
+        assertThat(yaml.getProperty("shop.required-settings")).contains(relayUser.substring(2, relayUser.length() - 1));
     }
 
     @ParameterizedTest

@@ -155,6 +155,7 @@ class OutboxRelaysAcrossProcessesOnKafkaIT {
                 "--spring.datasource.username=" + database.username(),
                 "--spring.datasource.password=" + database.password(),
                 "--spring.cloud.stream.default-binder=kafka",
+                "--spring.cloud.stream.binders.kafka.type=kafka",
                 "--spring.cloud.stream.kafka.binder.brokers=" + kafka.getBrokersAsString(),
                 "--spring.cloud.function.definition=",
                 "--idempotency.outbox.destination=" + TOPIC,

@@ -700,14 +700,12 @@ public final class ShopScenario implements AutoCloseable {
                 "spring.cloud.stream.rabbit.bindings[" + this.exchange + "].producer.declare-exchange=false",
                 "idempotency.outbox.relay.enabled=" + !holdRelay));
         if (!service.emits().isEmpty()) {
-            // The relay publishes through a binder of its own, as its own user: the consumer's user may not write to
-            // the exchange (ShopBrokerUsers). It inherits the broker's address and the confirms from the service.
+            // The relay publishes through the binder of its own that the service's application.yml gives it, as its
+            // own user: the consumer's user may not write to the exchange (ShopBrokerUsers).
             String relay = ShopBrokerUsers.relayOf(service, this.settings.suffix());
             properties.addAll(List.of(
-                    "spring.cloud.stream.binders.rabbit.type=rabbit",
-                    "spring.cloud.stream.binders.relay.type=rabbit",
-                    "spring.cloud.stream.binders.relay.environment.spring.rabbitmq.username=" + relay,
-                    "spring.cloud.stream.binders.relay.environment.spring.rabbitmq.password=" + relay,
+                    "shop.relay.username=" + relay,
+                    "shop.relay.password=" + relay,
                     "spring.cloud.stream.bindings." + this.exchange + ".binder=relay"));
         }
         properties.addAll(List.of(
