@@ -4,26 +4,44 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
 /**
- * The property descriptions IDEs show, from the configuration metadata the build generates: every property has one,
- * written as plain sentences (a capital, a full stop, no Javadoc tag shown literally).
+ * The configuration metadata the build generates (what IDEs show), and the reference that documents it: every property
+ * has a description in plain sentences, and the table of docs/reference.md's Configuration section names each property
+ * with its default.
  */
 class ConfigurationMetadataTests {
 
-    @Test
-    void everyPropertyHasADescriptionInPlainSentences() throws IOException {
-        JsonNode metadata;
-        try (InputStream in = getClass().getResourceAsStream("/META-INF/spring-configuration-metadata.json")) {
+    /** A row of the reference's table: the property, in a code span, and its default. */
+    private static final Pattern ROW = Pattern.compile("^\\| `(idempotency\\.[^`]+)` \\| ([^|]+) \\|");
+
+    private static JsonNode metadata;
+
+    @BeforeAll
+    static void readMetadata() throws IOException {
+        try (InputStream in =
+                ConfigurationMetadataTests.class.getResourceAsStream("/META-INF/spring-configuration-metadata.json")) {
             assertThat(in)
                     .as("the configuration metadata the annotation processor generates")
                     .isNotNull();
             metadata = JsonMapper.builder().build().readTree(in);
         }
+    }
 
+    @Test
+    void everyPropertyHasADescriptionInPlainSentences() {
         assertThat(metadata.path("properties").size()).isGreaterThan(30);
         for (JsonNode property : metadata.path("properties")) {
             String description = property.path("description").asString("");
@@ -33,5 +51,65 @@ class ConfigurationMetadataTests {
                     .matches("(?s)^[A-Z].*\\.$")
                     .doesNotContain("{@", "<");
         }
+    }
+
+    /**
+     * Each property of the reference's table is one of the metadata, with the same default; a property of a map
+     * ({@code idempotency.bindings.<binding>.scope}) is one of the map's. A default the table gives in prose (what
+     * another property gives) is not compared.
+     */
+    @Test
+    void theReferenceDocumentsEachPropertyWithItsDefault() throws IOException {
+        Map<String, String> documented = documentedDefaults();
+        Map<String, String> generated = generatedDefaults();
+
+        assertThat(documented).hasSizeGreaterThan(30);
+        documented.forEach((name, documentedDefault) -> {
+            String property = name.contains(".<") ? name.substring(0, name.indexOf(".<")) : name;
+            assertThat(generated).as("docs/reference.md documents " + name).containsKey(property);
+            if (!name.contains(".<") && documentedDefault.matches("`[^`]*`|none")) {
+                assertThat(documentedDefault.replace("`", ""))
+                        .as("the default docs/reference.md gives " + name)
+                        .isEqualTo(generated.get(property));
+            }
+        });
+    }
+
+    @Test
+    void theReferenceDocumentsEveryPropertyOfTheLibrary() throws IOException {
+        Map<String, String> documented = documentedDefaults();
+
+        assertThat(generatedDefaults().keySet())
+                .filteredOn(name -> name.startsWith("idempotency."))
+                .allSatisfy(name -> assertThat(documented.keySet())
+                        .as("docs/reference.md's table")
+                        .anyMatch(row -> row.equals(name) || row.startsWith(name + ".<")));
+    }
+
+    private static Map<String, String> documentedDefaults() throws IOException {
+        Map<String, String> defaults = new LinkedHashMap<>();
+        List<String> reference = Files.readAllLines(Path.of("..", "docs", "reference.md"));
+        int section = reference.indexOf("## Configuration");
+        assertThat(section).as("docs/reference.md's Configuration section").isNotNegative();
+        for (String line : reference.subList(section + 1, reference.size())) {
+            if (line.startsWith("#")) {
+                break;
+            }
+            Matcher row = ROW.matcher(line);
+            if (row.find()) {
+                defaults.put(row.group(1), row.group(2).strip());
+            }
+        }
+        return defaults;
+    }
+
+    /** Each property's default as the metadata gives it, {@code none} where it gives none. */
+    private static Map<String, String> generatedDefaults() {
+        Map<String, String> defaults = new TreeMap<>();
+        for (JsonNode property : metadata.path("properties")) {
+            JsonNode value = property.path("defaultValue");
+            defaults.put(property.path("name").asString(), value.isMissingNode() ? "none" : value.asString());
+        }
+        return defaults;
     }
 }
