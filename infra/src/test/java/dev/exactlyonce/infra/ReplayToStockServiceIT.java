@@ -111,6 +111,8 @@ class ReplayToStockServiceIT {
                 "spring.rabbitmq.port=" + rabbit.port(),
                 "spring.rabbitmq.username=" + rabbit.username(),
                 "spring.rabbitmq.password=" + rabbit.password(),
+                "shop.relay.username=" + rabbit.username(),
+                "shop.relay.password=" + rabbit.password(),
                 BINDING + "destination=" + exchange,
                 BINDING + "group=" + queue,
                 BINDING + "consumer.back-off-initial-interval=100",

@@ -34,7 +34,8 @@ class ServicesStartedWithoutCredentialsIT {
     void withoutTheBrokersCredentialsTheServiceRefusesToStartNamingThem() {
         assertThatThrownBy(() -> startAndStop("stock-service", databaseCredentials()))
                 .hasMessageContaining("stock-service exited")
-                .hasMessageContaining("could not be resolved: [spring.rabbitmq.username, spring.rabbitmq.password]");
+                .hasMessageContaining("could not be resolved: [spring.rabbitmq.username, spring.rabbitmq.password,"
+                        + " shop.relay.username, shop.relay.password]");
     }
 
     @Test
