@@ -172,10 +172,18 @@ final class ClaimScopes {
                                     + " taken back and nothing else is, does not exist. It is part of the library's"
                                     + " schema")
                             .formatted(records),
-                    "Let the library migrate it (idempotency.migrate-with-flyway, with Flyway), or create it as"
-                            + " dev/exactlyonce/idempotency/schema-%s.sql does"
-                                    .formatted(this.dialect.product().toLowerCase(Locale.ROOT)));
+                    createTheSchema());
         }
+    }
+
+    /** What a refusal of a missing table of the library's tells the service to do. */
+    private String createTheSchema() {
+        return ("Add spring-boot-starter-flyway and Flyway's module for the database (flyway-database-postgresql,"
+                        + " flyway-mysql): with flyway-core alone Spring Boot runs no migration, and the library"
+                        + " migrates its tables with the service's Flyway. Without Flyway, run"
+                        + " dev/exactlyonce/idempotency/schema-%s.sql of the library's jar"
+                        + " (schema-postgresql-partitioned.sql in partitioned mode)")
+                .formatted(this.dialect.product().toLowerCase(Locale.ROOT));
     }
 
     private void reconcile(JdbcTemplate jdbc, Map<String, String> scopes, Map<String, List<String>> formerScopes) {
@@ -184,9 +192,7 @@ final class ClaimScopes {
                     ("The table %s, where the library records the scopes of the claims in %s, does not exist. It is"
                                     + " part of the library's schema")
                             .formatted(this.registry, this.tableName),
-                    "Let the library migrate it (idempotency.migrate-with-flyway, with Flyway), or create it as"
-                            + " dev/exactlyonce/idempotency/schema-%s.sql does"
-                                    .formatted(this.dialect.product().toLowerCase(Locale.ROOT)));
+                    createTheSchema());
         }
         if (!this.dialect.keyedByName(jdbc, this.tableName)) {
             throw new StartupRefusal(
@@ -194,7 +200,7 @@ final class ClaimScopes {
                                     + " claim by the event's id and name): every claim would fail, and every message"
                                     + " be dead-lettered")
                             .formatted(this.tableName),
-                    "Let the library migrate it (idempotency.migrate-with-flyway, with Flyway), or run"
+                    "Let the library migrate it with the service's Flyway (spring-boot-starter-flyway), or run"
                             + " db/idempotency/postgresql-common/V5__claim_event_name.sql of the library's jar with"
                             + " ${table} replaced by " + this.tableName);
         }

@@ -304,7 +304,8 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                     ("'%s' needs the service's DataSource to record processed events, and there is none (or several"
                                     + " and none is @Primary)")
                             .formatted(definition.trim()),
-                    "Add spring-boot-starter-jdbc and the PostgreSQL driver, and set spring.datasource.url");
+                    "Add spring-boot-starter-jdbc and the PostgreSQL or MariaDB driver, and set spring.datasource.url;"
+                            + " with several DataSources, mark the service's own @Primary");
         }
         return bindables.stream()
                 .filter(bindable -> FunctionDefinitions.parts(bindable.getFunctionDefinition())
