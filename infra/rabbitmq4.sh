@@ -10,11 +10,12 @@
 #   infra/rabbitmq4.sh env       the variables that point the tests and the demo at the node
 #
 # Settings: RABBITMQ4_ROOT (default /var/lib/exactlyonce/trixie), RABBITMQ4_PORT (AMQP, default 5673; the node's
-# distribution port is 20000 above it, its epmd listens on 4370).
+# distribution port is 20000 above it, its management API 10000 above it, its epmd listens on 4370).
 set -euo pipefail
 
 root=${RABBITMQ4_ROOT:-/var/lib/exactlyonce/trixie}
 port=${RABBITMQ4_PORT:-5673}
+management_port=$((port + 10000))
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")
 
@@ -71,7 +72,12 @@ EOF
     cat >"$root/etc/rabbitmq/rabbitmq.conf" <<EOF
 listeners.tcp.default = $port
 loopback_users = none
+management.tcp.ip = 127.0.0.1
+management.tcp.port = $management_port
 EOF
+    # The management API: the demo and the tests create broker users through it, one HTTP call each, where
+    # rabbitmqctl takes seconds a call.
+    echo "[rabbitmq_management]." >"$root/etc/rabbitmq/enabled_plugins"
 }
 
 ctl() {
@@ -110,7 +116,7 @@ ctl)
     ctl "$@"
     ;;
 env)
-    echo "export RABBITMQ_HOST=127.0.0.1 RABBITMQ_PORT=$port RABBITMQCTL=\"$self ctl\""
+    echo "export RABBITMQ_HOST=127.0.0.1 RABBITMQ_PORT=$port RABBITMQ_MANAGEMENT_PORT=$management_port RABBITMQCTL=\"$self ctl\""
     ;;
 *)
     sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'

@@ -31,8 +31,11 @@ public final class BrokerAdministration {
 
     private final String adminPassword;
 
-    private final HttpClient http =
-            HttpClient.newBuilder().connectTimeout(Duration.ofSeconds(2)).build();
+    /** HTTP/1.1: RabbitMQ 4's management server ends a request that asks to upgrade to HTTP/2 with a body. */
+    private final HttpClient http = HttpClient.newBuilder()
+            .version(HttpClient.Version.HTTP_1_1)
+            .connectTimeout(Duration.ofSeconds(2))
+            .build();
 
     /**
      * @param managementApi the management API ({@code http://host:15672/api}), or {@code null} to use
@@ -46,9 +49,13 @@ public final class BrokerAdministration {
         this.adminPassword = adminPassword;
     }
 
-    /** The management API of a broker on {@code host} when it answers on port 15672, else {@code rabbitmqctl}. */
+    /**
+     * The management API of a broker on {@code host} when it answers on its port ({@code RABBITMQ_MANAGEMENT_PORT},
+     * 15672 unless set: {@code infra/rabbitmq4.sh env} sets it for its node), else {@code rabbitmqctl}.
+     */
     public static BrokerAdministration of(String host, String adminUser, String adminPassword) {
-        URI api = URI.create("http://%s:15672/api".formatted(host));
+        String port = System.getenv().getOrDefault("RABBITMQ_MANAGEMENT_PORT", "15672");
+        URI api = URI.create("http://%s:%s/api".formatted(host, port));
         return new BrokerAdministration(answers(api, adminUser, adminPassword) ? api : null, adminUser, adminPassword);
     }
 
@@ -147,7 +154,7 @@ public final class BrokerAdministration {
         } catch (IOException ex) {
             throw new IllegalStateException(
                     ("Cannot create the broker's users: its management API does not answer on"
-                                    + " port 15672, and rabbitmqctl (or RABBITMQCTL) cannot be run here (%s). Enable the"
+                                    + " port 15672 (or RABBITMQ_MANAGEMENT_PORT), and rabbitmqctl (or RABBITMQCTL) cannot be run here (%s). Enable the"
                                     + " management plugin (rabbitmq-plugins enable rabbitmq_management), or"
                                     + " create the users of"
                                     + " infra/rabbitmq/definitions.json yourself")
