@@ -9,8 +9,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.UUID;
-import javax.sql.DataSource;
-import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.jdbc.datasource.SingleConnectionDataSource;
 
 /**
  * {@code outbox-parked [release|skip <event id>... | --all]}: lists the outbox events a service's relay parked, or
@@ -47,16 +46,23 @@ final class OutboxParkedCommand {
                     + " SPRING_DATASOURCE_URL (and SPRING_DATASOURCE_USERNAME, SPRING_DATASOURCE_PASSWORD), as the"
                     + " service does; it is not set."));
         }
-        DataSource dataSource = new DriverManagerDataSource(
+        // One connection for the whole command: a connection per statement cost 30 ms a row (--all over 1,500
+        // parked rows took 49 s).
+        SingleConnectionDataSource dataSource = new SingleConnectionDataSource(
                 url,
                 this.env.getOrDefault("SPRING_DATASOURCE_USERNAME", ""),
-                this.env.getOrDefault("SPRING_DATASOURCE_PASSWORD", ""));
-        ParkedOutboxEvents parked = new ParkedOutboxEvents(dataSource);
-        if (action.equals("list")) {
-            print(parked.list(LIMIT));
-            return 0;
+                this.env.getOrDefault("SPRING_DATASOURCE_PASSWORD", ""),
+                true);
+        try {
+            ParkedOutboxEvents parked = new ParkedOutboxEvents(dataSource);
+            if (action.equals("list")) {
+                print(parked.list(LIMIT));
+                return 0;
+            }
+            return ids.isEmpty() ? actOnAll(parked, action) : actOn(parked, action, ids);
+        } finally {
+            dataSource.destroy();
         }
-        return ids.isEmpty() ? actOnAll(parked, action) : actOn(parked, action, ids);
     }
 
     private int actOn(ParkedOutboxEvents parked, String action, List<UUID> ids) {

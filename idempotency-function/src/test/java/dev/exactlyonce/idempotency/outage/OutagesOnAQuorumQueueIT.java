@@ -47,12 +47,12 @@ import org.springframework.test.context.DynamicPropertySource;
  * default), where every return of a delivery counts and the broker dead-letters a valid event past the limit:
  *
  * <ul>
- *   <li>the database away for a minute, with a {@code max-hold} of 10 s: the binding stops taking deliveries once it
- *       gave one back, so each event goes back to the broker once per outage, not once per {@code max-hold};
- *   <li>the business function's payment provider frozen for a minute (its connections accepted, nothing answered)
- *       while the database answers the probe's write: each trial fails. Held in place, each delivery is tried once per
- *       probe that passes, uses none of its attempts, and is given back at most once per {@code max-hold}, where
- *       each failed trial used to spend an attempt and every third gave it back.
+ *   <li>the database away for half a minute, with a {@code max-hold} of 5 s: the binding stops taking deliveries once
+ *       it gave one back, so each event goes back to the broker once per outage, not once per {@code max-hold};
+ *   <li>the business function's payment provider frozen for half a minute (its connections accepted, nothing
+ *       answered) while the database answers the probe's write: each trial fails. Held in place, each delivery is
+ *       tried once per probe that passes, uses none of its attempts, and is given back at most once per
+ *       {@code max-hold}, where each failed trial used to spend an attempt and every third gave it back.
  * </ul>
  *
  * Nothing is dead-lettered, and each event's effect is there once when the outage ends.
@@ -65,7 +65,7 @@ import org.springframework.test.context.DynamicPropertySource;
             "idempotency.outage.exceptions=dev.exactlyonce.idempotency.outage.OutagesOnAQuorumQueueIT.ProviderUnavailable",
             "idempotency.outage.probe-initial-interval=200ms",
             "idempotency.outage.probe-max-interval=500ms",
-            "idempotency.outage.max-hold=10s",
+            "idempotency.outage.max-hold=5s",
             "idempotency.outbox.relay.enabled=false",
             "idempotency.purge.enabled=false"
         })
@@ -120,9 +120,9 @@ class OutagesOnAQuorumQueueIT {
         }
     }
 
-    private static final Duration OUTAGE = Duration.ofSeconds(60);
+    private static final Duration OUTAGE = Duration.ofSeconds(30);
 
-    private static final Duration MAX_HOLD = Duration.ofSeconds(10);
+    private static final Duration MAX_HOLD = Duration.ofSeconds(5);
 
     private static final int EVENTS = 5;
 
@@ -181,7 +181,7 @@ class OutagesOnAQuorumQueueIT {
     }
 
     @Test
-    void theDatabaseAwayForAMinuteGivesEachEventBackOnce() {
+    void theDatabaseAwayForHalfAMinuteGivesEachEventBackOnce() {
         postgres.cut();
         List<EventEnvelope<ThingHappened>> events = publish();
         await().atMost(Duration.ofSeconds(10)).until(() -> this.outage.halt() != null);
@@ -197,7 +197,7 @@ class OutagesOnAQuorumQueueIT {
     }
 
     @Test
-    void aProviderFrozenForAMinuteGivesEachEventBackAtMostOncePerMaxHold() {
+    void aProviderFrozenForHalfAMinuteGivesEachEventBackAtMostOncePerMaxHold() {
         provider.freeze();
         List<EventEnvelope<ThingHappened>> events = publish();
         await().atMost(Duration.ofSeconds(10)).until(() -> this.outage.halt() != null);
