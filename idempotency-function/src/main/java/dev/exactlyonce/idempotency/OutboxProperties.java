@@ -39,6 +39,9 @@ public record OutboxProperties(
      * @param maxAttempts How many times the broker may refuse a row before the relay parks it: the row, and the later
      *     rows of its key, then wait until an operator releases or skips it (the outbox endpoint, or the infra
      *     command line). Other keys are never held back by it.
+     * @param longestHold The longest the relay waits before it tries again a destination, a route or a key whose rows
+     *     the broker did not take for a reason that is not the row's (it was away, the exchange was missing, the user
+     *     refused): the wait starts at 1 s and doubles up to this.
      */
     public record Relay(
             @DefaultValue("true") boolean enabled,
@@ -47,7 +50,8 @@ public record OutboxProperties(
             @DefaultValue("10ms") Duration linger,
             @DefaultValue("30s") Duration confirmTimeout,
             @DefaultValue("5m") Duration lagBound,
-            @DefaultValue("10") int maxAttempts) {
+            @DefaultValue("10") int maxAttempts,
+            @DefaultValue("30s") Duration longestHold) {
 
         public Relay {
             if (batchSize < 1) {
@@ -57,6 +61,10 @@ public record OutboxProperties(
             if (maxAttempts < 1) {
                 throw new IllegalArgumentException(
                         "idempotency.outbox.relay.max-attempts must be at least 1, not " + maxAttempts);
+            }
+            if (longestHold.compareTo(Duration.ofSeconds(1)) < 0) {
+                throw new IllegalArgumentException(
+                        "idempotency.outbox.relay.longest-hold must be at least 1s, not " + longestHold);
             }
         }
     }

@@ -15,15 +15,13 @@ import org.slf4j.LoggerFactory;
  * What the relay waits out, in this process: a destination the broker does not answer for (away, or its connection
  * refused), a route (a destination and an event name) the broker refuses every row of (a missing exchange, a routing
  * key the user may not publish, a full queue), a key whose send failed without saying why. None is the row's fault:
- * none counts an attempt, none parks a row. Each is tried again after 1 s, 2 s, 4 s, ... up to {@value #MAX_SECONDS}
- * s, and let go once a row of it is confirmed. The rows it holds keep their place: a key whose next row is held waits,
- * in order, and every other key goes on.
+ * none counts an attempt, none parks a row. Each is tried again after 1 s, 2 s, 4 s, ... up to
+ * {@code idempotency.outbox.relay.longest-hold} (30 s), and let go once a row of it is confirmed. The rows it holds
+ * keep their place: a key whose next row is held waits, in order, and every other key goes on.
  */
 final class Holds {
 
     private static final Logger logger = LoggerFactory.getLogger(Holds.class);
-
-    static final int MAX_SECONDS = 30;
 
     /**
      * How lately a destination must have confirmed a row for a failure that tells nothing, on another row of it, to
@@ -66,6 +64,13 @@ final class Holds {
     /** When each destination last confirmed a row. */
     private final Map<String, Instant> confirmed = new ConcurrentHashMap<>();
 
+    private final Duration longest;
+
+    /** @param longest the longest wait before a hold is tried again */
+    Holds(Duration longest) {
+        this.longest = longest;
+    }
+
     /** Whether the row waits: its destination, its route or its key is held and not due yet. */
     boolean holds(OutboxPublisher.Row row) {
         return holds(row.destination(), row.eventName(), row.orderKey());
@@ -104,17 +109,17 @@ final class Holds {
         Instant now = Instant.now();
         Held hold = this.held.compute(kind + "\n" + (kind == Kind.KEY ? row.orderKey() : name), (id, before) -> {
             int failures = before == null ? 1 : before.failures() + 1;
-            Duration wait = Backoff.after(failures, Duration.ofSeconds(1), Duration.ofSeconds(MAX_SECONDS));
+            Duration wait = Backoff.after(failures, Duration.ofSeconds(1), this.longest);
             return new Held(kind, name, reason, before == null ? now : before.since(), failures, now.plus(wait));
         });
         if (hold.failures() == 1 && kind != Kind.KEY) {
             logger.warn(
                     "The outbox relay holds the {} {}: no row of it counts an attempt or is parked, each of its keys"
                             + " keeps its order, and it is tried again in 1 s, then less and less often, up to every"
-                            + " {} s, until the broker takes a row of it: {}",
+                            + " {}, until the broker takes a row of it: {}",
                     kind,
                     name,
-                    MAX_SECONDS,
+                    this.longest,
                     reason);
         } else {
             logger.debug(

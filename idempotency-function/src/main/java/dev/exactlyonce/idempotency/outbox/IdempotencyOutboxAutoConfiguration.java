@@ -97,6 +97,7 @@ public class IdempotencyOutboxAutoConfiguration {
                             bindingService,
                             codec,
                             properties.relay().confirmTimeout(),
+                            properties.relay().longestHold(),
                             confirmations.orderedStream().toList()),
                     properties.destination(),
                     properties.relay(),

@@ -212,7 +212,7 @@ final class OutboxPublisher {
     private final Set<UUID> lateConfirmed = ConcurrentHashMap.newKeySet();
 
     /** The destinations, routes and keys the relay waits out: kept from run to run. */
-    private final Holds holds = new Holds();
+    private final Holds holds;
 
     /** Run when a send that waited for the broker returns: the relay, woken up for the key that waited for it. */
     private volatile Runnable returned = () -> {};
@@ -227,6 +227,7 @@ final class OutboxPublisher {
             BindingService bindingService,
             EnvelopeCodec codec,
             Duration confirmTimeout,
+            Duration longestHold,
             List<PublishConfirmation> confirmations) {
         this.streamBridge = streamBridge;
         this.binderFactory = binderFactory;
@@ -234,6 +235,7 @@ final class OutboxPublisher {
         this.bindingService = bindingService;
         this.codec = codec;
         this.confirmTimeout = confirmTimeout;
+        this.holds = new Holds(longestHold);
         this.confirmations = List.copyOf(confirmations);
     }
 

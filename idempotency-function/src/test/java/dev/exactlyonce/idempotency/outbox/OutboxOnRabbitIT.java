@@ -922,6 +922,7 @@ class OutboxOnRabbitIT {
                         this.bindingService,
                         CODEC,
                         Duration.ofSeconds(30),
+                        Duration.ofSeconds(30),
                         this.confirmations),
                 OUTPUT,
                 new OutboxProperties.Relay(
@@ -931,7 +932,8 @@ class OutboxOnRabbitIT {
                         Duration.ZERO,
                         Duration.ofSeconds(30),
                         Duration.ofMinutes(5),
-                        10),
+                        10,
+                        Duration.ofSeconds(30)),
                 IdempotencyMetrics.NONE);
     }
 
