@@ -131,9 +131,12 @@ NODENAME=rabbit@rmq$n
 MNESIA_BASE=/var/lib/rabbitmq/cluster/rmq$n
 LOG_BASE=/var/log/rabbitmq/cluster/rmq$n
 CONFIG_FILE=/etc/rabbitmq/cluster/rabbitmq.conf
+ENABLED_PLUGINS_FILE=/etc/rabbitmq/cluster/enabled_plugins
 EOF
         mkdir -p "$root/var/lib/rabbitmq/cluster/rmq$n" "$root/var/log/rabbitmq/cluster/rmq$n"
     done
+    # No plugin: the single node's management API (infra/rabbitmq4.sh) is not theirs to start.
+    echo "[]." >"$root/etc/rabbitmq/cluster/enabled_plugins"
     chroot "$root" chown -R rabbitmq:rabbitmq /var/lib/rabbitmq/cluster /var/log/rabbitmq/cluster
     cat >"$root/etc/rabbitmq/cluster/rabbitmq.conf" <<EOF
 loopback_users = none

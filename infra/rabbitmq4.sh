@@ -76,7 +76,7 @@ management.tcp.ip = 127.0.0.1
 management.tcp.port = $management_port
 EOF
     # The management API: the demo and the tests create broker users through it, one HTTP call each, where
-    # rabbitmqctl takes seconds a call.
+    # rabbitmqctl takes seconds a call. The cluster's nodes (infra/cluster.sh) read a plugins file of their own.
     echo "[rabbitmq_management]." >"$root/etc/rabbitmq/enabled_plugins"
 }
 

@@ -63,8 +63,8 @@ public record OutboxProperties(
                         "idempotency.outbox.relay.max-attempts must be at least 1, not " + maxAttempts);
             }
             if (longestHold.compareTo(Duration.ofSeconds(1)) < 0) {
-                throw new IllegalArgumentException(
-                        "idempotency.outbox.relay.longest-hold must be at least 1s, not " + longestHold);
+                throw new IllegalArgumentException("idempotency.outbox.relay.longest-hold must be at least 1s, not "
+                        + longestHold.toMillis() + "ms");
             }
         }
     }

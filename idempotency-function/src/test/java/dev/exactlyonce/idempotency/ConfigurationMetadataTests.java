@@ -8,10 +8,12 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import tools.jackson.databind.JsonNode;
@@ -67,6 +69,13 @@ class ConfigurationMetadataTests {
         documented.forEach((name, documentedDefault) -> {
             String property = name.contains(".<") ? name.substring(0, name.indexOf(".<")) : name;
             assertThat(generated).as("docs/reference.md documents " + name).containsKey(property);
+            if (name.contains(".<")) {
+                // idempotency.bindings.<binding>.routes.<route>: routes is a component of the map's values.
+                String component = name.substring(name.indexOf(">.") + 2).split("\\.")[0];
+                assertThat(componentsOfTheValues(property))
+                        .as("docs/reference.md documents " + name)
+                        .contains(component);
+            }
             if (!name.contains(".<") && documentedDefault.matches("`[^`]*`|none")) {
                 assertThat(documentedDefault.replace("`", ""))
                         .as("the default docs/reference.md gives " + name)
@@ -101,6 +110,27 @@ class ConfigurationMetadataTests {
             }
         }
         return defaults;
+    }
+
+    /** The properties of the values of the map {@code property}: its value record's components, in kebab case. */
+    private static List<String> componentsOfTheValues(String property) {
+        for (JsonNode node : metadata.path("properties")) {
+            if (node.path("name").asString().equals(property)) {
+                String type = node.path("type").asString();
+                String valueType = type.substring(type.indexOf(',') + 1, type.length() - 1);
+                try {
+                    return Stream.of(Class.forName(valueType).getRecordComponents())
+                            .map(component -> component
+                                    .getName()
+                                    .replaceAll("([A-Z])", "-$1")
+                                    .toLowerCase(Locale.ROOT))
+                            .toList();
+                } catch (ClassNotFoundException ex) {
+                    throw new AssertionError("The values of " + property + " are a " + valueType, ex);
+                }
+            }
+        }
+        throw new AssertionError("No property " + property + " in the metadata");
     }
 
     /** Each property's default as the metadata gives it, {@code none} where it gives none. */

@@ -6,7 +6,6 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
 import java.util.Locale;
 import java.util.Set;
@@ -39,10 +38,12 @@ class DocumentationTests {
                 String path =
                         readme.get(i).substring(MARK.length(), readme.get(i).indexOf(" -->"));
                 List<String> snippet = block(readme, i + 1);
-                List<String> file = stripped(Files.readAllLines(ROOT.resolve(path)));
-                assertThat(Collections.indexOfSubList(file, stripped(snippet)))
+                assertThat(snippet)
+                        .as("README.md line %d: the snippet's code block", i + 1)
+                        .isNotEmpty();
+                assertThat(isRunOf(snippet, Files.readAllLines(ROOT.resolve(path))))
                         .as("README.md line %d: the snippet is a run of lines of %s", i + 1, path)
-                        .isNotNegative();
+                        .isTrue();
                 snippets++;
             }
         }
@@ -81,10 +82,11 @@ class DocumentationTests {
         List<String> prose = new ArrayList<>();
         boolean code = false;
         for (String line : lines) {
-            if (line.startsWith("```")) {
+            boolean fence = line.strip().startsWith("```");
+            if (fence) {
                 code = !code;
             }
-            prose.add(code || line.startsWith("```") ? "" : line);
+            prose.add(code || fence ? "" : line);
         }
         return prose;
     }
@@ -100,17 +102,48 @@ class DocumentationTests {
                 .collect(Collectors.toSet());
     }
 
-    /** The lines of the fenced code block that starts on line {@code fence}. */
+    /** The lines of the fenced code block that starts on line {@code fence}, without their common indentation. */
     private static List<String> block(List<String> lines, int fence) {
-        assertThat(lines.get(fence)).as("a code block after the snippet's mark").startsWith("```");
+        assertThat(lines.get(fence).strip())
+                .as("a code block after the snippet's mark")
+                .startsWith("```");
         List<String> block = new ArrayList<>();
-        for (int i = fence + 1; !lines.get(i).startsWith("```"); i++) {
+        for (int i = fence + 1; !lines.get(i).strip().startsWith("```"); i++) {
             block.add(lines.get(i));
         }
-        return block;
+        int indent = block.stream()
+                .filter(line -> !line.isBlank())
+                .mapToInt(line -> line.length() - line.stripLeading().length())
+                .min()
+                .orElse(0);
+        return block.stream()
+                .map(line -> line.isBlank() ? "" : line.substring(indent))
+                .toList();
     }
 
-    private static List<String> stripped(List<String> lines) {
-        return lines.stream().map(String::strip).toList();
+    /**
+     * Whether the snippet's lines are consecutive lines of the file, each indented alike in the file (a block of the
+     * file's indented deeper as a whole, such as a dependency inside a profile, is one).
+     */
+    private static boolean isRunOf(List<String> snippet, List<String> file) {
+        String first = snippet.get(0);
+        for (int start = 0; start + snippet.size() <= file.size(); start++) {
+            String line = file.get(start);
+            if (!line.endsWith(first)
+                    || !line.substring(0, line.length() - first.length()).isBlank()) {
+                continue;
+            }
+            String indent = line.substring(0, line.length() - first.length());
+            boolean run = true;
+            for (int k = 0; run && k < snippet.size(); k++) {
+                String expected = snippet.get(k);
+                String actual = file.get(start + k);
+                run = expected.isEmpty() ? actual.isBlank() : actual.equals(indent + expected);
+            }
+            if (run) {
+                return true;
+            }
+        }
+        return false;
     }
 }

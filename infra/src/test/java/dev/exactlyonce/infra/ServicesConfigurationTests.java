@@ -72,12 +72,14 @@ class ServicesConfigurationTests {
         assertThat(binder)
                 .as("the binder of the outbox's binding, " + destination)
                 .isNotNull();
-        String relayUser =
-                yaml.getProperty("spring.cloud.stream.binders." + binder + ".environment.spring.rabbitmq.username", "");
-        assertThat(relayUser)
-                .as("the relay's user, a setting of its own without default")
-                .matches("\\$\\{[a-z.-]+}");
-        assertThat(yaml.getProperty("shop.required-settings")).contains(relayUser.substring(2, relayUser.length() - 1));
+        for (String credential : List.of("username", "password")) {
+            String setting = yaml.getProperty(
+                    "spring.cloud.stream.binders." + binder + ".environment.spring.rabbitmq." + credential, "");
+            assertThat(setting)
+                    .as("the relay's " + credential + ", a setting of its own without default")
+                    .matches("\\$\\{[a-z.-]+}");
+            assertThat(yaml.getProperty("shop.required-settings")).contains(setting.substring(2, setting.length() - 1));
+        }
     }
 
     @ParameterizedTest

@@ -116,10 +116,10 @@ final class Holds {
             logger.warn(
                     "The outbox relay holds the {} {}: no row of it counts an attempt or is parked, each of its keys"
                             + " keeps its order, and it is tried again in 1 s, then less and less often, up to every"
-                            + " {}, until the broker takes a row of it: {}",
+                            + " {} s, until the broker takes a row of it: {}",
                     kind,
                     name,
-                    this.longest,
+                    this.longest.toSeconds(),
                     reason);
         } else {
             logger.debug(

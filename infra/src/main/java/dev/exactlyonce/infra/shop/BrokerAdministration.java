@@ -153,11 +153,11 @@ public final class BrokerAdministration {
             return process.waitFor() == 0;
         } catch (IOException ex) {
             throw new IllegalStateException(
-                    ("Cannot create the broker's users: its management API does not answer on"
-                                    + " port 15672 (or RABBITMQ_MANAGEMENT_PORT), and rabbitmqctl (or RABBITMQCTL) cannot be run here (%s). Enable the"
-                                    + " management plugin (rabbitmq-plugins enable rabbitmq_management), or"
-                                    + " create the users of"
-                                    + " infra/rabbitmq/definitions.json yourself")
+                    ("Cannot create the broker's users: its management API does not answer on port 15672 (or"
+                                    + " RABBITMQ_MANAGEMENT_PORT), and rabbitmqctl (or RABBITMQCTL) cannot be run"
+                                    + " here (%s). Enable the management plugin (rabbitmq-plugins enable"
+                                    + " rabbitmq_management), or create the users of infra/rabbitmq/definitions.json"
+                                    + " yourself")
                             .formatted(ex.getMessage()),
                     ex);
         } catch (InterruptedException ex) {
@@ -169,6 +169,7 @@ public final class BrokerAdministration {
     private static boolean answers(URI api, String user, String password) {
         try {
             HttpResponse<Void> response = HttpClient.newBuilder()
+                    .version(HttpClient.Version.HTTP_1_1)
                     .connectTimeout(Duration.ofSeconds(1))
                     .build()
                     .send(

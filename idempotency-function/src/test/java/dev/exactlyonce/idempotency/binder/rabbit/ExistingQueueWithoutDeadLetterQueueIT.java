@@ -25,7 +25,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * A guarded binding on a real RabbitMQ whose rejected messages would have nowhere to go, configured as minimally as
- * README shows ({@code minimal-service.yml}): the library cannot give it a dead-letter queue, so the service refuses
+ * README's getting-started ({@code minimal-service.yml}): the library cannot give it a dead-letter queue, so the service refuses
  * to start, saying what to set, rather than let the broker drop what the guard rejects. That is a queue declared
  * earlier without a dead-letter queue (by a version that ran without {@code auto-bind-dlq}: RabbitMQ refuses to
  * declare an existing queue again with a dead-letter exchange), a binding without a group (its queue is anonymous,

@@ -42,7 +42,7 @@ import org.springframework.test.context.DynamicPropertySource;
  * Events forged by a neighbour that may publish to the exchange under some routing key, on a real RabbitMQ: an event
  * routed under a name that is not its own is dead-lettered with its reason and never applied, so its id does not
  * suppress the genuine event; a name that could forge a log line is rejected, and logged escaped. The service is
- * configured as README shows (its queue bound with {@code #}).
+ * configured as minimally as README's getting-started ({@code minimal-service.yml}), its queue bound with {@code #}.
  */
 @SpringBootTest(classes = ForgedEventsOnRabbitIT.Service.class, properties = "spring.config.name=minimal-service")
 @EnableIdempotencyTestKit(testBinder = false)

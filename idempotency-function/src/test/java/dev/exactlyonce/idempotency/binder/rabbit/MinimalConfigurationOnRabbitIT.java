@@ -35,9 +35,9 @@ import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
 /**
- * A service configured as minimally as README's "Adopting the library" shows (the guard composed first, a destination
- * and a group, nothing else: {@code minimal-service.yml}), on a real RabbitMQ: a malformed message is never dropped,
- * it goes to a dead-letter queue the library gave the binding, with its reason, logged in one WARN line.
+ * A service configured as minimally as README's "Adopt it in your service" shows (the guard composed first, a
+ * destination and a group, nothing else: {@code minimal-service.yml}), on a real RabbitMQ: a malformed message is
+ * never dropped, it goes to a dead-letter queue the library gave the binding, with its reason, logged in one WARN line.
  */
 @SpringBootTest(
         classes = MinimalConfigurationOnRabbitIT.Service.class,
