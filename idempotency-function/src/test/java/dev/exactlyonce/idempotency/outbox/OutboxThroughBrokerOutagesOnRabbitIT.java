@@ -163,7 +163,7 @@ class OutboxThroughBrokerOutagesOnRabbitIT {
 
     @Test
     void aMissingExchangeParksNothingAndEachKeyIsPublishedInOrderOnceItIsDeclared() throws Exception {
-        // The relay's binding to the exchange exists (its first publication bound the exchange): a deployment
+        // The relay's binding to the exchange exists (its first publication created it): a deployment
         // then deletes the exchange and declares it again.
         emit(EVENT, "warm-up", 1, 1);
         assertEveryEventPublishedInOrderWithoutAnAttempt();
