@@ -61,8 +61,6 @@ final class DeadLetterReplay {
 
     private static final long CONFIRM_TIMEOUT_MS = 10_000;
 
-    private static final long RETURN_TIMEOUT_MS = 10_000;
-
     /** The reasons the broker dead-letters a message of a queue for, on its own. */
     private static final Set<String> BROKERS_DEATHS = Set.of("expired", "maxlen", "delivery_limit");
 
@@ -89,7 +87,8 @@ final class DeadLetterReplay {
     /**
      * Replays the dead letters of {@code queue}: all of them when {@code eventIds} is empty.
      *
-     * @param dryRun list what would be replayed, and move nothing
+     * @param dryRun list what would be replayed, and replay nothing (each dead letter listed goes to the back of its
+     *     queue, unchanged)
      */
     Result replay(Connection connection, String queue, Set<UUID> eventIds, boolean dryRun)
             throws IOException, TimeoutException, InterruptedException {
@@ -144,61 +143,42 @@ final class DeadLetterReplay {
         }
     }
 
-    /** Lists the dead letters once each, in order, holding them unacknowledged, then returns them all at once. */
+    /**
+     * Lists the dead letters once each, in order, and moves each, unchanged, to the back of its queue (through the
+     * replay exchange, as a kept one is moved by a replay): a dead letter handed back to a quorum queue instead would
+     * count against its delivery limit (20 by default on RabbitMQ 4), past which the queue drops it, having no
+     * dead-letter exchange of its own. A dry run that stops half-way leaves the ones it had not moved where they were.
+     */
     private Result list(Channel channel, String queue, int waiting, Set<UUID> eventIds)
-            throws IOException, InterruptedException {
+            throws IOException, TimeoutException, InterruptedException {
         String deadLetters = queue + ".dlq";
+        channel.confirmSelect();
         int replayed = 0;
         int kept = 0;
         int refused = 0;
-        long lastTag = -1;
         for (int taken = 0; taken < waiting; taken++) {
             GetResponse message = channel.basicGet(deadLetters, false);
             if (message == null) {
                 break;
             }
-            lastTag = message.getEnvelope().getDeliveryTag();
             boolean selected = isSelected(message, eventIds);
             String refusal = selected ? refusal(message, queue) : null;
             if (refusal != null) {
                 this.out.printf("  refuse %s (%s)%n", describe(message, eventId(message)), refusal);
                 refused++;
-                continue;
-            }
-            this.out.printf("  %s %s%n", selected ? "replay" : "keep  ", describe(message, eventId(message)));
-            if (selected) {
-                replayed++;
             } else {
-                kept++;
+                this.out.printf("  %s %s%n", selected ? "replay" : "keep  ", describe(message, eventId(message)));
+                if (selected) {
+                    replayed++;
+                } else {
+                    kept++;
+                }
             }
-        }
-        if (lastTag >= 0) {
-            channel.basicNack(lastTag, true, true);
-            awaitReturned(channel, deadLetters, replayed + kept + refused);
+            move(channel, message, replayExchange(queue), deadLetters, false);
         }
         this.out.printf(
                 "Would replay %d message(s); %d kept in %s, and %d refused%n", replayed, kept, deadLetters, refused);
         return new Result(replayed, kept, refused);
-    }
-
-    /**
-     * Waits until the broker counts the messages a dry run held as ready again. A quorum queue applies the return
-     * asynchronously: a replay started as soon as the dry run ended counted none of them and moved nothing.
-     */
-    private void awaitReturned(Channel channel, String deadLetters, int returned)
-            throws IOException, InterruptedException {
-        long deadline = System.nanoTime() + RETURN_TIMEOUT_MS * 1_000_000;
-        while (channel.queueDeclarePassive(deadLetters).getMessageCount() < returned) {
-            if (System.nanoTime() - deadline > 0) {
-                this.out.printf(
-                        "  %s does not count the %d listed message(s) as ready yet after %d s; they are returned"
-                                + " to it, check its count before replaying%n",
-                        deadLetters, returned, RETURN_TIMEOUT_MS / 1000);
-                return;
-            }
-            // AMQP sends no notice when a returned message is ready again: the queue's count is all there is to watch.
-            Thread.sleep(20);
-        }
     }
 
     /**

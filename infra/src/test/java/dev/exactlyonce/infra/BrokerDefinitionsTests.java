@@ -2,6 +2,7 @@ package dev.exactlyonce.infra;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
+import dev.exactlyonce.infra.shop.ShopBrokerPolicies;
 import dev.exactlyonce.infra.shop.ShopBrokerUsers;
 import java.nio.file.Path;
 import java.util.List;
@@ -12,8 +13,8 @@ import tools.jackson.databind.JsonNode;
 import tools.jackson.databind.json.JsonMapper;
 
 /**
- * The broker of compose.yaml has the users the demo and the tests make on a local broker, with the same permissions,
- * and each service's dead letters go through an exchange of the service's own.
+ * The broker of compose.yaml has the users the demo and the tests make on a local broker, with the same permissions and
+ * limits, and the same policies; each service's dead letters go through an exchange of the service's own.
  */
 class BrokerDefinitionsTests {
 
@@ -110,5 +111,64 @@ class BrokerDefinitionsTests {
                         .map(user -> user.path("name").asString()))
                 .doesNotContain("guest")
                 .contains("admin", "stock", "shipping", "billing", "relay", "replay");
+    }
+
+    @Test
+    void eachUserANeighbourCouldBeHasTheShopsConnectionAndChannelLimits() {
+        assertThat(this.definitions
+                        .path("users")
+                        .valueStream()
+                        .filter(user -> !user.path("name").asString().equals("admin")))
+                .isNotEmpty()
+                .allSatisfy(user -> assertThat(Map.of(
+                                "max-connections",
+                                        user.path("limits")
+                                                .path("max-connections")
+                                                .asInt(),
+                                "max-channels",
+                                        user.path("limits").path("max-channels").asInt()))
+                        .as(user.path("name").asString())
+                        .isEqualTo(Map.of(
+                                "max-connections",
+                                ShopBrokerUsers.MAX_CONNECTIONS,
+                                "max-channels",
+                                ShopBrokerUsers.MAX_CHANNELS)));
+    }
+
+    @Test
+    void theDefinitionsHoldTheShopsPolicies() {
+        List<ShopBrokerPolicies.Policy> declared = this.definitions
+                .path("policies")
+                .valueStream()
+                .peek(policy -> assertThat(policy.path("apply-to").asString()).isEqualTo("queues"))
+                .map(policy -> new ShopBrokerPolicies.Policy(
+                        policy.path("name").asString(),
+                        policy.path("pattern").asString(),
+                        policy.path("definition").properties().stream()
+                                .collect(Collectors.toMap(
+                                        Map.Entry::getKey,
+                                        entry -> entry.getValue().isString()
+                                                ? (Object) entry.getValue().asString()
+                                                : entry.getValue().asLong()))))
+                .toList();
+
+        assertThat(declared)
+                .usingRecursiveFieldByFieldElementComparatorIgnoringFields("definition")
+                .containsExactlyInAnyOrderElementsOf(ShopBrokerPolicies.policies(""));
+        assertThat(declared)
+                .extracting(policy -> normalised(policy.definition()))
+                .containsExactlyInAnyOrderElementsOf(ShopBrokerPolicies.policies("").stream()
+                        .map(policy -> normalised(policy.definition()))
+                        .toList());
+    }
+
+    /** Numbers as longs, so that an int of the code and a long read from JSON compare equal. */
+    private static Map<String, Object> normalised(Map<String, Object> definition) {
+        return definition.entrySet().stream()
+                .collect(Collectors.toMap(
+                        Map.Entry::getKey,
+                        entry -> entry.getValue() instanceof Number number
+                                ? (Object) number.longValue()
+                                : entry.getValue()));
     }
 }

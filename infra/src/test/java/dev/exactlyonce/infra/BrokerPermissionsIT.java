@@ -10,10 +10,12 @@ import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.ConnectionFactory;
 import dev.exactlyonce.idempotency.test.TestRabbit;
 import dev.exactlyonce.infra.shop.BrokerAdministration;
+import dev.exactlyonce.infra.shop.ShopBrokerPolicies;
 import dev.exactlyonce.infra.shop.ShopBrokerUsers;
 import dev.exactlyonce.infra.shop.ShopScenario;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
+import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import java.util.Map;
@@ -38,6 +40,9 @@ class BrokerPermissionsIT {
 
     private static final String EXCHANGE = "events" + SUFFIX;
 
+    /** The dead-letter queues' bound in this run: the shop's policy, with a size a test fills in a moment. */
+    private static final long DEAD_LETTER_BYTES = 1L << 20;
+
     private static final BrokerAdministration administration =
             BrokerAdministration.of(rabbit.host(), rabbit.username(), rabbit.password());
 
@@ -57,11 +62,13 @@ class BrokerPermissionsIT {
             ReplayExchanges.declareAndBind(rabbit, queue(service));
         }
         ShopBrokerUsers.users(SUFFIX).forEach(administration::createUser);
+        ShopBrokerPolicies.policies(SUFFIX, DEAD_LETTER_BYTES).forEach(administration::createPolicy);
     }
 
     @AfterAll
     static void dropUsers() {
         ShopBrokerUsers.users(SUFFIX).forEach(user -> administration.deleteUser(user.name()));
+        ShopBrokerPolicies.policies(SUFFIX).forEach(policy -> administration.deletePolicy(policy.name()));
     }
 
     @Test
@@ -227,6 +234,96 @@ class BrokerPermissionsIT {
                 }
             }
         }
+    }
+
+    /**
+     * A service may publish to its own dead-letter exchange, and so fill its dead-letter queue. Unbounded, that raises
+     * the broker's disk alarm, which blocks every publisher of the broker, the other services' relays too: the shop's
+     * policy bounds the queue and refuses what goes past it ({@code reject-publish}: a negative confirm).
+     */
+    @Test
+    void aServiceFillingItsDeadLetterQueueIsRefusedPastItsBound() throws Exception {
+        String deadLetters = queue("stock") + ".dlq";
+        try (Connection admin = rabbit.newConnection();
+                Channel channel = admin.createChannel()) {
+            // As stock's binder binds it: its dead-letter queue, by its queue's name, on its dead-letter exchange.
+            channel.queueBind(deadLetters, deadLetterExchange("stock"), queue("stock"));
+        }
+        byte[] body = new byte[64 * 1024];
+        boolean refused = false;
+        try (Connection stock = connectAs("stock");
+                Channel channel = stock.createChannel()) {
+            channel.confirmSelect();
+            for (int sent = 0; sent < 2 * DEAD_LETTER_BYTES / body.length && !refused; sent++) {
+                channel.basicPublish(deadLetterExchange("stock"), queue("stock"), new AMQP.BasicProperties(), body);
+                refused = !channel.waitForConfirms(5_000);
+            }
+        } finally {
+            long held = rabbit.messageCount(deadLetters);
+            rabbit.purge(deadLetters);
+            // The queue takes the message that crosses the bound, and refuses the next.
+            assertThat(held * body.length).as("bytes held").isLessThanOrEqualTo(DEAD_LETTER_BYTES + body.length);
+        }
+        assertThat(refused).as("a publish past the bound refused").isTrue();
+    }
+
+    /** A user holds at most the shop's number of connections: one more is refused. */
+    @Test
+    void aUserCannotOpenMoreConnectionsThanItsLimit() throws Exception {
+        List<Connection> open = new ArrayList<>();
+        try {
+            for (int opened = 0; opened < ShopBrokerUsers.MAX_CONNECTIONS; opened++) {
+                open.add(connectAs("shipping"));
+            }
+            assertThatThrownBy(() -> connectAs("shipping").close())
+                    .as("one connection more than the limit")
+                    .hasStackTraceContaining(
+                            "user connection limit (%d) is reached".formatted(ShopBrokerUsers.MAX_CONNECTIONS));
+        } finally {
+            for (Connection connection : open) {
+                connection.close();
+            }
+        }
+    }
+
+    /**
+     * A relay user may publish its own events' routing keys only; the {@code CC} and {@code BCC} headers name further
+     * routing keys, which RabbitMQ before 4.0.3 did not check against the topic permission: a relay could reach every
+     * queue bound to any event.
+     */
+    @Test
+    void aRelayCannotReachOtherEventsQueuesThroughCcOrBccHeaders() throws Exception {
+        String billing = queue("billing");
+        rabbit.purge(billing);
+        try (Connection admin = rabbit.newConnection();
+                Channel channel = admin.createChannel()) {
+            channel.queueBind(billing, EXCHANGE, "order.order.placed.v1");
+        }
+        try (Connection stockRelay = connectAs("stock-relay")) {
+            for (String header : List.of("CC", "BCC")) {
+                assertRefused(() -> {
+                    try (Channel channel = stockRelay.createChannel()) {
+                        channel.confirmSelect();
+                        channel.basicPublish(
+                                EXCHANGE,
+                                ShopScenario.STOCK_RESERVED,
+                                new AMQP.BasicProperties.Builder()
+                                        .headers(Map.of(header, List.of("order.order.placed.v1")))
+                                        .build(),
+                                "{}".getBytes(UTF_8));
+                        channel.waitForConfirmsOrDie(5_000);
+                    }
+                });
+            }
+        } finally {
+            try (Connection admin = rabbit.newConnection();
+                    Channel channel = admin.createChannel()) {
+                channel.queueUnbind(billing, EXCHANGE, "order.order.placed.v1");
+            }
+        }
+        assertThat(rabbit.messageCount(billing))
+                .as("nothing reached billing's queue")
+                .isZero();
     }
 
     @Test

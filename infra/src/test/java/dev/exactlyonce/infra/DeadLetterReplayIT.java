@@ -161,6 +161,29 @@ class DeadLetterReplayIT {
                 .containsExactlyElementsOf(events);
     }
 
+    /**
+     * A quorum queue counts each return of a message against its delivery limit (20 by default on RabbitMQ 4), and
+     * drops the message past it when it has no dead-letter exchange of its own, as a dead-letter queue has none: dry
+     * runs that handed the dead letters back would lose them all on the 21st.
+     */
+    @Test
+    void dryRunsRepeatedPastAQuorumQueuesDeliveryLimitLoseNoDeadLetter() throws Exception {
+        List<UUID> events = List.of(UUID.randomUUID(), UUID.randomUUID());
+        for (UUID event : events) {
+            deadLetter(event);
+        }
+
+        for (int run = 0; run < 25; run++) {
+            assertThat(this.replay.replay(connection, this.queue, Set.of(), true))
+                    .as("dry run %d", run + 1)
+                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0));
+        }
+
+        assertThat(drain(this.queue + ".dlq"))
+                .extracting(response -> envelopeId(response))
+                .containsExactlyElementsOf(events);
+    }
+
     @Test
     void aReplayedMessageCarriesTheNameOfItsEventFromTheRoutingKeyItWasPublishedWith() throws Exception {
         deadLetterBody(

@@ -17,7 +17,7 @@ import org.jspecify.annotations.Nullable;
 import tools.jackson.databind.json.JsonMapper;
 
 /**
- * Creates and deletes RabbitMQ users, which AMQP cannot do: through the management HTTP API when the broker has it
+ * Creates and deletes RabbitMQ users and policies, which AMQP cannot do: through the management HTTP API when the broker has it
  * (the broker of {@code compose.yaml}, a Testcontainers broker), or else with {@code rabbitmqctl} on this machine (a
  * local broker). Says what to do when neither is there.
  */
@@ -66,6 +66,10 @@ public final class BrokerAdministration {
             put(
                     "/permissions/%2F/" + encode(user.name()),
                     Map.of("configure", user.configure(), "write", user.write(), "read", user.read()));
+            put(
+                    "/user-limits/" + encode(user.name()) + "/max-connections",
+                    Map.of("value", ShopBrokerUsers.MAX_CONNECTIONS));
+            put("/user-limits/" + encode(user.name()) + "/max-channels", Map.of("value", ShopBrokerUsers.MAX_CHANNELS));
             if (user.topic() != null) {
                 put(
                         "/topic-permissions/%2F/" + encode(user.name()),
@@ -83,6 +87,12 @@ public final class BrokerAdministration {
             run("change_password", user.name(), user.name());
         }
         run("set_permissions", "-p", "/", user.name(), user.configure(), user.write(), user.read());
+        run(
+                "set_user_limits",
+                user.name(),
+                json.writeValueAsString(Map.of(
+                        "max-connections", ShopBrokerUsers.MAX_CONNECTIONS,
+                        "max-channels", ShopBrokerUsers.MAX_CHANNELS)));
         if (user.topic() != null) {
             run(
                     "set_topic_permissions",
@@ -95,6 +105,33 @@ public final class BrokerAdministration {
         }
     }
 
+    /** Creates the policy on the virtual host {@code /}, or sets it when it exists. */
+    public void createPolicy(ShopBrokerPolicies.Policy policy) {
+        if (this.managementApi != null) {
+            put(
+                    "/policies/%2F/" + encode(policy.name()),
+                    Map.of("pattern", policy.pattern(), "apply-to", "queues", "definition", policy.definition()));
+            return;
+        }
+        run(
+                "set_policy",
+                "--apply-to",
+                "queues",
+                policy.name(),
+                policy.pattern(),
+                json.writeValueAsString(policy.definition()));
+    }
+
+    /** Deletes the policy, if it exists. */
+    public void deletePolicy(String name) {
+        if (this.managementApi != null) {
+            send(HttpRequest.newBuilder(URI.create(this.managementApi + "/policies/%2F/" + encode(name)))
+                    .DELETE());
+            return;
+        }
+        rabbitmqctl("clear_policy", name);
+    }
+
     /** Deletes the user, if it exists. */
     public void deleteUser(String name) {
         if (this.managementApi != null) {
@@ -105,7 +142,7 @@ public final class BrokerAdministration {
         rabbitmqctl("delete_user", name);
     }
 
-    private void put(String path, Map<String, String> body) {
+    private void put(String path, Map<String, ?> body) {
         HttpResponse<String> response = send(HttpRequest.newBuilder(URI.create(this.managementApi + path))
                 .header("Content-Type", "application/json")
                 .PUT(HttpRequest.BodyPublishers.ofString(json.writeValueAsString(body))));

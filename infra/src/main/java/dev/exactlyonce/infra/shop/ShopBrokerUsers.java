@@ -32,9 +32,19 @@ import org.jspecify.annotations.Nullable;
  *       not to the default exchange, which delivers to any queue of the virtual host by its name.
  * </ul>
  *
+ * <p>Each user holds at most {@link #MAX_CONNECTIONS} connections and {@link #MAX_CHANNELS} channels open at once
+ * (a service holds two or three connections per instance): one that opens more, by a bug or on purpose, is refused
+ * them, rather than exhausting the broker's file descriptors and processes for every other user.
+ *
  * <p>{@code infra/rabbitmq/definitions.json} declares the same users for the broker of {@code compose.yaml}.
  */
 public final class ShopBrokerUsers {
+
+    /** The connections a user may hold open at once, across the instances of its service. */
+    public static final int MAX_CONNECTIONS = 20;
+
+    /** The channels a user may hold open at once, across its connections. */
+    public static final int MAX_CHANNELS = 200;
 
     /**
      * The dead-letter exchange of a service's queue, {@code <queue>.dlx}: its dead letters go through it, to
@@ -155,7 +165,7 @@ public final class ShopBrokerUsers {
     }
 
     /** A name as a regular expression that matches it alone: names hold letters, digits, dots and underscores. */
-    private static String quote(String name) {
+    static String quote(String name) {
         return name.replace(".", "\\.");
     }
 }

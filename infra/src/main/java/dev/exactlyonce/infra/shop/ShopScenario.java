@@ -214,6 +214,7 @@ public final class ShopScenario implements AutoCloseable {
         this.admin = connect(this.settings.rabbitUser(), this.settings.rabbitPassword(), "shop-administration");
         resetTopology();
         this.brokerUsers.forEach(this.brokerAdmin::createUser);
+        ShopBrokerPolicies.policies(this.settings.suffix()).forEach(this.brokerAdmin::createPolicy);
         say(
                 "databases %s recreated, each owned by a role of its own that no other role can connect to; broker"
                         + " users %s, each allowed what it needs (a service its own queues, the relay the events"
@@ -919,6 +920,8 @@ public final class ShopScenario implements AutoCloseable {
     /** Deletes the run's broker users (the demo's stay, as its databases do). */
     public void dropBrokerUsers() {
         this.brokerUsers.forEach(user -> this.brokerAdmin.deleteUser(user.name()));
+        ShopBrokerPolicies.policies(this.settings.suffix())
+                .forEach(policy -> this.brokerAdmin.deletePolicy(policy.name()));
     }
 
     private JdbcTemplate jdbc(String database) {
