@@ -19,6 +19,8 @@ import org.springframework.web.client.RestClient;
  *       through because its first copy rolled back) charge once: the provider answers it with the first answer;
  *   <li>a {@code 409} means a request with the same key is still being processed (an earlier attempt that timed out
  *       on our side): the request is repeated with back-off until that one is done, and gets its answer;
+ *   <li>any other {@code 4xx} refuses the charge for what it asks ({@link ChargeRefusedException}): asking again
+ *       would be refused again;
  *   <li>a key is only remembered for a while (Stripe: 24 hours); {@link #existingCharge(UUID)} finds a charge by the
  *       order's reference, for a retry that may come after the key expired.
  * </ul>
@@ -81,16 +83,25 @@ final class PaymentProviderClient {
     }
 
     private Charge request(String idempotencyKey, Invoice invoice) {
-        Charge charge = this.restClient
-                .post()
-                .uri("/v1/charges")
-                .header("Idempotency-Key", idempotencyKey)
-                .body(Map.of(
-                        "amount", invoice.amount().toPlainString(),
-                        "currency", invoice.currency(),
-                        "reference", invoice.orderId().toString()))
-                .retrieve()
-                .body(Charge.class);
+        Charge charge;
+        try {
+            charge = this.restClient
+                    .post()
+                    .uri("/v1/charges")
+                    .header("Idempotency-Key", idempotencyKey)
+                    .body(Map.of(
+                            "amount", invoice.amount().toPlainString(),
+                            "currency", invoice.currency(),
+                            "reference", invoice.orderId().toString()))
+                    .retrieve()
+                    .body(Charge.class);
+        } catch (HttpClientErrorException ex) {
+            if (ex instanceof HttpClientErrorException.Conflict
+                    || ex instanceof HttpClientErrorException.TooManyRequests) {
+                throw ex;
+            }
+            throw new ChargeRefusedException(ex.getStatusCode().value(), idempotencyKey);
+        }
         if (charge == null) {
             throw new IllegalStateException("The payment provider answered without a charge");
         }

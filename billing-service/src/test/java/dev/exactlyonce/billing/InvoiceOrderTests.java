@@ -23,6 +23,8 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -226,6 +228,29 @@ class InvoiceOrderTests {
         assertThat(this.probe.invocations(FUNCTION)).isZero();
         assertThat(invoices(order)).isZero();
         assertThat(provider.chargeCount()).isEqualTo(chargesBefore);
+    }
+
+    /**
+     * An order that can never be charged (a currency the provider refuses with a 400, or one that is no currency at
+     * all) fails the same way on every attempt: it goes to the dead-letter queue after one, without re-asking the
+     * provider, rather than after three.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"XXX", "ZZZ"})
+    void anOrderThatCanNeverBeChargedIsDeadLetteredAfterOneAttempt(String currency) throws Exception {
+        EventEnvelope<Map<String, Object>> order = order(currency, line("1.000", "5.00"));
+        int requestsBefore = provider.requestCount();
+
+        this.deliveries.deliverAsync(order).get(60, TimeUnit.SECONDS);
+
+        assertThat(this.deliveries.lastError())
+                .as("the binder gave up on the message")
+                .isInstanceOf(ErrorMessage.class);
+        assertThat(this.probe.invocations(FUNCTION)).as("attempts").isEqualTo(1);
+        assertThat(provider.requestCount() - requestsBefore)
+                .as("requests to the provider")
+                .isEqualTo(currency.equals("XXX") ? 1 : 0);
+        assertThat(invoices(order)).isZero();
     }
 
     private static EventEnvelope<Map<String, Object>> occurredAgo(

@@ -462,10 +462,14 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     /**
      * The message of one event, as its business function takes it: the payload, the headers given (the message's, or
      * none when no business function takes a {@code Message}) and the event's. They are copied once (a
-     * {@code MessageBuilder} would copy them twice).
+     * {@code MessageBuilder} would copy them twice). The event's headers are the guard's alone: a publisher's header of
+     * the same name is dropped where the event has no such value (an {@code occurred_at} text beside an envelope
+     * without one would fail a function that reads an {@code Instant}, on every attempt).
      */
     private static Message<Object> eventMessage(Object payload, IncomingEvent event, Map<String, ?> headers) {
         Map<String, Object> eventHeaders = new HashMap<>(headers);
+        eventHeaders.remove(EventHeaders.EVENT_ID);
+        eventHeaders.remove(EventHeaders.OCCURRED_AT);
         eventHeaders.put(EventHeaders.EVENT_NAME, event.eventName());
         if (event.eventId() != null) {
             eventHeaders.put(EventHeaders.EVENT_ID, event.eventId());

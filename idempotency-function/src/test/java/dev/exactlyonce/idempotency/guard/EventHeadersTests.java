@@ -10,10 +10,13 @@ import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.EventDeliveries;
 import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.nio.charset.StandardCharsets;
 import java.util.List;
+import java.util.UUID;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.function.Consumer;
 import java.util.function.Function;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Nested;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -64,6 +67,11 @@ class EventHeadersTests {
         @Autowired
         Service service;
 
+        @BeforeEach
+        void forgetWhatWasReceived() {
+            this.service.received.clear();
+        }
+
         @Test
         void theFunctionGetsTheEventsHeadersAndTheDeliveredOnes() {
             EventEnvelope<ThingHappened> event = Things.thingHappened();
@@ -77,6 +85,30 @@ class EventHeadersTests {
                 assertThat(headers.get(EventHeaders.EVENT_NAME)).isEqualTo(ThingHappened.NAME);
                 assertThat(headers.get(EventHeaders.OCCURRED_AT)).isEqualTo(event.occurredAt());
                 assertThat(headers.get("x-tenant")).isEqualTo("blue");
+            });
+        }
+
+        /**
+         * The event's headers are the guard's, read from the envelope, whatever the publisher set under their names:
+         * an envelope without {@code occurred_at} beside a publisher's {@code occurred_at} text header made a function
+         * that reads it as an {@code Instant} fail on every attempt (a retried poison), and a publisher's
+         * {@code event_id} header named another event than the one claimed.
+         */
+        @Test
+        void thePublishersHeadersNamedAsTheEventsDoNotReachTheFunction() {
+            EventEnvelope<ThingHappened> event = Things.thingHappened();
+            String withoutTime = new String(new EnvelopeCodec().encode(event), StandardCharsets.UTF_8)
+                    .replaceFirst(",?\\s*\"occurred_at\"\\s*:\\s*\"[^\"]*\"", "");
+            assertThat(withoutTime).doesNotContain("occurred_at");
+            this.deliveries.deliverMessage(MessageBuilder.withPayload(withoutTime.getBytes(StandardCharsets.UTF_8))
+                    .setHeader(EventHeaders.OCCURRED_AT, "2020-01-01T00:00:00Z")
+                    .setHeader(EventHeaders.EVENT_ID, UUID.randomUUID().toString())
+                    .build());
+
+            assertThat(this.deliveries.lastError()).isNull();
+            assertThat(this.service.received).singleElement().satisfies(headers -> {
+                assertThat(headers.get(EventHeaders.EVENT_ID)).isEqualTo(event.eventId());
+                assertThat(headers).doesNotContainKey(EventHeaders.OCCURRED_AT);
             });
         }
     }

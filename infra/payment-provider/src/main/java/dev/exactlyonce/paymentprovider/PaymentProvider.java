@@ -34,7 +34,8 @@ import tools.jackson.databind.json.JsonMapper;
  *       "EUR", "reference": "..."}}: the first request with a key charges and answers {@code 201} with the charge;
  *       a repeated key with the same body answers the first answer again, with {@code Idempotent-Replayed: true};
  *       a repeated key while the first request is still being processed answers {@code 409}; a repeated key with
- *       another body answers {@code 422}; no key answers {@code 400}. Once a key is older than the key lifetime, it
+ *       another body answers {@code 422}; no key, or a currency it cannot charge ({@code XXX}, {@code XTS}), answers
+ *       {@code 400}. Once a key is older than the key lifetime, it
  *       is forgotten: a request with it charges again;
  *   <li>{@code GET /v1/charges}: every charge made, and how many charge requests were received;
  *       {@code GET /v1/charges?reference=...}: the charges of that reference (a search, as providers offer on their
@@ -53,6 +54,9 @@ public final class PaymentProvider implements AutoCloseable {
 
     /** How long a key is remembered unless told otherwise: Stripe's 24 hours. */
     public static final Duration DEFAULT_KEY_LIFETIME = Duration.ofHours(24);
+
+    /** ISO 4217's codes of no currency ({@code XXX}) and of tests ({@code XTS}): a charge in either answers 400. */
+    private static final Set<String> UNCHARGEABLE_CURRENCIES = Set.of("XXX", "XTS");
 
     private record Answer(int status, String body, JsonNode request, Instant at) {}
 
@@ -162,6 +166,10 @@ public final class PaymentProvider implements AutoCloseable {
             request.get("currency").asString();
         } catch (RuntimeException ex) {
             respond(exchange, 400, "{\"error\": \"expected {amount, currency, reference}\"}", false);
+            return;
+        }
+        if (UNCHARGEABLE_CURRENCIES.contains(request.get("currency").asString())) {
+            respond(exchange, 400, "{\"error\": \"the currency cannot be charged\"}", false);
             return;
         }
         Answer answer;
