@@ -11,6 +11,8 @@ import org.springframework.boot.context.properties.bind.Binder;
 import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.core.env.Environment;
+import org.springframework.messaging.support.ChannelInterceptor;
+import org.springframework.messaging.support.InterceptableChannel;
 import org.springframework.util.StringUtils;
 
 /**
@@ -50,14 +52,14 @@ public final class BinderConsumers {
      * @param eventNames the names of the events the binding's functions map; empty when they take events of any
      *     name
      */
-    void apply(Object binder, String bindingName, Set<String> eventNames) {
+    void apply(Object binder, String bindingName, Set<String> eventNames, InterceptableChannel errorChannel) {
         if (!(binder instanceof ExtendedPropertiesBinder<?, ?, ?> extended)) {
             return;
         }
         Object properties = extended.getExtendedConsumerProperties(bindingName);
         for (BinderConsumerDefaults<?> defaults : this.binders) {
             if (defaults.propertiesType().isInstance(properties)) {
-                apply(defaults, properties, new ConsumerBinding(extended, bindingName, eventNames));
+                apply(defaults, properties, new ConsumerBinding(extended, bindingName, eventNames, errorChannel));
                 return;
             }
         }
@@ -76,10 +78,25 @@ public final class BinderConsumers {
 
         private final Set<String> eventNames;
 
-        ConsumerBinding(ExtendedPropertiesBinder<?, ?, ?> binder, String name, Set<String> eventNames) {
+        private final InterceptableChannel errorChannel;
+
+        ConsumerBinding(
+                ExtendedPropertiesBinder<?, ?, ?> binder,
+                String name,
+                Set<String> eventNames,
+                InterceptableChannel errorChannel) {
             this.binder = binder;
             this.name = name;
             this.eventNames = eventNames;
+            this.errorChannel = errorChannel;
+        }
+
+        /**
+         * Adds a check of the binder's own to the binding's error channel, after the library's: it sees each failed
+         * message once the binder's handler (its dead-letter publisher) returned, and may fail the delivery then.
+         */
+        public void interceptErrors(ChannelInterceptor interceptor) {
+            this.errorChannel.addInterceptor(interceptor);
         }
 
         public String name() {

@@ -216,7 +216,8 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                             DeadLetterRecords.tableOf(this.properties.tableName())));
             this.recordsDeadLetters = true;
         }
-        this.binderConsumers.apply(binder, bindingName, binding.payloadTypes().eventNames());
+        this.binderConsumers.apply(
+                binder, bindingName, binding.payloadTypes().eventNames(), errorChannel(binder, bindingName));
         this.bindings.add(binding);
         logger.info(
                 "Guarding binding {} ({}): one transaction per {}, claims under scope '{}'{}, events {}",

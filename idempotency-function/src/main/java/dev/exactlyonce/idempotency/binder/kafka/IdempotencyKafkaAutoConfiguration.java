@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency.binder.kafka;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.guard.IdempotencyGuardAutoConfiguration;
+import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.jdbc.DatabaseProbe;
 import dev.exactlyonce.idempotency.outage.IdempotencyOutageAutoConfiguration;
 import dev.exactlyonce.idempotency.outage.Outage;
@@ -21,6 +22,7 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.core.env.Environment;
 import org.springframework.kafka.listener.CommonDelegatingErrorHandler;
 import org.springframework.kafka.listener.DefaultErrorHandler;
+import org.springframework.util.backoff.ExponentialBackOff;
 import org.springframework.util.backoff.FixedBackOff;
 
 /**
@@ -38,13 +40,23 @@ public class IdempotencyKafkaAutoConfiguration {
 
     @Bean
     KafkaConsumerDefaults idempotencyKafkaConsumerDefaults(
-            Environment environment, IdempotencyProperties properties, ObjectProvider<DataSource> dataSource) {
+            Environment environment,
+            IdempotencyProperties properties,
+            ObjectProvider<DataSource> dataSource,
+            KafkaDeadLetterSends deadLetterSends) {
         DataSource pool = dataSource.getIfUnique();
         return new KafkaConsumerDefaults(
                 Binder.get(environment),
                 environment,
                 properties.outage(),
-                pool != null ? DatabaseProbe.connectionWait(pool) : Duration.ZERO);
+                pool != null ? DatabaseProbe.connectionWait(pool) : Duration.ZERO,
+                deadLetterSends);
+    }
+
+    /** Watches the binder's producers for dead letters it could not publish (the binder applies it to each). */
+    @Bean
+    KafkaDeadLetterSends idempotencyKafkaDeadLetterSends() {
+        return new KafkaDeadLetterSends();
     }
 
     @Bean
@@ -73,10 +85,18 @@ public class IdempotencyKafkaAutoConfiguration {
             return kafkaErrorHandler(outage, new FixedBackOff(0, 9));
         }
 
+        /**
+         * A batch binding with a dead-letter topic: a batch given back is delivered again every second, without limit;
+         * one given back because a dead letter could not be published, after a back-off that grows to half a minute.
+         */
         @Bean(KafkaConsumerDefaults.BATCH_ERROR_HANDLER)
         @ConditionalOnMissingBean(name = KafkaConsumerDefaults.BATCH_ERROR_HANDLER)
-        DefaultErrorHandler idempotencyKafkaBatchErrorHandler() {
-            return new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS));
+        CommonDelegatingErrorHandler idempotencyKafkaBatchErrorHandler() {
+            CommonDelegatingErrorHandler handler = new CommonDelegatingErrorHandler(
+                    new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS)));
+            handler.addDelegate(KafkaDeadLetterSends.NotPublished.class, new DefaultErrorHandler(untilPublished()));
+            handler.setCauseChainTraversing(true);
+            return handler;
         }
 
         @Bean(KafkaConsumerDefaults.ERROR_HANDLER_WITHOUT_DLQ)
@@ -111,9 +131,21 @@ public class IdempotencyKafkaAutoConfiguration {
         private static DefaultErrorHandler kafkaErrorHandler(Outage outage, FixedBackOff otherwise) {
             DefaultErrorHandler handler = new DefaultErrorHandler(otherwise);
             FixedBackOff untilOver = new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS);
-            handler.setBackOffFunction((record, failure) ->
-                    outage.isOutage(failure) || OutageGiveBack.isGivenBack(failure) ? untilOver : null);
+            ExponentialBackOff untilPublished = untilPublished();
+            handler.setBackOffFunction((record, failure) -> {
+                if (Failures.find(failure, KafkaDeadLetterSends.NotPublished.class) != null) {
+                    return untilPublished;
+                }
+                return outage.isOutage(failure) || OutageGiveBack.isGivenBack(failure) ? untilOver : null;
+            });
             return handler;
+        }
+
+        /** A record whose dead letter could not be published: again after 1 s, then twice as long each time, up to 30 s. */
+        private static ExponentialBackOff untilPublished() {
+            ExponentialBackOff backOff = new ExponentialBackOff(1_000, 2.0);
+            backOff.setMaxInterval(30_000);
+            return backOff;
         }
     }
 }

@@ -31,6 +31,9 @@ import org.springframework.core.env.Environment;
  *       reaches the container is a batch given back during an outage (or a dead letter that could not be published),
  *       never one to skip; without a dead-letter topic, {@value #BATCH_ERROR_HANDLER_WITHOUT_DLQ} does the same for a
  *       batch given back and skips any other failure;
+ *   <li>a dead letter the binder could not publish, which it only logs ({@link KafkaDeadLetterSends}), fails the
+ *       delivery: the record (or its batch) is delivered again after a back-off that grows to half a minute, rather
+ *       than skipped, lost;
  *   <li>a hold during an outage that fits in the consumer's {@code max.poll.interval.ms}, or start-up fails; unset,
  *       the library sets it to the hold and a minute more, where the client's default (5 minutes) is shorter.
  * </ul>
@@ -81,15 +84,19 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
     /** How long the pool makes a transaction wait for a connection. */
     private final Duration connectionWait;
 
+    private final KafkaDeadLetterSends deadLetterSends;
+
     public KafkaConsumerDefaults(
             Binder configuration,
             Environment environment,
             IdempotencyProperties.Outage outage,
-            Duration connectionWait) {
+            Duration connectionWait,
+            KafkaDeadLetterSends deadLetterSends) {
         this.configuration = configuration;
         this.environment = environment;
         this.outage = outage;
         this.connectionWait = connectionWait;
+        this.deadLetterSends = deadLetterSends;
     }
 
     @Override
@@ -108,6 +115,9 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
                         + " dead-letter topic",
                 () -> consumer.setEnableDlq(true));
         setErrorHandler(consumer, binding);
+        if (consumer.isEnableDlq()) {
+            binding.interceptErrors(this.deadLetterSends.check(binding.name()));
+        }
         setDeadLetterSerializers(consumer, binding);
         fitHoldInPollInterval(consumer, binding);
     }
