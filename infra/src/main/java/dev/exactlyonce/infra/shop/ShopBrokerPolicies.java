@@ -12,11 +12,12 @@ import java.util.Map;
  *       not depend on the broker's version), so that a message no consumer can take (one whose headers the client
  *       cannot read closes the connection each time it is delivered) goes to the dead-letter queue after that many
  *       returns, and the messages behind it are delivered;
- *   <li>a service's dead-letter queue: at most {@link #DEAD_LETTER_BYTES} of messages, and a message past it refused
- *       ({@code reject-publish}), so that a user filling a dead-letter queue (any service may publish to its own
- *       dead-letter exchange, any publisher may send messages a service rejects) cannot raise the disk alarm that
- *       blocks every publisher of the broker; and no delivery limit, since a dead-letter queue, having no dead-letter
- *       exchange of its own, drops a message past it.
+ *   <li>a service's dead-letter queue: at most {@link #DEAD_LETTER_BYTES} of messages, and a message published past it
+ *       refused ({@code reject-publish}), so that a service publishing to its own dead-letter exchange cannot fill the
+ *       disk until the alarm blocks every publisher of the broker. The broker's own dead-lettering is not held by it: a
+ *       message the service rejects still reaches the queue, so no dead letter is lost (and a flood of messages a
+ *       service rejects is held by the disk alarm alone). No delivery limit: a dead-letter queue, having no
+ *       dead-letter exchange of its own, drops a message past it.
  * </ul>
  *
  * <p>{@code infra/rabbitmq/definitions.json} declares the same policies for the broker of {@code compose.yaml}.
