@@ -1,5 +1,7 @@
 package dev.exactlyonce.idempotency.guard;
 
+import dev.exactlyonce.idempotency.IdempotencyException;
+import dev.exactlyonce.idempotency.Printable;
 import dev.exactlyonce.idempotency.internal.Failures;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageChannel;
@@ -16,7 +18,8 @@ import org.springframework.messaging.support.ErrorMessage;
  * its cause's). This replaces the wrappers with one {@link MessagingException}, with no message of its own, whose
  * cause is the failure itself, for example
  * {@code NOT_JSON: the message body is not JSON: ...}; the original exception stays attached as a suppressed one, so
- * the recorded stack trace keeps every attempt.
+ * the recorded stack trace keeps every attempt. A failure whose text the library did not write is shown escaped and
+ * cut ({@link FailureText}).
  */
 final class RealCauseFirst implements ChannelInterceptor {
 
@@ -27,7 +30,8 @@ final class RealCauseFirst implements ChannelInterceptor {
         }
         Throwable failure = error.getPayload();
         Throwable real = Failures.real(failure);
-        if (real == failure || (real == failure.getCause() && failure.getMessage() == null)) {
+        Throwable shown = shown(real);
+        if (shown == real && (real == failure || (real == failure.getCause() && failure.getMessage() == null))) {
             return message;
         }
         Message<?> failed = failure instanceof MessagingException messaging && messaging.getFailedMessage() != null
@@ -35,9 +39,33 @@ final class RealCauseFirst implements ChannelInterceptor {
                 : error.getOriginalMessage();
         // No message of its own: binders record the cause's (RabbitMQ) or append it to this one's (Kafka).
         MessagingException reported = failed != null
-                ? new MessagingException(failed, null, real)
-                : new MessagingException((String) null, real);
+                ? new MessagingException(failed, null, shown)
+                : new MessagingException((String) null, shown);
         reported.addSuppressed(failure);
         return new ErrorMessage(reported, error.getHeaders(), error.getOriginalMessage());
+    }
+
+    /**
+     * The failure as the dead letter's {@code x-exception-message} shows it: the library's own as they are (a
+     * rejection's text is escaped and cut already); any other failure's text, which a business function or a
+     * dependency wrote (a payment provider's answer, quoted by an HTTP client's exception), escaped and cut by
+     * {@link Printable}, so that it forges no line in a log or a terminal that shows it, and holds no more than a line.
+     */
+    private static Throwable shown(Throwable real) {
+        String text = real.getMessage();
+        if (real instanceof IdempotencyException
+                || text == null
+                || Printable.of(text).equals(text)) {
+            return real;
+        }
+        return new FailureText(real);
+    }
+
+    /** A failure, shown by its type and its text escaped and cut; the failure itself is its cause. */
+    static final class FailureText extends RuntimeException {
+
+        FailureText(Throwable failure) {
+            super(failure.getClass().getName() + ": " + Printable.of(failure.getMessage()), failure, false, false);
+        }
     }
 }

@@ -202,6 +202,29 @@ class ForgedEventsOnRabbitIT {
     }
 
     /**
+     * A failure's text that the library did not write (a dependency's answer, quoted by its client's exception) is
+     * shown escaped and cut in the dead letter's reason: it forges no line where an operator reads it, and holds no
+     * more than one.
+     */
+    @Test
+    void aFailuresForeignTextIsEscapedAndCutInTheDeadLetter() {
+        EventEnvelope<ThingHappened> event = Things.thingHappened();
+        String answer = "the provider said: no\n2026-12-04T00:00:00Z ERROR forged line " + "x".repeat(10_000);
+        for (int attempt = 0; attempt < 3; attempt++) {
+            this.probe.failNextWith("recordThing", new IllegalStateException(answer));
+        }
+
+        rabbit.publish(DESTINATION, event);
+
+        assertThat(awaitDeadLetters(1).get(0).getProps().getHeaders().get("x-exception-message"))
+                .asString()
+                .startsWith("java.lang.IllegalStateException: the provider said: no\\u000a2026-12-04")
+                .doesNotContain("\n")
+                .hasSizeLessThan(300);
+        assertThat(amounts(event)).isEmpty();
+    }
+
+    /**
      * Whoever may write to the queue's replay exchange ({@code <queue>.replay}, which operators bind to the queue for
      * the dead-letter replay), or to the default exchange, sends a message of its own with the headers that record a
      * dead letter's first route: a replay's, the binder's republisher's, or the broker's own (a message it expired).
