@@ -17,9 +17,9 @@ import org.jspecify.annotations.Nullable;
 import tools.jackson.databind.json.JsonMapper;
 
 /**
- * Creates and deletes RabbitMQ users and policies, which AMQP cannot do: through the management HTTP API when the broker has it
- * (the broker of {@code compose.yaml}, a Testcontainers broker), or else with {@code rabbitmqctl} on this machine (a
- * local broker). Says what to do when neither is there.
+ * Creates and deletes RabbitMQ users and policies, which AMQP cannot do: through the management HTTP API when the
+ * broker has it (the broker of {@code compose.yaml}, a Testcontainers broker), or else with {@code rabbitmqctl} on this
+ * machine (a local broker). Says what to do when neither is there.
  */
 public final class BrokerAdministration {
 

@@ -141,7 +141,7 @@ public class IdempotencyKafkaAutoConfiguration {
             return handler;
         }
 
-        /** A record whose dead letter could not be published: again after 1 s, then twice as long each time, up to 30 s. */
+        /** A delivery whose dead letter was not published: again after 1 s, then twice as long, up to 30 s. */
         private static ExponentialBackOff untilPublished() {
             ExponentialBackOff backOff = new ExponentialBackOff(1_000, 2.0);
             backOff.setMaxInterval(30_000);

@@ -37,11 +37,11 @@ import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
 /**
- * README's minimal adoption on Kafka, with a CloudEvents producer as Kafka users have them: a topic named for its stream
- * ({@code things-ce}), not for the event, carrying CloudEvents in binary mode (the {@code ce_} headers the CloudEvents
- * SDK's Kafka binding writes, the data as the record's value). The binding declares which event types its topic may
- * carry ({@code idempotency.bindings.<binding>.routes[things-ce]}); the route check then takes those, each once, and
- * still refuses a type the topic may not carry.
+ * README's minimal adoption on Kafka, with a CloudEvents producer as Kafka users have them: a topic named for its
+ * stream ({@code things-ce}), not for the event, carrying CloudEvents in binary mode (the {@code ce_} headers the
+ * CloudEvents SDK's Kafka binding writes, the data as the record's value). The binding declares which event types its
+ * topic may carry ({@code idempotency.bindings.<binding>.routes[things-ce]}); the route check then takes those, each
+ * once, and still refuses a type the topic may not carry.
  */
 @SpringBootTest(
         classes = CloudEventsOnAStreamTopicOnKafkaIT.Service.class,
