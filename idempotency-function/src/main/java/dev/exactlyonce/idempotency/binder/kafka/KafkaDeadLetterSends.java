@@ -157,7 +157,11 @@ final class KafkaDeadLetterSends implements ClientFactoryCustomizer {
         Header topic = record.headers().lastHeader(KafkaMessageChannelBinder.X_ORIGINAL_TOPIC);
         Header partition = record.headers().lastHeader(KafkaMessageChannelBinder.X_ORIGINAL_PARTITION);
         Header offset = record.headers().lastHeader(KafkaMessageChannelBinder.X_ORIGINAL_OFFSET);
-        if (topic == null || partition == null || offset == null) {
+        if (topic == null
+                || partition == null
+                || partition.value().length != Integer.BYTES
+                || offset == null
+                || offset.value().length != Long.BYTES) {
             return null;
         }
         return new Origin(
