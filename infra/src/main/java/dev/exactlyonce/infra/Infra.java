@@ -56,7 +56,8 @@ public final class Infra {
               replay-dead-letters <queue> [--event-id <uuid>]... [--dry-run]
                   Move the dead letters of <queue>.dlq back to <queue>: all of them, or those of the given
                   event ids (repeat --event-id, or separate ids with commas; an id is read from the envelope,
-                  the message id, or the event_id or ce_id header). --dry-run lists them and moves nothing.
+                  the message id, or the event_id or ce_id header). --dry-run lists them and replays nothing
+                  (each listed dead letter goes to the back of <queue>.dlq, unchanged, in order).
                   Replaying an event the service already applied has no effect.
 
               outbox-parked [list | release <event id>... | skip <event id>... | release --all | skip --all]

@@ -97,6 +97,24 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
      */
     private void setRoutingKeys(RabbitConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
         if (binding.eventNames().isEmpty()
+                && this.routeCheck
+                && consumer.getBindingRoutingKey() == null
+                && !binding.isSet("binding-routing-key")
+                && !binding.partitioned()
+                && !consumer.isSuperStream()
+                && "topic".equals(consumer.getExchangeType())) {
+            // Fails closed: the binder would bind the queue with #.
+            throw new StartupRefusal(
+                    ("Binding %s: its functions name no event (their input type has no @EventName), and the service"
+                                    + " sets no binding-routing-key: its queue would be bound to the topic exchange"
+                                    + " with #, and take every event any publisher sends there, of any name")
+                            .formatted(binding.name()),
+                    ("Name the events the function takes (@EventName on its input type, or on each permitted type of"
+                                    + " a sealed one), or set %s.consumer.binding-routing-key to the routing keys its"
+                                    + " queue takes")
+                            .formatted(binding.prefix()));
+        }
+        if (binding.eventNames().isEmpty()
                 || !this.routeCheck
                 || consumer.getBindingRoutingKey() != null
                 || binding.isSet("binding-routing-key")

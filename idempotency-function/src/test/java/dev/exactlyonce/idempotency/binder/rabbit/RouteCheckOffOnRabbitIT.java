@@ -15,6 +15,8 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.UUID;
 import java.util.function.Consumer;
+import org.springframework.context.ConfigurableApplicationContext;
+import tools.jackson.databind.JsonNode;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
@@ -28,7 +30,8 @@ import org.springframework.test.context.DynamicPropertySource;
  * With the route check off (routing keys that are not event names), the library leaves the binder's binding of the
  * queue as it is ({@code #}): it binds a queue with the names of the events its functions map only where routing keys
  * are those names. Here an event routed under a key of its own still reaches the service. With the check on, a binder
- * whose routes the library cannot read is refused at start-up.
+ * whose routes the library cannot read is refused at start-up, and so is a function that names no event on a queue
+ * bound to nothing in particular.
  */
 @SpringBootTest(
         classes = RouteCheckOffOnRabbitIT.Service.class,
@@ -45,6 +48,12 @@ class RouteCheckOffOnRabbitIT {
         Consumer<ThingHappened> recordThing(JdbcTemplate jdbcTemplate) {
             return thing -> jdbcTemplate.update(
                     "INSERT INTO thing_effect (thing_id, amount) VALUES (?, ?)", thing.thingId(), thing.amount());
+        }
+
+        /** A function that names no event: its input is any JSON object. */
+        @Bean
+        Consumer<JsonNode> recordAnything() {
+            return payload -> {};
         }
     }
 
@@ -102,5 +111,43 @@ class RouteCheckOffOnRabbitIT {
                 .hasMessageContaining("not one whose routes the library reads")
                 .satisfies(refusal ->
                         assertThat(((StartupRefusal) refusal).action()).contains("route-check=false"));
+    }
+
+    /**
+     * With the check on, a function that names no event, on a queue the service does not bind itself, is refused at
+     * start-up: the binder would bind its queue with {@code #}, and it would take every event any publisher sends to the
+     * exchange. Bound by the service to the keys it takes, it starts.
+     */
+    @Test
+    void withTheCheckOnAFunctionThatNamesNoEventIsRefusedUnlessItsQueueIsBoundToWhatItTakes() {
+        String binding = "spring.cloud.stream.bindings.idempotencyGuardrecordAnything-in-0.";
+        String[] settings = {
+            "spring.config.name=minimal-service",
+            "spring.cloud.function.definition=idempotencyGuard|recordAnything",
+            binding + "destination=" + DESTINATION,
+            binding + "group=anything"
+        };
+        rabbit.deleteAtExit(DESTINATION + ".anything");
+
+        Throwable failure = Deployment.of(Service.class)
+                .on(TestPostgres.newDatabase("routecheckanything"))
+                .on(rabbit)
+                .with(settings)
+                .startupFailure();
+
+        assertThat(failure)
+                .isInstanceOf(StartupRefusal.class)
+                .hasMessageContaining("its functions name no event")
+                .satisfies(refusal -> assertThat(((StartupRefusal) refusal).action())
+                        .contains("binding-routing-key"));
+        try (ConfigurableApplicationContext bound = Deployment.of(Service.class)
+                .on(TestPostgres.newDatabase("routecheckanythingbound"))
+                .on(rabbit)
+                .with(settings)
+                .with("spring.cloud.stream.rabbit.bindings.idempotencyGuardrecordAnything-in-0.consumer"
+                        + ".binding-routing-key=" + ThingHappened.NAME)
+                .start()) {
+            assertThat(bound.isRunning()).isTrue();
+        }
     }
 }
