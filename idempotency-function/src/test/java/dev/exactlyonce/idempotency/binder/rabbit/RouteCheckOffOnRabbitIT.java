@@ -15,16 +15,16 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.UUID;
 import java.util.function.Consumer;
-import org.springframework.context.ConfigurableApplicationContext;
-import tools.jackson.databind.JsonNode;
 import org.junit.jupiter.api.Test;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.context.ConfigurableApplicationContext;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
+import tools.jackson.databind.JsonNode;
 
 /**
  * With the route check off (routing keys that are not event names), the library leaves the binder's binding of the
@@ -138,8 +138,8 @@ class RouteCheckOffOnRabbitIT {
         assertThat(failure)
                 .isInstanceOf(StartupRefusal.class)
                 .hasMessageContaining("its functions name no event")
-                .satisfies(refusal -> assertThat(((StartupRefusal) refusal).action())
-                        .contains("binding-routing-key"));
+                .satisfies(refusal ->
+                        assertThat(((StartupRefusal) refusal).action()).contains("binding-routing-key"));
         try (ConfigurableApplicationContext bound = Deployment.of(Service.class)
                 .on(TestPostgres.newDatabase("routecheckanythingbound"))
                 .on(rabbit)
