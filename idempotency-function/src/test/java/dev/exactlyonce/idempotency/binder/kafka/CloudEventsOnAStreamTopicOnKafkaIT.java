@@ -33,6 +33,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
 import org.springframework.kafka.test.EmbeddedKafkaBroker;
 import org.springframework.kafka.test.context.EmbeddedKafka;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -68,6 +69,9 @@ import org.springframework.test.context.DynamicPropertySource;
         })
 @EnableIdempotencyTestKit(testBinder = false)
 @Tag("kafka")
+// Its embedded broker stops with the class: the context must not stay cached, its consumers reconnecting to whichever
+// broker later takes that port, and taking part in another test's topic.
+@DirtiesContext
 class CloudEventsOnAStreamTopicOnKafkaIT {
 
     @Configuration(proxyBeanMethods = false)
