@@ -104,9 +104,6 @@ final class DeadLetterReplay {
                     waiting,
                     dryRun ? "would replay " : "replaying ",
                     eventIds.isEmpty() ? "all" : "event(s) " + eventIds);
-            if (dryRun) {
-                return list(channel, queue, waiting, eventIds);
-            }
             channel.confirmSelect();
             int replayed = 0;
             int kept = 0;
@@ -119,66 +116,42 @@ final class DeadLetterReplay {
                 boolean selected = isSelected(message, eventIds);
                 String refusal = selected ? refusal(message, queue) : null;
                 if (refusal != null) {
-                    this.out.printf("  refused %s: %s%n", describe(message, eventId(message)), refusal);
-                    selected = false;
-                }
-                move(channel, message, replayExchange(queue), selected ? queue : deadLetters, selected);
-                if (selected) {
-                    replayed++;
-                } else if (refusal != null) {
+                    this.out.printf(
+                            dryRun ? "  refuse %s (%s)%n" : "  refused %s: %s%n",
+                            describe(message, eventId(message)),
+                            refusal);
                     refused++;
+                } else if (selected) {
+                    replayed++;
                 } else {
                     kept++;
                 }
-                if ((taken + 1) % 100 == 0) {
+                if (dryRun && refusal == null) {
+                    this.out.printf("  %s %s%n", selected ? "replay" : "keep  ", describe(message, eventId(message)));
+                }
+                // A dry run moves each one to the back of its queue, unchanged, rather than hand it back: a return
+                // counts against a quorum queue's delivery limit (20 by default on RabbitMQ 4), past which a
+                // dead-letter
+                // queue, having no dead-letter exchange of its own, drops the message.
+                boolean replay = selected && refusal == null && !dryRun;
+                move(channel, message, replayExchange(queue), replay ? queue : deadLetters, replay);
+                if (!dryRun && (taken + 1) % 100 == 0) {
                     this.out.printf(
                             "  %d of %d: %d replayed, %d kept, %d refused%n",
                             taken + 1, waiting, replayed, kept, refused);
                 }
             }
-            this.out.printf(
-                    "Replayed %d message(s) to %s; %d kept in %s, and %d refused (left there)%n",
-                    replayed, queue, kept, deadLetters, refused);
+            if (dryRun) {
+                this.out.printf(
+                        "Would replay %d message(s); %d kept in %s, and %d refused%n",
+                        replayed, kept, deadLetters, refused);
+            } else {
+                this.out.printf(
+                        "Replayed %d message(s) to %s; %d kept in %s, and %d refused (left there)%n",
+                        replayed, queue, kept, deadLetters, refused);
+            }
             return new Result(replayed, kept, refused);
         }
-    }
-
-    /**
-     * Lists the dead letters once each, in order, and moves each, unchanged, to the back of its queue (through the
-     * replay exchange, as a kept one is moved by a replay): a dead letter handed back to a quorum queue instead would
-     * count against its delivery limit (20 by default on RabbitMQ 4), past which the queue drops it, having no
-     * dead-letter exchange of its own. A dry run that stops half-way leaves the ones it had not moved where they were.
-     */
-    private Result list(Channel channel, String queue, int waiting, Set<UUID> eventIds)
-            throws IOException, TimeoutException, InterruptedException {
-        String deadLetters = queue + ".dlq";
-        channel.confirmSelect();
-        int replayed = 0;
-        int kept = 0;
-        int refused = 0;
-        for (int taken = 0; taken < waiting; taken++) {
-            GetResponse message = channel.basicGet(deadLetters, false);
-            if (message == null) {
-                break;
-            }
-            boolean selected = isSelected(message, eventIds);
-            String refusal = selected ? refusal(message, queue) : null;
-            if (refusal != null) {
-                this.out.printf("  refuse %s (%s)%n", describe(message, eventId(message)), refusal);
-                refused++;
-            } else {
-                this.out.printf("  %s %s%n", selected ? "replay" : "keep  ", describe(message, eventId(message)));
-                if (selected) {
-                    replayed++;
-                } else {
-                    kept++;
-                }
-            }
-            move(channel, message, replayExchange(queue), deadLetters, false);
-        }
-        this.out.printf(
-                "Would replay %d message(s); %d kept in %s, and %d refused%n", replayed, kept, deadLetters, refused);
-        return new Result(replayed, kept, refused);
     }
 
     /**

@@ -11,17 +11,13 @@ import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.math.BigDecimal;
 import java.time.Duration;
 import java.time.Instant;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.function.Consumer;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.apache.kafka.common.header.internals.RecordHeader;
-import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -121,7 +117,8 @@ class CloudEventsOnAStreamTopicOnKafkaIT {
 
         await().atMost(Duration.ofSeconds(60))
                 .untilAsserted(() -> assertThat(amounts(thing)).containsExactly(new BigDecimal("2.500")));
-        ConsumerRecord<byte[], byte[]> deadLetter = firstDeadLetter();
+        ConsumerRecord<byte[], byte[]> deadLetter =
+                KafkaRecords.first(this.kafka, DEAD_LETTERS, Duration.ofSeconds(60));
         assertThat(new String(
                         deadLetter.headers().lastHeader("x-exception-message").value(), UTF_8))
                 .startsWith("ROUTE_MISMATCH: ")
@@ -153,27 +150,6 @@ class CloudEventsOnAStreamTopicOnKafkaIT {
                 "application/json");
         headers.forEach((name, value) -> record.headers().add(new RecordHeader(name, value.getBytes(UTF_8))));
         return record;
-    }
-
-    private ConsumerRecord<byte[], byte[]> firstDeadLetter() {
-        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(
-                Map.of(
-                        ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG,
-                        this.kafka.getBrokersAsString(),
-                        ConsumerConfig.GROUP_ID_CONFIG,
-                        "dead-letters-" + UUID.randomUUID(),
-                        ConsumerConfig.AUTO_OFFSET_RESET_CONFIG,
-                        "earliest"),
-                new ByteArrayDeserializer(),
-                new ByteArrayDeserializer())) {
-            consumer.subscribe(List.of(DEAD_LETTERS));
-            List<ConsumerRecord<byte[], byte[]>> records = new ArrayList<>();
-            await().atMost(Duration.ofSeconds(60)).until(() -> {
-                consumer.poll(Duration.ofMillis(200)).forEach(records::add);
-                return !records.isEmpty();
-            });
-            return records.get(0);
-        }
     }
 
     private List<BigDecimal> amounts(UUID thing) {

@@ -13,13 +13,10 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.function.Consumer;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.KafkaProducer;
 import org.apache.kafka.clients.producer.ProducerConfig;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.ByteArraySerializer;
 import org.apache.kafka.common.serialization.LongDeserializer;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -96,7 +93,7 @@ class StartupChecksOnKafkaIT {
             producer.send(new ProducerRecord<>(TOPIC, "thing-42", poison.getBytes(UTF_8)))
                     .get();
 
-            ConsumerRecord<byte[], byte[]> deadLetter = firstDeadLetter(kafka);
+            ConsumerRecord<byte[], byte[]> deadLetter = KafkaRecords.first(kafka, DEAD_LETTERS, Duration.ofSeconds(60));
 
             assertThat(new String(deadLetter.key(), UTF_8)).isEqualTo("thing-42");
             assertThat(new String(deadLetter.value(), UTF_8)).isEqualTo(poison);
@@ -226,28 +223,6 @@ class StartupChecksOnKafkaIT {
         // As arguments: the builder's properties are defaults, below application.yml's.
         return new SpringApplicationBuilder(Service.class)
                 .run(all.stream().map(property -> "--" + property).toArray(String[]::new));
-    }
-
-    private static ConsumerRecord<byte[], byte[]> firstDeadLetter(EmbeddedKafkaBroker kafka) {
-        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(
-                Map.of(
-                        ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG,
-                        kafka.getBrokersAsString(),
-                        ConsumerConfig.GROUP_ID_CONFIG,
-                        "dead-letters-" + UUID.randomUUID(),
-                        ConsumerConfig.AUTO_OFFSET_RESET_CONFIG,
-                        "earliest"),
-                new ByteArrayDeserializer(),
-                new ByteArrayDeserializer())) {
-            consumer.subscribe(List.of(DEAD_LETTERS));
-            long deadline = System.nanoTime() + Duration.ofSeconds(60).toNanos();
-            while (System.nanoTime() < deadline) {
-                for (ConsumerRecord<byte[], byte[]> record : consumer.poll(Duration.ofMillis(500))) {
-                    return record;
-                }
-            }
-        }
-        throw new AssertionError("Nothing reached " + DEAD_LETTERS + " within 60 s: the record was not dead-lettered");
     }
 
     private static List<String> messages(Throwable failure) {

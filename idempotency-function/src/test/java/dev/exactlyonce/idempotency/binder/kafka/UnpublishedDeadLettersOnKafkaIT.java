@@ -15,7 +15,6 @@ import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.math.BigDecimal;
 import java.time.Duration;
-import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -23,11 +22,7 @@ import java.util.function.Consumer;
 import org.apache.kafka.clients.admin.AdminClient;
 import org.apache.kafka.clients.admin.AdminClientConfig;
 import org.apache.kafka.clients.admin.NewTopic;
-import org.apache.kafka.clients.consumer.ConsumerConfig;
-import org.apache.kafka.clients.consumer.ConsumerRecord;
-import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.clients.producer.ProducerRecord;
-import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -129,7 +124,11 @@ class UnpublishedDeadLettersOnKafkaIT {
                     .get();
         }
 
-        assertThat(new String(firstDeadLetter().value(), UTF_8)).isEqualTo(poison);
+        assertThat(new String(
+                        KafkaRecords.first(this.kafka, DEAD_LETTERS, Duration.ofSeconds(90))
+                                .value(),
+                        UTF_8))
+                .isEqualTo(poison);
         await().atMost(Duration.ofSeconds(60))
                 .untilAsserted(() -> assertThat(amounts(next)).containsExactly(new BigDecimal("2.500")));
     }
@@ -147,27 +146,6 @@ class UnpublishedDeadLettersOnKafkaIT {
                 .filter(event -> event.getLevel() == Level.WARN)
                 .filter(event -> event.getFormattedMessage().startsWith("Could not publish the dead letter of"))
                 .count();
-    }
-
-    private ConsumerRecord<byte[], byte[]> firstDeadLetter() {
-        try (KafkaConsumer<byte[], byte[]> consumer = new KafkaConsumer<>(
-                Map.of(
-                        ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG,
-                        this.kafka.getBrokersAsString(),
-                        ConsumerConfig.GROUP_ID_CONFIG,
-                        "dead-letters-" + UUID.randomUUID(),
-                        ConsumerConfig.AUTO_OFFSET_RESET_CONFIG,
-                        "earliest"),
-                new ByteArrayDeserializer(),
-                new ByteArrayDeserializer())) {
-            consumer.subscribe(List.of(DEAD_LETTERS));
-            List<ConsumerRecord<byte[], byte[]>> records = new ArrayList<>();
-            await().atMost(Duration.ofSeconds(90)).until(() -> {
-                consumer.poll(Duration.ofMillis(200)).forEach(records::add);
-                return !records.isEmpty();
-            });
-            return records.get(0);
-        }
     }
 
     private List<BigDecimal> amounts(EventEnvelope<ThingHappened> event) {
