@@ -86,17 +86,13 @@ public class IdempotencyKafkaAutoConfiguration {
         }
 
         /**
-         * A batch binding with a dead-letter topic: a batch given back is delivered again every second, without limit;
-         * one given back because a dead letter could not be published, after a back-off that grows to half a minute.
+         * A batch binding with a dead-letter topic: a batch given back (during an outage, or because a dead letter could
+         * not be published) is delivered again every second, without limit.
          */
         @Bean(KafkaConsumerDefaults.BATCH_ERROR_HANDLER)
         @ConditionalOnMissingBean(name = KafkaConsumerDefaults.BATCH_ERROR_HANDLER)
-        CommonDelegatingErrorHandler idempotencyKafkaBatchErrorHandler() {
-            CommonDelegatingErrorHandler handler = new CommonDelegatingErrorHandler(
-                    new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS)));
-            handler.addDelegate(KafkaDeadLetterSends.NotPublished.class, new DefaultErrorHandler(untilPublished()));
-            handler.setCauseChainTraversing(true);
-            return handler;
+        DefaultErrorHandler idempotencyKafkaBatchErrorHandler() {
+            return new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS));
         }
 
         @Bean(KafkaConsumerDefaults.ERROR_HANDLER_WITHOUT_DLQ)

@@ -32,8 +32,8 @@ import org.springframework.core.env.Environment;
  *       never one to skip; without a dead-letter topic, {@value #BATCH_ERROR_HANDLER_WITHOUT_DLQ} does the same for a
  *       batch given back and skips any other failure;
  *   <li>a dead letter the binder could not publish, which it only logs ({@link KafkaDeadLetterSends}), fails the
- *       delivery: the record (or its batch) is delivered again after a back-off that grows to half a minute, rather
- *       than skipped, lost;
+ *       delivery: the record is delivered again after a back-off that grows to half a minute (a batch every
+ *       second), rather than skipped, lost;
  *   <li>a hold during an outage that fits in the consumer's {@code max.poll.interval.ms}, or start-up fails; unset,
  *       the library sets it to the hold and a minute more, where the client's default (5 minutes) is shorter.
  * </ul>

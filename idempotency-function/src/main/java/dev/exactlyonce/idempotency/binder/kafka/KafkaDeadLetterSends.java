@@ -38,7 +38,7 @@ import org.springframework.messaging.support.ChannelInterceptor;
  * and remembers each that failed by the record it came from. On the binding's error channel, once the binder's
  * handler returned, it fails the delivery of such a record ({@link NotPublished}): the container's error handler
  * delivers it again after a back-off that grows to half a minute, for as long as its dead letter cannot be published,
- * and each failure is said at WARN. A batch binding gives its batch back the same way.
+ * and each failure is said at WARN. A batch binding gives its batch back, delivered again every second.
  */
 final class KafkaDeadLetterSends implements ClientFactoryCustomizer {
 
