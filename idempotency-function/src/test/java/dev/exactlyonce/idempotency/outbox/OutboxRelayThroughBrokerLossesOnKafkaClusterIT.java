@@ -43,6 +43,7 @@ import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.transaction.support.TransactionTemplate;
@@ -58,6 +59,7 @@ import tools.jackson.databind.json.JsonMapper;
  * relay sees the brokers' absence rather than the producer waiting it out. The cluster is {@code KAFKA_CLUSTER} and
  * {@code KAFKA_CLUSTER_CONTROL}, as for the guard's Kafka cluster test.
  */
+@DirtiesContext
 @SpringBootTest(
         classes = OutboxRelayThroughBrokerLossesOnKafkaClusterIT.Service.class,
         properties = {"spring.cloud.stream.default-binder=kafka", "spring.cloud.function.definition="})

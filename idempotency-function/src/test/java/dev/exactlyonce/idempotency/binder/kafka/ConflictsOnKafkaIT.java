@@ -29,6 +29,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.DriverManagerDataSource;
 import org.springframework.kafka.test.EmbeddedKafkaBroker;
 import org.springframework.kafka.test.context.EmbeddedKafka;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -39,6 +40,7 @@ import org.springframework.test.context.DynamicPropertySource;
  * container's error handler must go on seeking back to it rather than count the give-backs as failures and skip the
  * record after ten. Once the lock is released, the event is applied once, nothing dead-lettered.
  */
+@DirtiesContext
 @SpringBootTest(
         classes = ConflictsOnKafkaIT.Service.class,
         properties = {

@@ -48,6 +48,7 @@ import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -59,6 +60,7 @@ import org.springframework.test.context.DynamicPropertySource;
  * again. Every event's effect is applied once, nothing reaches the dead-letter topic, and the group ends with no lag. The cluster is {@code KAFKA_CLUSTER} (its addresses) and {@code KAFKA_CLUSTER_CONTROL} (the command that acts
  * on its brokers, {@code infra/cluster.sh kafka}); {@code .ci/run} starts it and sets both.
  */
+@DirtiesContext
 @SpringBootTest(
         classes = NodeFaultsOnKafkaClusterIT.Service.class,
         properties = {
