@@ -10,6 +10,9 @@ public final class Failures {
 
     private Failures() {}
 
+    /** An exception that only carries its cause on to where it is handled: {@link #real} looks past it. */
+    public interface Wrapper {}
+
     /** The first exception of that type in the chain of causes, if any. */
     public static <T extends Throwable> @Nullable T find(Throwable failure, Class<T> type) {
         Throwable found = first(failure, type::isInstance);
@@ -37,11 +40,12 @@ public final class Failures {
 
     /**
      * The failure itself, below the wrappers the binder, the channels and the retry add around it: the first cause
-     * that is neither a {@link MessagingException} nor a {@link RetryException}, or the innermost one.
+     * that is neither a {@link MessagingException}, a {@link RetryException} nor a {@link Wrapper}, or the innermost
+     * one.
      */
     public static Throwable real(Throwable failure) {
         Throwable cause = failure;
-        while ((cause instanceof MessagingException || cause instanceof RetryException)
+        while ((cause instanceof MessagingException || cause instanceof RetryException || cause instanceof Wrapper)
                 && cause.getCause() != null
                 && cause.getCause() != cause) {
             cause = cause.getCause();

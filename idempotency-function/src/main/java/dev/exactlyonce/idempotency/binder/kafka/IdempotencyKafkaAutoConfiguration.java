@@ -95,6 +95,14 @@ public class IdempotencyKafkaAutoConfiguration {
             return new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS));
         }
 
+        /** A single-record binding on a transactional binder: {@link TransactionalGiveBacks}. */
+        @Bean(KafkaConsumerDefaults.TRANSACTIONAL_ERROR_HANDLER)
+        @ConditionalOnMissingBean(name = KafkaConsumerDefaults.TRANSACTIONAL_ERROR_HANDLER)
+        TransactionalGiveBacks idempotencyKafkaTransactionalErrorHandler(
+                Outage outage, IdempotencyProperties properties) {
+            return new TransactionalGiveBacks(outage, properties.conflicts());
+        }
+
         @Bean(KafkaConsumerDefaults.ERROR_HANDLER_WITHOUT_DLQ)
         @ConditionalOnMissingBean(name = KafkaConsumerDefaults.ERROR_HANDLER_WITHOUT_DLQ)
         DefaultErrorHandler idempotencyKafkaErrorHandlerWithoutDlq(Outage outage) {

@@ -30,7 +30,9 @@ import org.springframework.core.env.Environment;
  *       without limit: its failed records go to the dead-letter topic through the binding's error channel, so what
  *       reaches the container is a batch given back during an outage (or a dead letter that could not be published),
  *       never one to skip; without a dead-letter topic, {@value #BATCH_ERROR_HANDLER_WITHOUT_DLQ} does the same for a
- *       batch given back and skips any other failure;
+ *       batch given back and skips any other failure. A single-record binding on a transactional binder gets
+ *       {@value #TRANSACTIONAL_ERROR_HANDLER} ({@link TransactionalGiveBacks}), which gives back outages and
+ *       conflicts and leaves every other failure to the binder's after-rollback processor;
  *   <li>a dead letter the binder could not publish, which it only logs ({@link KafkaDeadLetterSends}), fails the
  *       delivery: the record is delivered again after a back-off that grows to half a minute (a batch every
  *       second), rather than skipped, lost;
@@ -55,6 +57,9 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
 
     /** The bean name of the error handler of guarded bindings without a dead-letter topic. */
     public static final String ERROR_HANDLER_WITHOUT_DLQ = "idempotencyKafkaErrorHandlerWithoutDlq";
+
+    /** The bean name of the error handler of guarded single-record bindings on a transactional binder. */
+    public static final String TRANSACTIONAL_ERROR_HANDLER = "idempotencyKafkaTransactionalErrorHandler";
 
     private static final String BINDER = "spring.cloud.stream.kafka.binder";
 
@@ -114,7 +119,7 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
                         + " offset (events published while the service is down are never read) and gets no"
                         + " dead-letter topic",
                 () -> consumer.setEnableDlq(true));
-        setErrorHandler(consumer, binding);
+        setErrorHandler(consumer, binding, transactional(consumer));
         if (consumer.isEnableDlq()) {
             binding.interceptErrors(this.deadLetterSends.check(binding.name()));
         }
@@ -123,8 +128,13 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
     }
 
     /** The error handler (see the class's description), unless the binding names its own. */
-    private static void setErrorHandler(KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+    private static void setErrorHandler(
+            KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding, boolean transactional) {
         if (consumer.getCommonErrorHandlerBeanName() != null) {
+            return;
+        }
+        if (transactional && !binding.batch()) {
+            consumer.setCommonErrorHandlerBeanName(TRANSACTIONAL_ERROR_HANDLER);
             return;
         }
         boolean deadLetters = consumer.isEnableDlq();
@@ -150,9 +160,7 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
         }
         Map<String, String> producer = consumer.getDlqProducerProperties().getConfiguration();
         Map<String, String> reader = consumer.getConfiguration();
-        boolean transactional = this.configuration
-                .bind(BINDER + ".transaction.transaction-id-prefix", String.class)
-                .isBound();
+        boolean transactional = binderTransactions();
         for (String part : List.of("key", "value")) {
             String serializer = part + ".serializer";
             if (transactional) {
@@ -192,6 +200,18 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
             }
             producer.put(serializer, DEAD_LETTER_SERIALIZER);
         }
+    }
+
+    /** Whether the binder runs the binding's records in Kafka transactions: its own, or a manager the binding names. */
+    private boolean transactional(KafkaConsumerProperties consumer) {
+        return consumer.getTransactionManager() != null || binderTransactions();
+    }
+
+    /** Whether the binder has a transaction manager of its own, whose producer writes the dead letters. */
+    private boolean binderTransactions() {
+        return this.configuration
+                .bind(BINDER + ".transaction.transaction-id-prefix", String.class)
+                .isBound();
     }
 
     /**

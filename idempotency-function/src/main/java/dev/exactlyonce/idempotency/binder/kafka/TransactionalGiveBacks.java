@@ -1,0 +1,227 @@
+package dev.exactlyonce.idempotency.binder.kafka;
+
+import dev.exactlyonce.idempotency.IdempotencyProperties;
+import dev.exactlyonce.idempotency.internal.Backoff;
+import dev.exactlyonce.idempotency.internal.Failures;
+import dev.exactlyonce.idempotency.outage.DatabaseOutageClassifier;
+import dev.exactlyonce.idempotency.outage.Outage;
+import dev.exactlyonce.idempotency.outage.OutageGiveBack;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import org.apache.kafka.clients.consumer.Consumer;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.springframework.core.log.LogAccessor;
+import org.springframework.kafka.KafkaException;
+import org.springframework.kafka.listener.AbstractMessageListenerContainer;
+import org.springframework.kafka.listener.AfterRollbackProcessor;
+import org.springframework.kafka.listener.CommonErrorHandler;
+import org.springframework.kafka.listener.ConcurrentMessageListenerContainer;
+import org.springframework.kafka.listener.ContainerProperties;
+import org.springframework.kafka.listener.ListenerExecutionFailedException;
+import org.springframework.kafka.listener.ListenerUtils;
+import org.springframework.kafka.listener.MessageListenerContainer;
+import org.springframework.kafka.listener.SeekUtils;
+
+/**
+ * The error handler of a guarded single-record binding on a transactional Kafka binder. There the container runs each
+ * record in a Kafka transaction, and a failure reaches the binding's error channel (where the library's give-backs are)
+ * only once the binder's after-rollback processor has counted {@code max-attempts} rolled-back transactions of the
+ * record, and then the record is dead-lettered or skipped. So the give-backs are decided here, in the record's
+ * transaction, before it rolls back; the container then seeks back to the record:
+ *
+ * <ul>
+ *   <li>an outage (or a delivery the library gave back) is tried again after a second, without limit;
+ *   <li>a conflict with another transaction is tried again after {@code idempotency.conflicts.first-hold}, doubling up
+ *       to {@code longest-hold}, up to {@code max-give-backs} times; after that it fails as any record does (as on
+ *       other bindings, where {@code ConflictGiveBack} does the same);
+ *   <li>any other failure is left to the binder's after-rollback processor, which counts it against
+ *       {@code max-attempts}, then dead-letters the record through the binding's error channel.
+ * </ul>
+ *
+ * <p>A give-back ends the transaction with a {@link GivenBack}, which the after-rollback processor is not handed (it
+ * would count it, and with {@code max-attempts} 1 dead-letter the record at once), and which the container logs, at
+ * ERROR as it logs every rolled-back transaction, in one line that says why, without a stack trace. Nothing is skipped
+ * here: Spring Kafka's {@code DefaultErrorHandler}, in a transaction, commits the offset of a record it gave up on,
+ * neither applied nor dead-lettered.
+ */
+final class TransactionalGiveBacks implements CommonErrorHandler {
+
+    private static final LogAccessor logger = new LogAccessor(TransactionalGiveBacks.class);
+
+    private static final Duration OUTAGE_HOLD = Duration.ofSeconds(1);
+
+    /** How many records' conflicts are remembered (the last ones to conflict). */
+    private static final int REMEMBERED = 10_000;
+
+    private final Outage outage;
+
+    private final IdempotencyProperties.Conflicts conflicts;
+
+    /** How many times each record conflicted, by group, partition and offset. */
+    private final Map<String, Integer> conflicted = new LinkedHashMap<>(16, 0.75f, true) {
+        @Override
+        protected boolean removeEldestEntry(Map.Entry<String, Integer> eldest) {
+            return size() > REMEMBERED;
+        }
+    };
+
+    TransactionalGiveBacks(Outage outage, IdempotencyProperties.Conflicts conflicts) {
+        this.outage = outage;
+        this.conflicts = conflicts;
+    }
+
+    @Override
+    public boolean seeksAfterHandling() {
+        return true;
+    }
+
+    /**
+     * Seeks back to every record the poll left, and ends the record's transaction with an exception: the container
+     * rolls it back and hands the records to the after-rollback processor, unless they were given back.
+     */
+    @Override
+    public void handleRemaining(
+            Exception thrown,
+            List<ConsumerRecord<?, ?>> records,
+            Consumer<?, ?> consumer,
+            MessageListenerContainer container) {
+        SeekUtils.doSeeks(records, consumer, thrown, false, (record, failure) -> false, logger);
+        RuntimeException end = end(thrown, records.get(0), container);
+        if (end instanceof GivenBack givenBack) {
+            givenBacksFirst(container);
+            try {
+                // On the consumer thread, as the binder's back-off would: at once, it would fail the same way.
+                ListenerUtils.stoppableSleep(container, givenBack.hold.toMillis());
+            } catch (InterruptedException ex) {
+                Thread.currentThread().interrupt();
+            }
+        }
+        throw end;
+    }
+
+    private RuntimeException end(Exception thrown, ConsumerRecord<?, ?> record, MessageListenerContainer container) {
+        String cause = Failures.root(thrown).toString();
+        if (this.outage.isOutage(thrown) || OutageGiveBack.isGivenBack(thrown)) {
+            return new GivenBack(
+                    "A dependency is unavailable (%s): given back to be delivered again".formatted(cause), OUTAGE_HOLD);
+        }
+        if (!DatabaseOutageClassifier.isConflict(thrown)) {
+            return new OwnFailure(thrown);
+        }
+        int times =
+                count(container.getGroupId() + " " + record.topic() + "-" + record.partition() + "@" + record.offset());
+        if (times <= this.conflicts.maxGiveBacks()) {
+            return new GivenBack(
+                    "A conflict with another transaction (%s), %d of %d: given back to be delivered again"
+                            .formatted(cause, times, this.conflicts.maxGiveBacks()),
+                    Backoff.after(times, this.conflicts.firstHold(), this.conflicts.longestHold()));
+        }
+        logger.warn(() -> ("A record of group %s conflicted with other transactions on every attempt of %d tries; it"
+                        + " fails as any record does (idempotency.conflicts.max-give-backs=%d)")
+                .formatted(container.getGroupId(), times, this.conflicts.maxGiveBacks()));
+        // Its cause told, not chained: on the error channel, a conflict would be given back again.
+        return new KafkaException(
+                "A conflict with another transaction on each of %d tries: %s".formatted(times, cause),
+                KafkaException.Level.DEBUG,
+                null);
+    }
+
+    /** How many times the record conflicted, this one included; forgotten once past the limit. */
+    private int count(String record) {
+        synchronized (this.conflicted) {
+            int times = this.conflicted.merge(record, 1, Integer::sum);
+            if (times > this.conflicts.maxGiveBacks()) {
+                this.conflicted.remove(record);
+            }
+            return times;
+        }
+    }
+
+    /**
+     * Puts {@link GivenBacksFirst} before the binder's after-rollback processor, in the container and its consumers
+     * (each takes the processor its container had when it started): the binder makes the container, and calls no hook
+     * of the library's with it. Done on the consumer thread that then runs the processor.
+     */
+    private static void givenBacksFirst(MessageListenerContainer container) {
+        List<MessageListenerContainer> containers = new ArrayList<>(List.of(container));
+        if (container instanceof ConcurrentMessageListenerContainer<?, ?> concurrent) {
+            containers.addAll(concurrent.getContainers());
+        }
+        for (MessageListenerContainer each : containers) {
+            if (each instanceof AbstractMessageListenerContainer<?, ?> listeners
+                    && !(listeners.getAfterRollbackProcessor() instanceof GivenBacksFirst<?, ?>)) {
+                putFirst(listeners);
+            }
+        }
+    }
+
+    @SuppressWarnings({"rawtypes", "unchecked"})
+    private static void putFirst(AbstractMessageListenerContainer listeners) {
+        listeners.setAfterRollbackProcessor(new GivenBacksFirst<>(listeners.getAfterRollbackProcessor()));
+    }
+
+    /**
+     * Ends the transaction of a record given back: one line where the container logs it, without a stack trace.
+     */
+    static final class GivenBack extends KafkaException {
+
+        private final transient Duration hold;
+
+        GivenBack(String message, Duration hold) {
+            super(message, Level.DEBUG, null);
+            this.hold = hold;
+        }
+
+        @Override
+        public synchronized Throwable fillInStackTrace() {
+            return this;
+        }
+    }
+
+    /**
+     * Ends the transaction of a record that failed for a reason of its own, with the failure as its cause: the container
+     * logs it, stack trace and all, and the dead letter shows the failure, not the wrappers around it.
+     */
+    static final class OwnFailure extends KafkaException implements Failures.Wrapper {
+
+        OwnFailure(Exception thrown) {
+            super(
+                    "A failure of the record's own",
+                    Level.DEBUG,
+                    Failures.real(
+                            thrown instanceof ListenerExecutionFailedException listener && listener.getCause() != null
+                                    ? listener.getCause()
+                                    : thrown));
+        }
+    }
+
+    /** Hands the binder's after-rollback processor every rolled-back record but one given back (already sought). */
+    private record GivenBacksFirst<K, V>(AfterRollbackProcessor<K, V> binders) implements AfterRollbackProcessor<K, V> {
+
+        @Override
+        public void process(
+                List<ConsumerRecord<K, V>> records,
+                Consumer<K, V> consumer,
+                MessageListenerContainer container,
+                Exception exception,
+                boolean recoverable,
+                ContainerProperties.EOSMode eosMode) {
+            if (!(exception instanceof GivenBack)) {
+                this.binders.process(records, consumer, container, exception, recoverable, eosMode);
+            }
+        }
+
+        @Override
+        public void clearThreadState() {
+            this.binders.clearThreadState();
+        }
+
+        @Override
+        public boolean isProcessInTransaction() {
+            return this.binders.isProcessInTransaction();
+        }
+    }
+}
