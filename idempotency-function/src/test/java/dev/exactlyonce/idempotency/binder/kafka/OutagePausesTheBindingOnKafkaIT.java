@@ -17,6 +17,7 @@ import java.util.function.Consumer;
 import java.util.stream.IntStream;
 import org.apache.kafka.clients.producer.ProducerRecord;
 import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -84,8 +85,17 @@ class OutagePausesTheBindingOnKafkaIT {
 
     private static final TestDatabase database = TestPostgres.newDatabase("kafkapause");
 
-    private static final TcpProxy postgres =
-            TcpProxy.to(TestPostgres.server().host(), TestPostgres.server().port());
+    /**
+     * Made for each class, before its context (a subclass runs the test again on another context, after this class
+     * closed its own proxy, or before).
+     */
+    private static TcpProxy postgres;
+
+    @BeforeAll
+    static void proxy() {
+        postgres =
+                TcpProxy.to(TestPostgres.server().host(), TestPostgres.server().port());
+    }
 
     @DynamicPropertySource
     static void database(DynamicPropertyRegistry registry) {
