@@ -43,7 +43,8 @@ import org.springframework.kafka.listener.SeekUtils;
  *
  * <p>A give-back ends the transaction with a {@link GivenBack}, which the after-rollback processor is not handed (it
  * would count it, and with {@code max-attempts} 1 dead-letter the record at once), and which the container logs, at
- * ERROR as it logs every rolled-back transaction, in one line that says why, without a stack trace. Nothing is skipped
+ * ERROR as it logs every rolled-back transaction: its line and the exception's, which says why, without a stack
+ * trace. Nothing is skipped
  * here: Spring Kafka's {@code DefaultErrorHandler}, in a transaction, commits the offset of a record it gave up on,
  * neither applied nor dead-lettered.
  */
@@ -79,8 +80,10 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
     }
 
     /**
-     * Seeks back to every record the poll left, and ends the record's transaction with an exception: the container
-     * rolls it back and hands the records to the after-rollback processor, unless they were given back.
+     * Ends the record's transaction with an exception, which the container rolls back. A record given back is sought
+     * back to here, with the rest of the poll; for any other failure only the rest of the poll is (the container hands
+     * the after-rollback processor the failed record alone), and the processor seeks back to the record or, once it
+     * dead-lettered it, commits past it.
      */
     @Override
     public void handleRemaining(
@@ -88,8 +91,14 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
             List<ConsumerRecord<?, ?>> records,
             Consumer<?, ?> consumer,
             MessageListenerContainer container) {
-        SeekUtils.doSeeks(records, consumer, thrown, false, (record, failure) -> false, logger);
         RuntimeException end = end(thrown, records.get(0), container);
+        SeekUtils.doSeeks(
+                end instanceof GivenBack ? records : records.subList(1, records.size()),
+                consumer,
+                thrown,
+                false,
+                (record, failure) -> false,
+                logger);
         if (end instanceof GivenBack givenBack) {
             givenBacksFirst(container);
             try {
@@ -129,14 +138,13 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
                 null);
     }
 
-    /** How many times the record conflicted, this one included; forgotten once past the limit. */
+    /**
+     * How many times the record conflicted, this one included. Kept past the limit, while the after-rollback processor
+     * counts the record's attempts (else each of them would start the give-backs again); the oldest are forgotten.
+     */
     private int count(String record) {
         synchronized (this.conflicted) {
-            int times = this.conflicted.merge(record, 1, Integer::sum);
-            if (times > this.conflicts.maxGiveBacks()) {
-                this.conflicted.remove(record);
-            }
-            return times;
+            return this.conflicted.merge(record, 1, Integer::sum);
         }
     }
 

@@ -1,5 +1,10 @@
 package dev.exactlyonce.idempotency.binder.kafka;
 
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import java.time.Duration;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
 import org.springframework.test.context.TestPropertySource;
 
@@ -17,4 +22,14 @@ import org.springframework.test.context.TestPropertySource;
                     + TransactionalKafkaBinder.SERIALIZER
         })
 @Tag("kafka")
-class CloudEventsOnATransactionalKafkaBinderIT extends CloudEventsOnAStreamTopicOnKafkaIT {}
+class CloudEventsOnATransactionalKafkaBinderIT extends CloudEventsOnAStreamTopicOnKafkaIT {
+
+    /** The refused record is dead-lettered once, and its offset committed: not delivered again. */
+    @AfterEach
+    void deadLetteredOnce() {
+        await().during(Duration.ofSeconds(3))
+                .atMost(Duration.ofSeconds(5))
+                .untilAsserted(() -> assertThat(TransactionalKafkaBinder.records(this.kafka, DEAD_LETTERS))
+                        .isEqualTo(1));
+    }
+}

@@ -1,5 +1,7 @@
 package dev.exactlyonce.idempotency.binder.kafka;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -26,7 +28,10 @@ import org.springframework.test.context.TestPropertySource;
 class ConflictsOnATransactionalKafkaBinderIT extends ConflictsOnKafkaIT {
 
     @AfterEach
-    void eachGiveBackLoggedWithoutAStackTrace(CapturedOutput output) {
+    void nothingDeadLetteredAndEachGiveBackLoggedWithoutAStackTrace(CapturedOutput output) {
+        assertThat(TransactionalKafkaBinder.records(this.kafka, DEAD_LETTERS))
+                .as("dead-lettered")
+                .isZero();
         TransactionalKafkaBinder.assertGiveBacksLoggedWithoutStackTraces(output);
     }
 }

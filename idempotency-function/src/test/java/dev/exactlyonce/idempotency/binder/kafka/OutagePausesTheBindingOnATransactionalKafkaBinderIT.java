@@ -1,5 +1,7 @@
 package dev.exactlyonce.idempotency.binder.kafka;
 
+import static org.assertj.core.api.Assertions.assertThat;
+
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.extension.ExtendWith;
@@ -27,7 +29,10 @@ import org.springframework.test.context.TestPropertySource;
 class OutagePausesTheBindingOnATransactionalKafkaBinderIT extends OutagePausesTheBindingOnKafkaIT {
 
     @AfterEach
-    void eachGiveBackLoggedWithoutAStackTrace(CapturedOutput output) {
+    void nothingDeadLetteredAndEachGiveBackLoggedWithoutAStackTrace(CapturedOutput output) {
+        assertThat(TransactionalKafkaBinder.records(this.kafka, "error." + TOPIC + ".kafka-pause"))
+                .as("dead-lettered (to the binder's default dead-letter topic)")
+                .isZero();
         TransactionalKafkaBinder.assertGiveBacksLoggedWithoutStackTraces(output);
     }
 }
