@@ -36,6 +36,8 @@ CREATE TABLE processed_event_dead_letter (
     event_name       VARCHAR(255) NOT NULL,
     body_sha256      BINARY(32)   NOT NULL,
     dead_lettered_at TIMESTAMP(6) NOT NULL DEFAULT CURRENT_TIMESTAMP(6),
+    -- When a replay of it was applied: a dead letter no longer waiting (a copy of the replay is still taken).
+    taken_back_at    TIMESTAMP(6) NULL DEFAULT NULL,
     PRIMARY KEY (binding, event_id, event_name, body_sha256),
     INDEX processed_event_dl_at_idx (dead_lettered_at)
 ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_nopad_bin;

@@ -35,6 +35,8 @@ CREATE TABLE processed_event_dead_letter (
     event_name       text        NOT NULL,
     body_sha256      bytea       NOT NULL,
     dead_lettered_at timestamptz NOT NULL DEFAULT now(),
+    -- When a replay of it was applied: a dead letter no longer waiting (a copy of the replay is still taken).
+    taken_back_at    timestamptz,
     CONSTRAINT processed_event_dead_letter_pkey PRIMARY KEY (binding, event_id, event_name, body_sha256)
 );
 

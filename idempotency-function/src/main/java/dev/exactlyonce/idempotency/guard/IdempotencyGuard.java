@@ -325,11 +325,12 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
 
     /**
      * Refuses a dead letter moved back to its queue unless the binding dead-lettered that event, with that body,
-     * within the dead letters' retention: only then is its route one the broker vouched for.
+     * within the dead letters' retention: only then is its route one the broker vouched for. Its record is marked
+     * taken back in the message's transaction.
      */
     private void checkRecorded(IncomingEvent event, byte[] body, GuardedBinding binding) {
         UUID eventId = event.eventId();
-        if (eventId == null || !this.deadLetters.recorded(binding.bindingName(), eventId, event.eventName(), body)) {
+        if (eventId == null || !this.deadLetters.takeBack(binding.bindingName(), eventId, event.eventName(), body)) {
             throw unrecorded(event);
         }
     }

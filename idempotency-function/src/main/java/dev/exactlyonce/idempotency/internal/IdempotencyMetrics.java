@@ -4,6 +4,7 @@ import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
 import io.micrometer.observation.ObservationRegistry;
 import java.time.Duration;
 import java.time.Instant;
+import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.ObjectProvider;
 
 /**
@@ -72,4 +73,10 @@ public interface IdempotencyMetrics {
 
     /** The rows parked now, as the relay last saw them. */
     default void outboxParked(long rows) {}
+
+    /**
+     * The dead letters still waiting to be replayed, as the purge last saw them, and when the oldest was dead-lettered
+     * ({@code null} when none waits).
+     */
+    default void deadLettersWaiting(long count, @Nullable Instant oldest) {}
 }

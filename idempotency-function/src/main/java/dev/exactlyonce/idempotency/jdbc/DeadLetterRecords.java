@@ -2,9 +2,13 @@ package dev.exactlyonce.idempotency.jdbc;
 
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.sql.Timestamp;
 import java.time.Duration;
+import java.time.Instant;
+import java.util.Objects;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
+import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
@@ -23,7 +27,9 @@ public final class DeadLetterRecords {
 
     private final String record;
 
-    private final String recorded;
+    private final String takeBack;
+
+    private final String waiting;
 
     private final String purge;
 
@@ -34,14 +40,30 @@ public final class DeadLetterRecords {
      * @param record the dialect's statements, each with {@code %s} for the records' table
      */
     DeadLetterRecords(
-            JdbcTemplate jdbc, String table, Duration retention, String record, String recorded, String purge) {
+            JdbcTemplate jdbc,
+            String table,
+            Duration retention,
+            String record,
+            String takeBack,
+            String waiting,
+            String purge) {
         String records = tableOf(table);
         this.jdbc = jdbc;
         this.retention = retention;
         this.record = record.formatted(records);
-        this.recorded = recorded.formatted(records);
+        this.takeBack = takeBack.formatted(records);
+        this.waiting = waiting.formatted(records);
         this.purge = purge.formatted(records);
     }
+
+    /**
+     * The dead letters still waiting to be replayed: recorded within the dead-letters' retention, no replay of them
+     * applied yet (or discarded, which the records cannot tell).
+     *
+     * @param count how many
+     * @param oldest when the oldest was dead-lettered; {@code null} when none waits
+     */
+    public record Waiting(long count, @Nullable Instant oldest) {}
 
     /** The table of a table of claims' dead letters. */
     public static String tableOf(String tableName) {
@@ -53,10 +75,29 @@ public final class DeadLetterRecords {
         this.jdbc.update(this.record, binding, eventId.toString(), eventName, sha256(body));
     }
 
-    /** Whether the binding dead-lettered the event with that body, within the dead-letters' retention. */
-    public boolean recorded(String binding, UUID eventId, String eventName, byte[] body) {
-        return Boolean.TRUE.equals(this.jdbc.queryForObject(
-                this.recorded, Boolean.class, binding, eventId.toString(), eventName, sha256(body), micros()));
+    /**
+     * Whether the binding dead-lettered the event with that body, within the dead-letters' retention; if so, marks it
+     * taken back, in the caller's transaction: once that commits, the dead letter no longer waits. A copy of the
+     * replay is still vouched for (and then discarded as a copy).
+     */
+    public boolean takeBack(String binding, UUID eventId, String eventName, byte[] body) {
+        return this.jdbc.update(this.takeBack, binding, eventId.toString(), eventName, sha256(body), micros()) > 0;
+    }
+
+    /** The dead letters still waiting to be replayed. */
+    public Waiting waiting() {
+        return Objects.requireNonNull(this.jdbc.queryForObject(
+                this.waiting,
+                (row, n) -> {
+                    Timestamp oldest = row.getTimestamp(2);
+                    return new Waiting(row.getLong(1), oldest != null ? oldest.toInstant() : null);
+                },
+                micros()));
+    }
+
+    /** How long a dead letter can wait and still be taken back. */
+    public Duration retention() {
+        return this.retention;
     }
 
     /** Deletes the records older than the dead-letters' retention; the rows deleted. */

@@ -85,9 +85,14 @@ public final class MariaDbDialect implements Dialect {
             INSERT INTO %s (binding, event_id, event_name, body_sha256) VALUES (?, ?, ?, ?)
             ON DUPLICATE KEY UPDATE binding = binding""";
 
-    private static final String DEAD_LETTER_RECORDED = """
-            SELECT EXISTS (SELECT 1 FROM %s WHERE binding = ? AND event_id = ? AND event_name = ?
-                AND body_sha256 = ? AND dead_lettered_at > NOW(6) - INTERVAL ? MICROSECOND)""";
+    /** The driver answers the rows the update found, not only those it changed (unless useAffectedRows is set). */
+    private static final String TAKE_BACK_DEAD_LETTER = """
+            UPDATE %s SET taken_back_at = NOW(6) WHERE binding = ? AND event_id = ? AND event_name = ?
+                AND body_sha256 = ? AND dead_lettered_at > NOW(6) - INTERVAL ? MICROSECOND""";
+
+    private static final String DEAD_LETTERS_WAITING = """
+            SELECT COUNT(*), MIN(dead_lettered_at) FROM %s
+            WHERE taken_back_at IS NULL AND dead_lettered_at > NOW(6) - INTERVAL ? MICROSECOND""";
 
     private static final String PURGE_DEAD_LETTERS = """
             DELETE FROM %s WHERE dead_lettered_at < NOW(6) - INTERVAL ? MICROSECOND""";
@@ -161,7 +166,13 @@ public final class MariaDbDialect implements Dialect {
     @Override
     public DeadLetterRecords deadLetters(JdbcTemplate jdbc, String table, Duration retention) {
         return new DeadLetterRecords(
-                jdbc, table, retention, RECORD_DEAD_LETTER, DEAD_LETTER_RECORDED, PURGE_DEAD_LETTERS);
+                jdbc,
+                table,
+                retention,
+                RECORD_DEAD_LETTER,
+                TAKE_BACK_DEAD_LETTER,
+                DEAD_LETTERS_WAITING,
+                PURGE_DEAD_LETTERS);
     }
 
     @Override

@@ -59,9 +59,13 @@ public final class PostgresDialect implements Dialect {
             INSERT INTO %s (binding, event_id, event_name, body_sha256) VALUES (?, ?::uuid, ?, ?)
             ON CONFLICT DO NOTHING""";
 
-    private static final String DEAD_LETTER_RECORDED = """
-            SELECT EXISTS (SELECT 1 FROM %s WHERE binding = ? AND event_id = ?::uuid AND event_name = ?
-                AND body_sha256 = ? AND dead_lettered_at > now() - ? * interval '1 microsecond')""";
+    private static final String TAKE_BACK_DEAD_LETTER = """
+            UPDATE %s SET taken_back_at = now() WHERE binding = ? AND event_id = ?::uuid AND event_name = ?
+                AND body_sha256 = ? AND dead_lettered_at > now() - ? * interval '1 microsecond'""";
+
+    private static final String DEAD_LETTERS_WAITING = """
+            SELECT count(*), min(dead_lettered_at) FROM %s
+            WHERE taken_back_at IS NULL AND dead_lettered_at > now() - ? * interval '1 microsecond'""";
 
     private static final String PURGE_DEAD_LETTERS = """
             DELETE FROM %s WHERE dead_lettered_at < now() - ? * interval '1 microsecond'""";
@@ -92,7 +96,13 @@ public final class PostgresDialect implements Dialect {
     @Override
     public DeadLetterRecords deadLetters(JdbcTemplate jdbc, String table, Duration retention) {
         return new DeadLetterRecords(
-                jdbc, table, retention, RECORD_DEAD_LETTER, DEAD_LETTER_RECORDED, PURGE_DEAD_LETTERS);
+                jdbc,
+                table,
+                retention,
+                RECORD_DEAD_LETTER,
+                TAKE_BACK_DEAD_LETTER,
+                DEAD_LETTERS_WAITING,
+                PURGE_DEAD_LETTERS);
     }
 
     @Override

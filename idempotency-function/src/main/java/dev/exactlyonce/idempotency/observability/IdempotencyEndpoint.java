@@ -1,7 +1,9 @@
 package dev.exactlyonce.idempotency.observability;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties;
+import dev.exactlyonce.idempotency.jdbc.DeadLetterRecords;
 import dev.exactlyonce.idempotency.jdbc.Dialect;
+import dev.exactlyonce.idempotency.jdbc.TableName;
 import dev.exactlyonce.idempotency.outbox.OutboxBacklog;
 import dev.exactlyonce.idempotency.outbox.OutboxBacklogQuery;
 import java.sql.Timestamp;
@@ -37,6 +39,7 @@ public class IdempotencyEndpoint {
      * @param replayHorizon how late a copy can arrive, which the retention covers
      * @param partitioned whether the table is range-partitioned (old ids then go with whole partitions)
      * @param outbox what waits in the outbox, when the schema has one
+     * @param deadLetters the dead letters still waiting to be replayed, when the schema records them
      */
     public record Status(
             String table,
@@ -47,7 +50,24 @@ public class IdempotencyEndpoint {
             Duration retention,
             Duration replayHorizon,
             boolean partitioned,
-            @Nullable OutboxBacklog outbox) {}
+            @Nullable OutboxBacklog outbox,
+            @Nullable DeadLetters deadLetters) {}
+
+    /**
+     * The dead letters still waiting to be replayed: recorded by the guard within their retention, no replay of them
+     * applied (a dead letter discarded from its queue is counted until it is older than the retention).
+     *
+     * @param waiting how many
+     * @param oldestDeadLetteredAt when the oldest was dead-lettered, if one waits
+     * @param oldestAge how long it has waited
+     * @param retention how long a dead letter can wait: a replay of an older one is refused
+     *     ({@code idempotency.replay-horizon.dead-letter-retention})
+     */
+    public record DeadLetters(
+            long waiting,
+            @Nullable Instant oldestDeadLetteredAt,
+            @Nullable Duration oldestAge,
+            Duration retention) {}
 
     private final DataSource dataSource;
 
@@ -79,6 +99,20 @@ public class IdempotencyEndpoint {
                 this.properties.retention(),
                 this.properties.replayHorizon().total(),
                 this.properties.partitioning().enabled(),
-                this.outbox.read());
+                this.outbox.read(),
+                deadLetters());
+    }
+
+    private @Nullable DeadLetters deadLetters() {
+        if (!TableName.exists(this.jdbcTemplate, DeadLetterRecords.tableOf(this.properties.tableName()))) {
+            return null;
+        }
+        Duration retention = this.properties.replayHorizon().deadLetterRetention();
+        DeadLetterRecords.Waiting waiting = Dialect.of(this.dataSource)
+                .deadLetters(this.jdbcTemplate, this.properties.tableName(), retention)
+                .waiting();
+        Instant oldest = waiting.oldest();
+        return new DeadLetters(
+                waiting.count(), oldest, oldest != null ? Duration.between(oldest, Instant.now()) : null, retention);
     }
 }

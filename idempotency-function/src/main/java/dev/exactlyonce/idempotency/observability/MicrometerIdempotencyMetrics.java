@@ -15,6 +15,7 @@ import java.time.Instant;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicLong;
+import org.jspecify.annotations.Nullable;
 
 /**
  * The library's meters, tagged {@code function} (the functions composed after the guard, for example
@@ -92,9 +93,18 @@ public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 
     public static final String OUTBOX_PARKED = "idempotency.outbox.parked";
 
+    public static final String DEAD_LETTERS_WAITING = "idempotency.dead-letters.waiting";
+
+    public static final String DEAD_LETTERS_OLDEST_AGE = "idempotency.dead-letters.oldest.age";
+
     private final AtomicLong outboxLagMillis = new AtomicLong();
 
     private final AtomicLong outboxParked = new AtomicLong();
+
+    private final AtomicLong deadLettersWaiting = new AtomicLong();
+
+    /** When the oldest dead letter still waiting was dead-lettered, in epoch milliseconds; 0 when none waits. */
+    private final AtomicLong oldestDeadLetter = new AtomicLong();
 
     private record BindingMeters(Counter processed, Counter duplicates) {}
 
@@ -126,6 +136,18 @@ public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
                 .register(registry);
         Gauge.builder(OUTBOX_PARKED, this.outboxParked, AtomicLong::get)
                 .description("Outbox rows parked after the broker refused them, holding their keys back")
+                .register(registry);
+        Gauge.builder(DEAD_LETTERS_WAITING, this.deadLettersWaiting, AtomicLong::get)
+                .description("Dead letters still waiting to be replayed (recorded within the dead-letters' retention,"
+                        + " no replay of them applied), as the purge last saw them")
+                .register(registry);
+        Gauge.builder(DEAD_LETTERS_OLDEST_AGE, this.oldestDeadLetter, oldest -> {
+                    long at = oldest.get();
+                    return at == 0 ? 0 : Math.max(0, System.currentTimeMillis() - at) / 1e3;
+                })
+                .description("How long the oldest dead letter still waiting has waited: once past"
+                        + " idempotency.replay-horizon.dead-letter-retention, a replay of it is refused")
+                .baseUnit("seconds")
                 .register(registry);
     }
 
@@ -241,6 +263,12 @@ public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
     @Override
     public void outboxParked(long rows) {
         this.outboxParked.set(rows);
+    }
+
+    @Override
+    public void deadLettersWaiting(long count, @Nullable Instant oldest) {
+        this.deadLettersWaiting.set(count);
+        this.oldestDeadLetter.set(oldest != null ? oldest.toEpochMilli() : 0);
     }
 
     private Counter partitions(String action) {

@@ -53,10 +53,13 @@ public class IdempotencyRetentionAutoConfiguration {
         @Bean
         @ConditionalOnBooleanProperty(name = "idempotency.purge.enabled", matchIfMissing = true)
         PeriodicTask idempotencyPurgeSchedule(
-                ProcessedEventPurge purge, DataSource dataSource, IdempotencyProperties properties) {
+                ProcessedEventPurge purge,
+                DataSource dataSource,
+                IdempotencyProperties properties,
+                ObjectProvider<IdempotencyMetrics> metrics) {
             return new PeriodicTask(
                     "idempotency-purge",
-                    withDeadLetters(purge::purge, dataSource, properties),
+                    withDeadLetters(purge::purge, dataSource, properties, IdempotencyMetrics.of(metrics)),
                     properties.purge().initialDelay(),
                     properties.purge().interval());
         }
@@ -90,31 +93,36 @@ public class IdempotencyRetentionAutoConfiguration {
 
         @Bean
         PeriodicTask idempotencyPartitionSchedule(
-                ProcessedEventPartitions partitions, DataSource dataSource, IdempotencyProperties properties) {
+                ProcessedEventPartitions partitions,
+                DataSource dataSource,
+                IdempotencyProperties properties,
+                ObjectProvider<IdempotencyMetrics> metrics) {
             return new PeriodicTask(
                     "idempotency-partitions",
-                    withDeadLetters(partitions::maintain, dataSource, properties),
+                    withDeadLetters(partitions::maintain, dataSource, properties, IdempotencyMetrics.of(metrics)),
                     properties.purge().interval(),
                     properties.purge().interval());
         }
     }
 
     /**
-     * The purge, then the records of the events dead-lettered longer ago than the dead letters' retention
-     * ({@link DeadLetterRecords}), where the schema holds them: a dead letter is not taken back after that.
+     * The purge, then the records of the events dead-lettered ({@link DeadLetterHorizon}), where the schema holds them.
      */
-    static Runnable withDeadLetters(Runnable purge, DataSource dataSource, IdempotencyProperties properties) {
+    static Runnable withDeadLetters(
+            Runnable purge, DataSource dataSource, IdempotencyProperties properties, IdempotencyMetrics metrics) {
         JdbcTemplate jdbc = new JdbcTemplate(dataSource);
         String table = DeadLetterRecords.tableOf(properties.tableName());
         return () -> {
             purge.run();
             if (TableName.exists(jdbc, table)) {
-                Dialect.of(dataSource)
-                        .deadLetters(
-                                jdbc,
-                                properties.tableName(),
-                                properties.replayHorizon().deadLetterRetention())
-                        .purge();
+                new DeadLetterHorizon(
+                                Dialect.of(dataSource)
+                                        .deadLetters(
+                                                jdbc,
+                                                properties.tableName(),
+                                                properties.replayHorizon().deadLetterRetention()),
+                                metrics)
+                        .run();
             }
         };
     }

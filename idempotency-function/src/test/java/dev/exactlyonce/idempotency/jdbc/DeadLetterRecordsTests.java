@@ -8,6 +8,7 @@ import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestMariaDb;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.UUID;
 import javax.sql.DataSource;
 import org.junit.jupiter.params.ParameterizedTest;
@@ -40,27 +41,67 @@ class DeadLetterRecordsTests {
         records.record("things-in-0", eventId, NAME, body);
         records.record("things-in-0", eventId, NAME, body);
 
-        assertThat(records.recorded("things-in-0", eventId, NAME, body)).isTrue();
-        assertThat(records.recorded("things-in-0", eventId, NAME, "{\"a\":2}".getBytes(UTF_8)))
+        assertThat(records.takeBack("things-in-0", eventId, NAME, body)).isTrue();
+        assertThat(records.takeBack("things-in-0", eventId, NAME, "{\"a\":2}".getBytes(UTF_8)))
                 .as("another body")
                 .isFalse();
-        assertThat(records.recorded("things-in-0", eventId, "test.other.happened.v1", body))
+        assertThat(records.takeBack("things-in-0", eventId, "test.other.happened.v1", body))
                 .as("another name")
                 .isFalse();
-        assertThat(records.recorded("others-in-0", eventId, NAME, body))
+        assertThat(records.takeBack("others-in-0", eventId, NAME, body))
                 .as("another binding")
                 .isFalse();
-        assertThat(records.recorded("things-in-0", UuidV7.generate(), NAME, body))
+        assertThat(records.takeBack("things-in-0", UuidV7.generate(), NAME, body))
                 .as("another id")
                 .isFalse();
 
         jdbc.update("UPDATE processed_event_dead_letter SET dead_lettered_at = dead_lettered_at - "
                 + (database.equals("mariadb") ? "INTERVAL 15 DAY" : "interval '15 days'"));
 
-        assertThat(records.recorded("things-in-0", eventId, NAME, body))
+        assertThat(records.takeBack("things-in-0", eventId, NAME, body))
                 .as("older than the retention")
                 .isFalse();
         assertThat(records.purge()).isEqualTo(1);
+    }
+
+    @ParameterizedTest
+    @ValueSource(strings = {"postgresql", "mariadb"})
+    void theDeadLettersStillWaitingAreThoseNoReplayOfWhichWasAppliedWithinTheRetention(String database) {
+        DataSource dataSource = dataSource(database);
+        JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+        DeadLetterRecords records = Dialect.of(dataSource).deadLetters(jdbc, "processed_event", RETENTION);
+        UUID older = UuidV7.generate();
+        UUID newer = UuidV7.generate();
+        UUID expired = UuidV7.generate();
+        byte[] body = "{\"a\":1}".getBytes(UTF_8);
+        assertThat(records.waiting()).isEqualTo(new DeadLetterRecords.Waiting(0, null));
+
+        records.record("things-in-0", expired, NAME, body);
+        jdbc.update("UPDATE processed_event_dead_letter SET dead_lettered_at = dead_lettered_at - "
+                + (database.equals("mariadb") ? "INTERVAL 15 DAY" : "interval '15 days'"));
+        records.record("things-in-0", older, NAME, body);
+        jdbc.update(
+                "UPDATE processed_event_dead_letter SET dead_lettered_at = dead_lettered_at - "
+                        + (database.equals("mariadb") ? "INTERVAL 10 DAY" : "interval '10 days'")
+                        + " WHERE event_id = ?",
+                database.equals("mariadb") ? older.toString() : older);
+        records.record("things-in-0", newer, NAME, body);
+
+        DeadLetterRecords.Waiting waiting = records.waiting();
+        assertThat(waiting.count()).as("the two within the retention").isEqualTo(2);
+        assertThat(Duration.between(waiting.oldest(), Instant.now()))
+                .as("the age of the older")
+                .isBetween(
+                        Duration.ofDays(10).minusMinutes(5), Duration.ofDays(10).plusMinutes(5));
+
+        assertThat(records.takeBack("things-in-0", older, NAME, body)).isTrue();
+
+        waiting = records.waiting();
+        assertThat(waiting.count()).as("the older taken back").isEqualTo(1);
+        assertThat(Duration.between(waiting.oldest(), Instant.now())).isLessThan(Duration.ofMinutes(5));
+        assertThat(records.takeBack("things-in-0", older, NAME, body))
+                .as("a copy of the replay, vouched for still")
+                .isTrue();
     }
 
     private static DataSource dataSource(String database) {

@@ -10,9 +10,11 @@ import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
 import dev.exactlyonce.idempotency.CapturedLogs;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.ThingHappened;
 import dev.exactlyonce.idempotency.Things;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.observability.IdempotencyEndpoint;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.TestPostgres;
@@ -24,6 +26,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.function.Consumer;
+import javax.sql.DataSource;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.extension.RegisterExtension;
@@ -94,6 +97,12 @@ class ForgedEventsOnRabbitIT {
 
     @Autowired
     JdbcTemplate jdbcTemplate;
+
+    @Autowired
+    DataSource dataSource;
+
+    @Autowired
+    IdempotencyProperties properties;
 
     @RegisterExtension
     final CapturedLogs logs = CapturedLogs.all();
@@ -265,7 +274,8 @@ class ForgedEventsOnRabbitIT {
 
     /**
      * A dead letter the service dead-lettered itself (its function failed every attempt), moved back through the replay
-     * exchange as the replay does, is applied once; the same dead letter with another body is not.
+     * exchange as the replay does, is applied once; the same dead letter with another body is not. Once applied, it no
+     * longer waits, in the idempotency endpoint.
      */
     @Test
     void aDeadLetterTheServiceRecordedIsTakenBackWithItsBodyAndNoOtherBody() throws Exception {
@@ -273,6 +283,11 @@ class ForgedEventsOnRabbitIT {
         this.probe.failNext("recordThing", 3);
         rabbit.publish(DESTINATION, genuine);
         GetResponse deadLetter = awaitDeadLetters(1).get(0);
+        IdempotencyEndpoint.DeadLetters waiting = deadLettersWaiting();
+        assertThat(waiting.waiting())
+                .as("dead letters waiting, this one included")
+                .isPositive();
+        assertThat(waiting.oldestAge()).isNotNull();
         EventEnvelope<ThingHappened> altered = new EventEnvelope<>(
                 genuine.eventId(),
                 ThingHappened.NAME,
@@ -291,6 +306,17 @@ class ForgedEventsOnRabbitIT {
         await().atMost(Duration.ofSeconds(30))
                 .untilAsserted(() -> assertThat(amounts(genuine)).containsExactly(new BigDecimal("2.500")));
         assertThat(rabbit.messageCount(QUEUE + ".dlq")).isZero();
+        assertThat(deadLettersWaiting().waiting())
+                .as("taken back: no longer waiting")
+                .isEqualTo(waiting.waiting() - 1);
+    }
+
+    private IdempotencyEndpoint.DeadLetters deadLettersWaiting() {
+        IdempotencyEndpoint.DeadLetters deadLetters = new IdempotencyEndpoint(this.dataSource, this.properties)
+                .status()
+                .deadLetters();
+        assertThat(deadLetters).as("the schema records dead letters").isNotNull();
+        return deadLetters;
     }
 
     /** Sends a message straight to the queue, as a replay moves a dead letter back: through that exchange. */

@@ -1,0 +1,53 @@
+package dev.exactlyonce.idempotency.retention;
+
+import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
+import dev.exactlyonce.idempotency.jdbc.DeadLetterRecords;
+import java.time.Duration;
+import java.time.Instant;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+/**
+ * After each purge of ids, the records of the events the guard dead-lettered: deletes those older than the dead
+ * letters' retention (a replay of them is refused), reports the dead letters still waiting to the metrics, and warns
+ * once the oldest has waited three quarters of the retention, while a replay of it is still taken.
+ */
+final class DeadLetterHorizon implements Runnable {
+
+    private static final Logger logger = LoggerFactory.getLogger(DeadLetterHorizon.class);
+
+    private final DeadLetterRecords records;
+
+    private final IdempotencyMetrics metrics;
+
+    DeadLetterHorizon(DeadLetterRecords records, IdempotencyMetrics metrics) {
+        this.records = records;
+        this.metrics = metrics;
+    }
+
+    @Override
+    public void run() {
+        this.records.purge();
+        DeadLetterRecords.Waiting waiting = this.records.waiting();
+        this.metrics.deadLettersWaiting(waiting.count(), waiting.oldest());
+        Instant oldest = waiting.oldest();
+        if (oldest == null) {
+            return;
+        }
+        Duration retention = this.records.retention();
+        Duration age = Duration.between(oldest, Instant.now());
+        if (age.compareTo(retention.multipliedBy(3).dividedBy(4)) >= 0) {
+            logger.warn(
+                    "{} dead letter(s) of this service wait to be replayed, the oldest since {} ({} ago): a replay of it"
+                            + " is refused as UNRECORDED_DEAD_LETTER once it is older than"
+                            + " idempotency.replay-horizon.dead-letter-retention ({}), in {}. Replay or discard them",
+                    waiting.count(),
+                    oldest,
+                    age.withNanos(0),
+                    retention,
+                    retention.minus(age).isNegative()
+                            ? Duration.ZERO
+                            : retention.minus(age).withNanos(0));
+        }
+    }
+}
