@@ -7,6 +7,7 @@ import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import dev.exactlyonce.idempotency.jdbc.DeadLetterRecords;
 import dev.exactlyonce.idempotency.jdbc.Dialect;
+import dev.exactlyonce.idempotency.jdbc.MariaDbDialect;
 import dev.exactlyonce.idempotency.jdbc.ProcessedEventStore;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -19,6 +20,7 @@ import java.util.stream.Collectors;
 import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.jdbc.BadSqlGrammarException;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
@@ -173,6 +175,21 @@ final class ClaimScopes {
                                     + " schema")
                             .formatted(records),
                     createTheSchema());
+        }
+        try {
+            jdbc.queryForList("SELECT taken_back_at FROM " + records + " WHERE 1 = 0");
+        } catch (BadSqlGrammarException ex) {
+            throw new StartupRefusal(
+                    ("The table %s has no column taken_back_at, where the guard marks a dead letter whose replay it"
+                                    + " applied (0.1.0, migration V8__dead_letter_taken_back on PostgreSQL,"
+                                    + " V6__dead_letter_taken_back on MariaDB)")
+                            .formatted(records),
+                    ("Let Flyway migrate it, or run ALTER TABLE %s ADD COLUMN taken_back_at %s")
+                            .formatted(
+                                    records,
+                                    this.dialect instanceof MariaDbDialect
+                                            ? "TIMESTAMP(6) NULL DEFAULT NULL"
+                                            : "timestamptz"));
         }
     }
 

@@ -179,7 +179,13 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             if (event.movedBack()) {
                 checkRecorded(event, body, invocation.binding());
             }
-            return this.store.claim(new ProcessedEventStore.Key(eventId, event.eventName()), invocation.binding());
+            boolean claimed =
+                    this.store.claim(new ProcessedEventStore.Key(eventId, event.eventName()), invocation.binding());
+            if (claimed && event.movedBack()) {
+                // After the claim, which serializes the copies of the replay and bounds the transaction's lock waits.
+                this.deadLetters.takenBack(invocation.binding().bindingName(), eventId, event.eventName(), body);
+            }
+            return claimed;
         })) {
             invocation.countClaimed(1);
             logger.debug("Claimed event {} ({})", eventId, event.eventName());
@@ -219,6 +225,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                 : invocation.firstStatement(
                         () -> this.store.claimAll(read.firstCopies().keySet(), binding));
         FirstDeliveries first = firstDeliveries(delivered, read, claimed, invocation);
+        takenBack(read, bodies, claimed, invocation);
         List<GuardedInvocation.Delivery> firstDeliveries = first.deliveries();
         int duplicates = bodies.size() - invocation.rejected().size() - firstDeliveries.size();
         invocation.countDuplicates(duplicates);
@@ -243,6 +250,24 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                         .toList())
                 .copyHeaders(message.getHeaders())
                 .build();
+    }
+
+    /**
+     * Marks taken back the records of the batch's dead letters moved back whose events it claimed and did not reject:
+     * after the claims, in the batch's transaction.
+     */
+    private void takenBack(
+            Read read, List<?> bodies, Set<ProcessedEventStore.Key> claimed, GuardedInvocation invocation) {
+        for (ProcessedEventStore.Key key : claimed) {
+            Integer index = read.firstCopies().get(key);
+            Checked checked = index != null ? read.events().get(index) : null;
+            if (checked != null
+                    && checked.event().movedBack()
+                    && !invocation.rejected().containsKey(index)) {
+                this.deadLetters.takenBack(
+                        invocation.binding().bindingName(), key.eventId(), key.eventName(), body(bodies.get(index)));
+            }
+        }
     }
 
     /**
@@ -325,12 +350,11 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
 
     /**
      * Refuses a dead letter moved back to its queue unless the binding dead-lettered that event, with that body,
-     * within the dead letters' retention: only then is its route one the broker vouched for. Its record is marked
-     * taken back in the message's transaction.
+     * within the dead letters' retention: only then is its route one the broker vouched for.
      */
     private void checkRecorded(IncomingEvent event, byte[] body, GuardedBinding binding) {
         UUID eventId = event.eventId();
-        if (eventId == null || !this.deadLetters.takeBack(binding.bindingName(), eventId, event.eventName(), body)) {
+        if (eventId == null || !this.deadLetters.recorded(binding.bindingName(), eventId, event.eventName(), body)) {
             throw unrecorded(event);
         }
     }

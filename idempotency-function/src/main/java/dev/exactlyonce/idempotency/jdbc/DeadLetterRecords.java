@@ -27,7 +27,9 @@ public final class DeadLetterRecords {
 
     private final String record;
 
-    private final String takeBack;
+    private final String recorded;
+
+    private final String takenBack;
 
     private final String waiting;
 
@@ -44,14 +46,16 @@ public final class DeadLetterRecords {
             String table,
             Duration retention,
             String record,
-            String takeBack,
+            String recorded,
+            String takenBack,
             String waiting,
             String purge) {
         String records = tableOf(table);
         this.jdbc = jdbc;
         this.retention = retention;
         this.record = record.formatted(records);
-        this.takeBack = takeBack.formatted(records);
+        this.recorded = recorded.formatted(records);
+        this.takenBack = takenBack.formatted(records);
         this.waiting = waiting.formatted(records);
         this.purge = purge.formatted(records);
     }
@@ -75,13 +79,18 @@ public final class DeadLetterRecords {
         this.jdbc.update(this.record, binding, eventId.toString(), eventName, sha256(body));
     }
 
+    /** Whether the binding dead-lettered the event with that body, within the dead-letters' retention. */
+    public boolean recorded(String binding, UUID eventId, String eventName, byte[] body) {
+        return Boolean.TRUE.equals(this.jdbc.queryForObject(
+                this.recorded, Boolean.class, binding, eventId.toString(), eventName, sha256(body), micros()));
+    }
+
     /**
-     * Whether the binding dead-lettered the event with that body, within the dead-letters' retention; if so, marks it
-     * taken back, in the caller's transaction: once that commits, the dead letter no longer waits. A copy of the
-     * replay is still vouched for (and then discarded as a copy).
+     * Marks the record of a dead letter taken back, in the caller's transaction (the one that claimed the replayed
+     * event, after its claim): once that commits, the dead letter no longer waits. The first mark stays.
      */
-    public boolean takeBack(String binding, UUID eventId, String eventName, byte[] body) {
-        return this.jdbc.update(this.takeBack, binding, eventId.toString(), eventName, sha256(body), micros()) > 0;
+    public void takenBack(String binding, UUID eventId, String eventName, byte[] body) {
+        this.jdbc.update(this.takenBack, binding, eventId.toString(), eventName, sha256(body));
     }
 
     /** The dead letters still waiting to be replayed. */

@@ -85,10 +85,13 @@ public final class MariaDbDialect implements Dialect {
             INSERT INTO %s (binding, event_id, event_name, body_sha256) VALUES (?, ?, ?, ?)
             ON DUPLICATE KEY UPDATE binding = binding""";
 
-    /** The driver answers the rows the update found, not only those it changed (unless useAffectedRows is set). */
-    private static final String TAKE_BACK_DEAD_LETTER = """
-            UPDATE %s SET taken_back_at = NOW(6) WHERE binding = ? AND event_id = ? AND event_name = ?
-                AND body_sha256 = ? AND dead_lettered_at > NOW(6) - INTERVAL ? MICROSECOND""";
+    private static final String DEAD_LETTER_RECORDED = """
+            SELECT EXISTS (SELECT 1 FROM %s WHERE binding = ? AND event_id = ? AND event_name = ?
+                AND body_sha256 = ? AND dead_lettered_at > NOW(6) - INTERVAL ? MICROSECOND)""";
+
+    private static final String DEAD_LETTER_TAKEN_BACK = """
+            UPDATE %s SET taken_back_at = COALESCE(taken_back_at, NOW(6))
+            WHERE binding = ? AND event_id = ? AND event_name = ? AND body_sha256 = ?""";
 
     private static final String DEAD_LETTERS_WAITING = """
             SELECT COUNT(*), MIN(dead_lettered_at) FROM %s
@@ -170,7 +173,8 @@ public final class MariaDbDialect implements Dialect {
                 table,
                 retention,
                 RECORD_DEAD_LETTER,
-                TAKE_BACK_DEAD_LETTER,
+                DEAD_LETTER_RECORDED,
+                DEAD_LETTER_TAKEN_BACK,
                 DEAD_LETTERS_WAITING,
                 PURGE_DEAD_LETTERS);
     }

@@ -59,9 +59,13 @@ public final class PostgresDialect implements Dialect {
             INSERT INTO %s (binding, event_id, event_name, body_sha256) VALUES (?, ?::uuid, ?, ?)
             ON CONFLICT DO NOTHING""";
 
-    private static final String TAKE_BACK_DEAD_LETTER = """
-            UPDATE %s SET taken_back_at = now() WHERE binding = ? AND event_id = ?::uuid AND event_name = ?
-                AND body_sha256 = ? AND dead_lettered_at > now() - ? * interval '1 microsecond'""";
+    private static final String DEAD_LETTER_RECORDED = """
+            SELECT EXISTS (SELECT 1 FROM %s WHERE binding = ? AND event_id = ?::uuid AND event_name = ?
+                AND body_sha256 = ? AND dead_lettered_at > now() - ? * interval '1 microsecond')""";
+
+    private static final String DEAD_LETTER_TAKEN_BACK = """
+            UPDATE %s SET taken_back_at = coalesce(taken_back_at, now())
+            WHERE binding = ? AND event_id = ?::uuid AND event_name = ? AND body_sha256 = ?""";
 
     private static final String DEAD_LETTERS_WAITING = """
             SELECT count(*), min(dead_lettered_at) FROM %s
@@ -100,7 +104,8 @@ public final class PostgresDialect implements Dialect {
                 table,
                 retention,
                 RECORD_DEAD_LETTER,
-                TAKE_BACK_DEAD_LETTER,
+                DEAD_LETTER_RECORDED,
+                DEAD_LETTER_TAKEN_BACK,
                 DEAD_LETTERS_WAITING,
                 PURGE_DEAD_LETTERS);
     }

@@ -40,7 +40,8 @@ final class DeadLetterHorizon implements Runnable {
             logger.warn(
                     "{} dead letter(s) of this service wait to be replayed, the oldest since {} ({} ago): a replay of it"
                             + " is refused as UNRECORDED_DEAD_LETTER once it is older than"
-                            + " idempotency.replay-horizon.dead-letter-retention ({}), in {}. Replay or discard them",
+                            + " idempotency.replay-horizon.dead-letter-retention ({}), in {}. Replay them before"
+                            + " then (one discarded from its queue is counted until it is older than that)",
                     waiting.count(),
                     oldest,
                     age.withNanos(0),

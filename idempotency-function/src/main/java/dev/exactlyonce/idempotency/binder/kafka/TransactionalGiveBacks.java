@@ -30,7 +30,7 @@ import org.springframework.kafka.listener.SeekUtils;
  * record in a Kafka transaction, and a failure reaches the binding's error channel (where the library's give-backs are)
  * only once the binder's after-rollback processor has counted {@code max-attempts} rolled-back transactions of the
  * record, and then the record is dead-lettered or skipped. So the give-backs are decided here, in the record's
- * transaction, before it rolls back; the container then seeks back to the record:
+ * transaction, before it rolls back:
  *
  * <ul>
  *   <li>an outage (or a delivery the library gave back) is tried again after a second, without limit;
@@ -44,9 +44,8 @@ import org.springframework.kafka.listener.SeekUtils;
  * <p>A give-back ends the transaction with a {@link GivenBack}, which the after-rollback processor is not handed (it
  * would count it, and with {@code max-attempts} 1 dead-letter the record at once), and which the container logs, at
  * ERROR as it logs every rolled-back transaction: its line and the exception's, which says why, without a stack
- * trace. Nothing is skipped
- * here: Spring Kafka's {@code DefaultErrorHandler}, in a transaction, commits the offset of a record it gave up on,
- * neither applied nor dead-lettered.
+ * trace. Nothing is skipped here: Spring Kafka's {@code DefaultErrorHandler}, in a transaction, commits the offset of
+ * a record it gave up on, neither applied nor dead-lettered.
  */
 final class TransactionalGiveBacks implements CommonErrorHandler {
 
@@ -171,9 +170,7 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
         listeners.setAfterRollbackProcessor(new GivenBacksFirst<>(listeners.getAfterRollbackProcessor()));
     }
 
-    /**
-     * Ends the transaction of a record given back: one line where the container logs it, without a stack trace.
-     */
+    /** Ends the transaction of a record given back: its text says why, and it has no stack trace to log. */
     static final class GivenBack extends KafkaException {
 
         private final transient Duration hold;

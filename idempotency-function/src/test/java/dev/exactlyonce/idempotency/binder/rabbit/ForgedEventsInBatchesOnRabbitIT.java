@@ -146,6 +146,12 @@ class ForgedEventsInBatchesOnRabbitIT {
                 .asString()
                 .as("taken back: it fails for its own reason again")
                 .startsWith("INVALID_PAYLOAD: ");
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT taken_back_at IS NULL FROM processed_event_dead_letter WHERE event_id = ?",
+                        Boolean.class,
+                        eventId))
+                .as("dead-lettered again: its record not marked taken back, the dead letter still waiting")
+                .isTrue();
     }
 
     /**
