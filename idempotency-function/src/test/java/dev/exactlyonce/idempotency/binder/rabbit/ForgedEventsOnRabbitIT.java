@@ -9,14 +9,17 @@ import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
 import dev.exactlyonce.idempotency.CapturedLogs;
+import dev.exactlyonce.idempotency.Deployment;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.ThingHappened;
 import dev.exactlyonce.idempotency.Things;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import dev.exactlyonce.idempotency.observability.IdempotencyEndpoint;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
+import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
 import java.math.BigDecimal;
@@ -37,7 +40,10 @@ import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.io.ClassPathResource;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.jdbc.datasource.init.ResourceDatabasePopulator;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -317,6 +323,42 @@ class ForgedEventsOnRabbitIT {
                 .deadLetters();
         assertThat(deadLetters).as("the schema records dead letters").isNotNull();
         return deadLetters;
+    }
+
+    /**
+     * A schema made from a script older than the mark of a replay taken back, by a service that migrates the library's
+     * tables itself: the binding, which takes dead letters back, is refused at start-up with the statement to run,
+     * rather than failing every replay.
+     */
+    @Test
+    void aTableOfDeadLettersWithoutItsTakenBackColumnIsRefusedNamingTheStatementToRun() {
+        TestDatabase older = TestPostgres.newDatabase("forgedolder");
+        JdbcTemplate jdbc =
+                new JdbcTemplate(new DriverManagerDataSource(older.jdbcUrl(), older.username(), older.password()));
+        new ResourceDatabasePopulator(new ClassPathResource("dev/exactlyonce/idempotency/schema-postgresql.sql"))
+                .execute(jdbc.getDataSource());
+        jdbc.execute("ALTER TABLE processed_event_dead_letter DROP COLUMN taken_back_at");
+
+        Throwable failure = Deployment.of(Service.class)
+                .on(older)
+                .on(rabbit)
+                .with(
+                        "spring.config.name=minimal-service",
+                        "spring.cloud.function.definition=idempotencyGuard|recordThing",
+                        BINDING + "destination=" + DESTINATION,
+                        BINDING + "group=older",
+                        "idempotency.migrate-with-flyway=false",
+                        // The service's own migrations, in a schema that holds the library's tables already.
+                        "spring.flyway.baseline-on-migrate=true",
+                        "spring.flyway.baseline-version=0")
+                .startupFailure();
+        rabbit.deleteAtExit(DESTINATION + ".older");
+
+        assertThat(failure)
+                .isInstanceOf(StartupRefusal.class)
+                .hasMessageContaining("has no column taken_back_at")
+                .satisfies(refusal -> assertThat(((StartupRefusal) refusal).action())
+                        .contains("ALTER TABLE processed_event_dead_letter ADD COLUMN taken_back_at timestamptz"));
     }
 
     /** Sends a message straight to the queue, as a replay moves a dead letter back: through that exchange. */
