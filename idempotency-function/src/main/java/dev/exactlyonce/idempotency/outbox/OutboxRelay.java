@@ -479,9 +479,8 @@ public final class OutboxRelay implements SmartLifecycle {
      * rows would wait too, most likely.
      */
     private void awaitWork(Run run) {
-        Duration wait = earliest(
-                earliest(this.pollInterval, run.nextAttempt()),
-                this.publisher.holds().nextEnd());
+        Duration holdEnd = this.publisher.holds().nextEnd();
+        Duration wait = earliest(earliest(this.pollInterval, run.nextAttempt()), holdEnd);
         if (run.contended()) {
             wait = earliest(wait, CONTENDED_RETRY);
         }
@@ -489,7 +488,9 @@ public final class OutboxRelay implements SmartLifecycle {
             wait = earliest(wait, retryDelay(1));
         }
         if (run.heldOnly()) {
-            pause(wait);
+            // A hold that ended since the run (none ends ahead any more) is tried at once: waiting for the poll, deaf
+            // to commits, would leave its rows, and every later commit's, for the poll interval.
+            pause(holdEnd != null ? wait : Duration.ZERO);
             this.wakeUps.drainPermits();
             return;
         }
