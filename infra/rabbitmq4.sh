@@ -75,6 +75,17 @@ loopback_users = none
 management.tcp.ip = 127.0.0.1
 management.tcp.port = $management_port
 EOF
+    # TLS on a listener of its own, one port above, once infra/tls.sh has put the certificates in the root.
+    if [ -f "$root/etc/rabbitmq/tls/server.pem" ]; then
+        cat >>"$root/etc/rabbitmq/rabbitmq.conf" <<EOF
+listeners.ssl.default = $((port + 1))
+ssl_options.cacertfile = /etc/rabbitmq/tls/ca.pem
+ssl_options.certfile = /etc/rabbitmq/tls/server.pem
+ssl_options.keyfile = /etc/rabbitmq/tls/server.key
+ssl_options.verify = verify_none
+ssl_options.fail_if_no_peer_cert = false
+EOF
+    fi
     # The management API: the demo and the tests create broker users through it, one HTTP call each, where
     # rabbitmqctl takes seconds a call. The cluster's nodes (infra/cluster.sh) read a plugins file of their own.
     echo "[rabbitmq_management]." >"$root/etc/rabbitmq/enabled_plugins"
