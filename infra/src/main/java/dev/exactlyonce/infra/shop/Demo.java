@@ -12,6 +12,7 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
+import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -21,6 +22,9 @@ import java.util.concurrent.TimeUnit;
  * service made of them.
  */
 public final class Demo {
+
+    /** The administrator the demo makes on the broker of the compose file, which has none. */
+    private static final String COMPOSE_ADMINISTRATOR = "demo-admin";
 
     private final PrintStream out;
 
@@ -89,11 +93,17 @@ public final class Demo {
             if (databaseMissing) {
                 database = database.asComposeAdministrator(this.env);
             }
-            if (brokerMissing) {
-                // infra/rabbitmq/definitions.json: the broker's administrator, which no service uses.
-                rabbitUser = this.env.getOrDefault("RABBITMQ_USERNAME", "admin");
-                rabbitPassword = this.env.getOrDefault("RABBITMQ_PASSWORD", "admin");
-            }
+        }
+        boolean composeBroker = !cluster
+                && List.of("127.0.0.1", "localhost").contains(rabbitHost)
+                && rabbitPort == 5672
+                && composeBrokerRuns();
+        if (!this.env.containsKey("RABBITMQ_USERNAME") && composeBroker) {
+            // The broker of compose.yaml has no administrator: its definitions hold none, and a broker that loads
+            // definitions at boot makes no default user. The demo makes one for itself, with a password of the run.
+            rabbitUser = COMPOSE_ADMINISTRATOR;
+            rabbitPassword = UUID.randomUUID().toString();
+            composeAdministrator(rabbitUser, rabbitPassword);
         }
         this.out.printf(
                 "%s %s:%d (as %s), RabbitMQ %s%n",
@@ -169,6 +179,50 @@ public final class Demo {
         } catch (InterruptedException ex) {
             Thread.currentThread().interrupt();
             return false;
+        }
+    }
+
+    /** Whether the broker of the compose file runs (started by this run of the demo or an earlier one). */
+    private static boolean composeBrokerRuns() throws IOException, InterruptedException {
+        if (!dockerAvailable()) {
+            return false;
+        }
+        Process ps = new ProcessBuilder(
+                        "docker", "compose", "-f", "infra/compose.yaml", "ps", "--status", "running", "-q", "rabbitmq")
+                .redirectError(ProcessBuilder.Redirect.DISCARD)
+                .start();
+        boolean running = !new String(ps.getInputStream().readAllBytes()).isBlank();
+        return ps.waitFor() == 0 && running;
+    }
+
+    /**
+     * Makes the user an administrator of the compose file's broker with that password (or gives it that password,
+     * when an earlier run made it), with {@code rabbitmqctl} in the broker's container: the password goes in the
+     * environment of {@code docker}, never on a command line of this machine.
+     */
+    private static void composeAdministrator(String user, String password) throws IOException, InterruptedException {
+        ProcessBuilder command = new ProcessBuilder(
+                        "docker",
+                        "compose",
+                        "-f",
+                        "infra/compose.yaml",
+                        "exec",
+                        "-T",
+                        "-e",
+                        "DEMO_ADMIN_PASSWORD",
+                        "rabbitmq",
+                        "sh",
+                        "-c",
+                        ("(rabbitmqctl -q add_user %1$s \"$DEMO_ADMIN_PASSWORD\" 2>/dev/null"
+                                        + " || rabbitmqctl -q change_password %1$s \"$DEMO_ADMIN_PASSWORD\")"
+                                        + " && rabbitmqctl -q set_user_tags %1$s administrator"
+                                        + " && rabbitmqctl -q set_permissions -p / %1$s '.*' '.*' '.*'")
+                                .formatted(user))
+                .inheritIO();
+        command.environment().put("DEMO_ADMIN_PASSWORD", password);
+        if (command.start().waitFor() != 0) {
+            throw new IllegalStateException("Could not make the demo's administrator on the broker of"
+                    + " infra/compose.yaml (docker compose exec rabbitmq rabbitmqctl failed; see its output above)");
         }
     }
 

@@ -36,7 +36,8 @@ import org.jspecify.annotations.Nullable;
  * (a service holds two or three connections per instance): one that opens more, by a bug or on purpose, is refused
  * them, rather than exhausting the broker's file descriptors and processes for every other user.
  *
- * <p>{@code infra/rabbitmq/definitions.json} declares the same users for the broker of {@code compose.yaml}.
+ * <p>{@code infra/rabbitmq/definitions.json} declares the same users for the broker of {@code compose.yaml}, without a
+ * password (none of them can log in there until one is set), and no administrator.
  */
 public final class ShopBrokerUsers {
 
