@@ -13,6 +13,7 @@ import io.micrometer.observation.Observation;
 import io.micrometer.observation.ObservationRegistry;
 import java.lang.reflect.Type;
 import java.nio.charset.StandardCharsets;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.LinkedHashMap;
@@ -377,8 +378,9 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
      *
      * @param message the message as the binder delivered it (a batch of one, for a message of a batch)
      * @param routes how its binder tells routes
+     * @param networkTimeout how long the record's write waits for the database's answer
      */
-    void recordDeadLetter(GuardedBinding binding, Message<?> message, EventRoutes routes) {
+    void recordDeadLetter(GuardedBinding binding, Message<?> message, EventRoutes routes, Duration networkTimeout) {
         IncomingEvent event;
         byte[] body;
         try {
@@ -397,7 +399,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         }
         UUID eventId = event.eventId();
         if (eventId != null && !event.movedBack()) {
-            this.deadLetters.record(binding.bindingName(), eventId, event.eventName(), body);
+            this.deadLetters.record(binding.bindingName(), eventId, event.eventName(), body, networkTimeout);
         }
     }
 

@@ -22,8 +22,9 @@ import org.springframework.messaging.support.ErrorMessage;
  * route the broker vouches for ({@link EventRoutes#movesDeadLettersBack}, RabbitMQ's replay exchange): records each
  * message about to be dead-lettered, once its route was checked, in the service's own database, so that the guard
  * takes it back when an operator replays it, and takes nothing else that comes that way. A record that cannot be
- * written because the database went away meanwhile halts consumption and gives the delivery back, to come again: a
- * dead letter without its record could never be replayed. One the database refuses for another reason (a privilege
+ * written because the database went away meanwhile (or stopped answering for {@code idempotency.outage.socket-timeout})
+ * halts consumption and gives the delivery back, to come again: a dead letter without its record could never be
+ * replayed. One the database refuses for another reason (a privilege
  * revoked) is logged at ERROR, and the message dead-lettered unrecorded, rather than given back for ever.
  */
 final class RecordedDeadLetters implements ChannelInterceptor {
@@ -70,7 +71,7 @@ final class RecordedDeadLetters implements ChannelInterceptor {
             return message;
         }
         try {
-            this.guard.recordDeadLetter(this.binding, failed, this.routes);
+            this.guard.recordDeadLetter(this.binding, failed, this.routes, this.outage.socketTimeout());
         } catch (DataAccessException ex) {
             if (!this.outage.isOutage(ex)) {
                 logger.error(

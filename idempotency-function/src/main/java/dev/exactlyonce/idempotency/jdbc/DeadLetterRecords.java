@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency.jdbc;
 
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.sql.PreparedStatement;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
@@ -9,6 +10,7 @@ import java.util.Objects;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
 import org.jspecify.annotations.Nullable;
+import org.springframework.jdbc.core.ConnectionCallback;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
@@ -74,9 +76,25 @@ public final class DeadLetterRecords {
         return tableName + "_dead_letter";
     }
 
-    /** Records that the binding dead-lettered the event with that body; once only. */
-    public void record(String binding, UUID eventId, String eventName, byte[] body) {
-        this.jdbc.update(this.record, binding, eventId.toString(), eventName, sha256(body));
+    /**
+     * Records that the binding dead-lettered the event with that body; once only. It runs in no transaction of its own
+     * (the message's was rolled back): its connection waits at most {@code networkTimeout} for the database's answer
+     * (0: no limit), so that a network gone silent fails it, an outage, rather than blocking the consumer thread for
+     * TCP's timeout. The pool resets the connection's timeout when it comes back.
+     */
+    public void record(String binding, UUID eventId, String eventName, byte[] body, Duration networkTimeout) {
+        this.jdbc.execute((ConnectionCallback<Integer>) connection -> {
+            if (!networkTimeout.isZero()) {
+                connection.setNetworkTimeout(Runnable::run, (int) networkTimeout.toMillis());
+            }
+            try (PreparedStatement statement = connection.prepareStatement(this.record)) {
+                statement.setString(1, binding);
+                statement.setString(2, eventId.toString());
+                statement.setString(3, eventName);
+                statement.setBytes(4, sha256(body));
+                return statement.executeUpdate();
+            }
+        });
     }
 
     /** Whether the binding dead-lettered the event with that body, within the dead-letters' retention. */

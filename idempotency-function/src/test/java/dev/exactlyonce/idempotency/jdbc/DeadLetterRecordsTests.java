@@ -38,8 +38,8 @@ class DeadLetterRecordsTests {
         UUID eventId = UuidV7.generate();
         byte[] body = "{\"a\":1}".getBytes(UTF_8);
 
-        records.record("things-in-0", eventId, NAME, body);
-        records.record("things-in-0", eventId, NAME, body);
+        records.record("things-in-0", eventId, NAME, body, Duration.ZERO);
+        records.record("things-in-0", eventId, NAME, body, Duration.ZERO);
 
         assertThat(records.recorded("things-in-0", eventId, NAME, body)).isTrue();
         assertThat(records.recorded("things-in-0", eventId, NAME, "{\"a\":2}".getBytes(UTF_8)))
@@ -76,16 +76,16 @@ class DeadLetterRecordsTests {
         byte[] body = "{\"a\":1}".getBytes(UTF_8);
         assertThat(records.waiting()).isEqualTo(new DeadLetterRecords.Waiting(0, null));
 
-        records.record("things-in-0", expired, NAME, body);
+        records.record("things-in-0", expired, NAME, body, Duration.ZERO);
         jdbc.update("UPDATE processed_event_dead_letter SET dead_lettered_at = dead_lettered_at - "
                 + (database.equals("mariadb") ? "INTERVAL 15 DAY" : "interval '15 days'"));
-        records.record("things-in-0", older, NAME, body);
+        records.record("things-in-0", older, NAME, body, Duration.ZERO);
         jdbc.update(
                 "UPDATE processed_event_dead_letter SET dead_lettered_at = dead_lettered_at - "
                         + (database.equals("mariadb") ? "INTERVAL 10 DAY" : "interval '10 days'")
                         + " WHERE event_id = ?",
                 database.equals("mariadb") ? older.toString() : older);
-        records.record("things-in-0", newer, NAME, body);
+        records.record("things-in-0", newer, NAME, body, Duration.ZERO);
 
         DeadLetterRecords.Waiting waiting = records.waiting();
         assertThat(waiting.count()).as("the two within the retention").isEqualTo(2);

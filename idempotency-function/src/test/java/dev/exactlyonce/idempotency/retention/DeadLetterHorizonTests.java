@@ -62,10 +62,10 @@ class DeadLetterHorizonTests {
         DeadLetterHorizon horizon = new DeadLetterHorizon(records, this.metrics);
         UUID old = UuidV7.generate();
         byte[] body = "{\"a\":1}".getBytes(UTF_8);
-        records.record("things-in-0", old, NAME, body);
+        records.record("things-in-0", old, NAME, body, Duration.ZERO);
         jdbc.update("UPDATE processed_event_dead_letter SET dead_lettered_at = dead_lettered_at - "
                 + (database.equals("mariadb") ? "INTERVAL 11 DAY" : "interval '11 days'"));
-        records.record("things-in-0", UuidV7.generate(), NAME, body);
+        records.record("things-in-0", UuidV7.generate(), NAME, body, Duration.ZERO);
 
         horizon.run();
 
