@@ -7,7 +7,6 @@ import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import dev.exactlyonce.idempotency.jdbc.DeadLetterRecords;
 import dev.exactlyonce.idempotency.jdbc.Dialect;
-import dev.exactlyonce.idempotency.jdbc.MariaDbDialect;
 import dev.exactlyonce.idempotency.jdbc.ProcessedEventStore;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -185,11 +184,7 @@ final class ClaimScopes {
                                     + " V6__dead_letter_taken_back on MariaDB)")
                             .formatted(records),
                     ("Let Flyway migrate it, or run ALTER TABLE %s ADD COLUMN taken_back_at %s")
-                            .formatted(
-                                    records,
-                                    this.dialect instanceof MariaDbDialect
-                                            ? "TIMESTAMP(6) NULL DEFAULT NULL"
-                                            : "timestamptz"));
+                            .formatted(records, this.dialect.nullableTimestampColumn()));
         }
     }
 

@@ -120,6 +120,12 @@ public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
     /** The purge's cutoff, {@code retention} before the database's clock; its parameter is the retention in µs. */
     String purgeCutoff();
 
+    /**
+     * A column of a point in time that may be empty, as the library's tables declare it: for the {@code ALTER TABLE} a
+     * start-up refusal tells an operator to run.
+     */
+    String nullableTimestampColumn();
+
     /** Deletes one batch of the oldest rows before the cutoff; its parameters are the cutoff and the batch size. */
     String purgeBatch(String table);
 

@@ -250,6 +250,11 @@ public final class MariaDbDialect implements Dialect {
     }
 
     @Override
+    public String nullableTimestampColumn() {
+        return "TIMESTAMP(6) NULL DEFAULT NULL";
+    }
+
+    @Override
     public String purgeBatch(String table) {
         return PURGE_BATCH.formatted(table);
     }

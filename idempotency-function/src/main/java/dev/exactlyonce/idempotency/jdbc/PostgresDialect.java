@@ -172,6 +172,11 @@ public final class PostgresDialect implements Dialect {
     }
 
     @Override
+    public String nullableTimestampColumn() {
+        return "timestamptz";
+    }
+
+    @Override
     public String purgeBatch(String table) {
         return PURGE_BATCH.formatted(table);
     }
