@@ -57,6 +57,21 @@ class ManagementEndpointsTests {
     JdbcTemplate jdbcTemplate;
 
     @Test
+    void anEventIsLookedUpByItsId() throws Exception {
+        UUID claimed = claimProcessedDaysAgo(this.jdbcTemplate, 1);
+
+        HttpResponse<String> found = getBody(this.managementPort, "/actuator/idempotency/" + claimed);
+        assertThat(found.statusCode()).isEqualTo(200);
+        assertThat(found.body())
+                .contains("\"eventId\":\"" + claimed + "\"")
+                .contains("\"eventName\":\"order.order.placed.v1\"");
+        assertThat(getBody(this.managementPort, "/actuator/idempotency/" + UUID.randomUUID())
+                        .body())
+                .contains("\"claims\":[]");
+        assertThat(get(this.managementPort, "/actuator/idempotency/not-an-id")).isEqualTo(400);
+    }
+
+    @Test
     void thePurgeCannotBeRunThroughTheEndpointUnlessEnabled() throws Exception {
         UUID expired = claimProcessedDaysAgo(this.jdbcTemplate, 31);
 
@@ -103,6 +118,13 @@ class ManagementEndpointsTests {
         Integer count = jdbcTemplate.queryForObject(
                 "SELECT count(*) FROM processed_event WHERE event_id = ?", Integer.class, eventId);
         return count != null ? count : 0;
+    }
+
+    private HttpResponse<String> getBody(int port, String path) throws Exception {
+        return this.http.send(
+                HttpRequest.newBuilder(URI.create("http://127.0.0.1:" + port + path))
+                        .build(),
+                HttpResponse.BodyHandlers.ofString());
     }
 
     private int get(int port, String path) throws Exception {

@@ -9,16 +9,20 @@ import dev.exactlyonce.idempotency.outbox.OutboxBacklogQuery;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.List;
+import java.util.UUID;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
 import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
+import org.springframework.boot.actuate.endpoint.annotation.Selector;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * The {@code idempotency} Actuator endpoint: how big the table of processed event ids is (the planner's estimate, and
- * its size on disk), how old its oldest row is, the retention that bounds it, and what waits in the outbox. It only reads: the purge, which
- * deletes rows, is an operation of {@link PurgingIdempotencyEndpoint}, registered in its place when
+ * its size on disk), how old its oldest row is, the retention that bounds it, and what waits in the outbox; and, at
+ * {@code /actuator/idempotency/<event id>}, what the service knows of one event ({@link Lookup}). It only reads: the
+ * purge, which deletes rows, is an operation of {@link PurgingIdempotencyEndpoint}, registered in its place when
  * {@code idempotency.endpoint.purge-enabled} is true.
  */
 @Endpoint(id = "idempotency")
@@ -69,6 +73,76 @@ public class IdempotencyEndpoint {
             @Nullable Duration oldestAge,
             Duration retention) {}
 
+    /**
+     * What the service knows of one event, for an operator asking "was it applied here?": empty lists and no outbox row
+     * when it was never claimed here, never dead-lettered by the guard, and not emitted here (or when those rows were
+     * purged, past their retention).
+     *
+     * @param eventId the event's id
+     * @param claims its claims: the service applied it, once per scope and name
+     * @param deadLetters the dead letters the guard recorded of it, per binding, name and body
+     * @param emitted its row in this service's outbox, when this service emitted it
+     */
+    public record Lookup(
+            UUID eventId,
+            List<Claim> claims,
+            List<DeadLetter> deadLetters,
+            @Nullable Emitted emitted) {}
+
+    /**
+     * A claim of the event.
+     *
+     * @param scope the scope it was claimed under ({@code ""}: the service's, the default key scope)
+     * @param eventName the name it was claimed under
+     * @param processedAt when the transaction that applied it wrote the claim
+     */
+    public record Claim(String scope, String eventName, Instant processedAt) {}
+
+    /**
+     * A dead letter of the event the guard recorded, so that a replay of it is taken back.
+     *
+     * @param binding the binding that dead-lettered it
+     * @param eventName its name
+     * @param deadLetteredAt when
+     * @param takenBackAt when a replay of it was applied; {@code null} while it waits
+     */
+    public record DeadLetter(
+            String binding,
+            String eventName,
+            Instant deadLetteredAt,
+            @Nullable Instant takenBackAt) {}
+
+    /**
+     * The event as this service emitted it, in its outbox.
+     *
+     * @param eventName its name
+     * @param key its key (the outbox's {@code aggregateid}), which orders the events of a key
+     * @param occurredAt when the transaction that emitted it wrote it
+     * @param publishedAt when the relay published it; {@code null} while it waits, is parked or was skipped
+     * @param attempts the relay's refused attempts at it
+     * @param parkedAt when the relay parked it, until an operator releases or skips it
+     * @param skippedAt when an operator skipped it
+     */
+    public record Emitted(
+            String eventName,
+            String key,
+            Instant occurredAt,
+            @Nullable Instant publishedAt,
+            int attempts,
+            @Nullable Instant parkedAt,
+            @Nullable Instant skippedAt) {}
+
+    private static final String CLAIMS = """
+            SELECT scope, event_name, processed_at FROM %s WHERE event_id = ? ORDER BY processed_at""";
+
+    private static final String DEAD_LETTERS = """
+            SELECT binding, event_name, dead_lettered_at, taken_back_at FROM %s WHERE event_id = ?
+            ORDER BY dead_lettered_at""";
+
+    private static final String EMITTED = """
+            SELECT type, aggregateid, occurred_at, published_at, attempts, parked_at, skipped_at
+            FROM outbox_event WHERE id = ?""";
+
     private final DataSource dataSource;
 
     private final JdbcTemplate jdbcTemplate;
@@ -101,6 +175,46 @@ public class IdempotencyEndpoint {
                 this.properties.partitioning().enabled(),
                 this.outbox.read(),
                 deadLetters());
+    }
+
+    /** What the service knows of the event of that id. */
+    @ReadOperation
+    public Lookup lookup(@Selector UUID eventId) {
+        String table = this.properties.tableName();
+        List<Claim> claims = this.jdbcTemplate.query(
+                CLAIMS.formatted(table),
+                (row, i) -> new Claim(
+                        row.getString(1), row.getString(2), row.getTimestamp(3).toInstant()),
+                eventId);
+        String deadLetterTable = DeadLetterRecords.tableOf(table);
+        List<DeadLetter> deadLetters = TableName.exists(this.jdbcTemplate, deadLetterTable)
+                ? this.jdbcTemplate.query(
+                        DEAD_LETTERS.formatted(deadLetterTable),
+                        (row, i) -> new DeadLetter(
+                                row.getString(1),
+                                row.getString(2),
+                                row.getTimestamp(3).toInstant(),
+                                instant(row.getTimestamp(4))),
+                        eventId)
+                : List.of();
+        List<Emitted> emitted = TableName.exists(this.jdbcTemplate, "outbox_event")
+                ? this.jdbcTemplate.query(
+                        EMITTED,
+                        (row, i) -> new Emitted(
+                                row.getString(1),
+                                row.getString(2),
+                                row.getTimestamp(3).toInstant(),
+                                instant(row.getTimestamp(4)),
+                                row.getInt(5),
+                                instant(row.getTimestamp(6)),
+                                instant(row.getTimestamp(7))),
+                        eventId)
+                : List.of();
+        return new Lookup(eventId, claims, deadLetters, emitted.isEmpty() ? null : emitted.get(0));
+    }
+
+    private static @Nullable Instant instant(@Nullable Timestamp timestamp) {
+        return timestamp != null ? timestamp.toInstant() : null;
     }
 
     private @Nullable DeadLetters deadLetters() {
