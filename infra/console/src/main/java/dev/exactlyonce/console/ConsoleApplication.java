@@ -1,0 +1,15 @@
+package dev.exactlyonce.console;
+
+import org.springframework.boot.SpringApplication;
+import org.springframework.boot.autoconfigure.SpringBootApplication;
+import org.springframework.boot.context.properties.ConfigurationPropertiesScan;
+
+/** The console: {@code java -jar console-exec.jar}, with the services and the users in its settings. */
+@SpringBootApplication
+@ConfigurationPropertiesScan
+public class ConsoleApplication {
+
+    public static void main(String[] args) {
+        SpringApplication.run(ConsoleApplication.class, args);
+    }
+}

@@ -1,0 +1,72 @@
+package dev.exactlyonce.console;
+
+import java.net.URI;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.List;
+import org.springframework.boot.context.properties.ConfigurationProperties;
+import org.springframework.boot.context.properties.bind.DefaultValue;
+
+/**
+ * The console's settings.
+ *
+ * @param services the services it watches, each with the management URL of each of its instances
+ * @param users who may sign in, and what each may do
+ * @param auditLog the file every action is appended to, one line each (kept across restarts)
+ * @param timeout how long a service's endpoint is waited for before the page shows it unreachable
+ */
+@ConfigurationProperties("console")
+public record ConsoleProperties(
+        List<Service> services,
+        List<User> users,
+        @DefaultValue("console-audit.log") Path auditLog,
+        @DefaultValue("3s") Duration timeout) {
+
+    public ConsoleProperties {
+        if (services == null || services.isEmpty()) {
+            throw new IllegalArgumentException("console.services names no service: give each service's name and the"
+                    + " management URL of its instances (console.services[0].name, console.services[0].instances[0])");
+        }
+        if (users == null || users.isEmpty()) {
+            throw new IllegalArgumentException("console.users names nobody who may sign in: give each user's name,"
+                    + " password (with its encoding, such as {bcrypt}...) and role, viewer or operator");
+        }
+        services = List.copyOf(services);
+        users = List.copyOf(users);
+    }
+
+    /**
+     * A service.
+     *
+     * @param name its name, as operators know it
+     * @param instances the management URL of each instance, such as {@code http://127.0.0.1:9081}
+     */
+    public record Service(String name, List<URI> instances) {}
+
+    /**
+     * Someone who may sign in.
+     *
+     * @param name the user name
+     * @param password the password, with its encoding ({@code {bcrypt}$2a$...}; {@code {noop}} for a test)
+     * @param role what the user may do
+     */
+    public record User(String name, String password, Role role) {
+
+        public User {
+            if (password == null || !password.matches("\\{[a-z0-9]+}.+")) {
+                throw new IllegalArgumentException(("The password of console user '%s' names no encoding: write it as"
+                                + " {bcrypt}<hash> (htpasswd -bnBC 10 \"\" <password> | tr -d ':' makes one), or"
+                                + " {noop}<password> for a test")
+                        .formatted(name));
+            }
+        }
+    }
+
+    /** What a user may do. */
+    public enum Role {
+        /** Sees every page, acts on nothing. */
+        VIEWER,
+        /** Also releases and skips parked outbox rows. */
+        OPERATOR
+    }
+}

@@ -1,0 +1,341 @@
+package dev.exactlyonce.console;
+
+import static java.nio.charset.StandardCharsets.UTF_8;
+import static org.assertj.core.api.Assertions.assertThat;
+import static org.awaitility.Awaitility.await;
+
+import dev.exactlyonce.guarded.GuardedService;
+import dev.exactlyonce.guarded.GuardedService.ParcelWeighed;
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
+import dev.exactlyonce.idempotency.envelope.UuidV7;
+import dev.exactlyonce.idempotency.test.TestDatabase;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import dev.exactlyonce.idempotency.test.TestRabbit;
+import java.net.CookieManager;
+import java.net.URI;
+import java.net.URLEncoder;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.time.Instant;
+import java.util.Map;
+import java.util.UUID;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+import java.util.stream.Collectors;
+import org.junit.jupiter.api.AfterAll;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.condition.EnabledIf;
+import org.openqa.selenium.By;
+import org.openqa.selenium.NoAlertPresentException;
+import org.openqa.selenium.WebDriver;
+import org.openqa.selenium.WebElement;
+import org.openqa.selenium.chrome.ChromeDriver;
+import org.openqa.selenium.chrome.ChromeDriverService;
+import org.openqa.selenium.chrome.ChromeOptions;
+import org.springframework.boot.builder.SpringApplicationBuilder;
+import org.springframework.boot.test.context.SpringBootTest;
+import org.springframework.boot.test.context.SpringBootTest.WebEnvironment;
+import org.springframework.boot.test.web.server.LocalServerPort;
+import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.test.context.DynamicPropertyRegistry;
+import org.springframework.test.context.DynamicPropertySource;
+
+/**
+ * The console in Debian's headless Chromium, driven through its ChromeDriver, against a real guarded service (the
+ * library on RabbitMQ and PostgreSQL, its Actuator endpoints over HTTP): an operator signs in, sees the service up with
+ * its poison message waiting in the dead letters, looks an applied event and the poison up, releases a parked outbox row
+ * whose key and last error are HTML and script (shown as text, never run), and finds the release in the audit log. A
+ * viewer sees no action, and one forged with the viewer's session and CSRF token is refused. Skipped where no
+ * ChromeDriver is installed ({@code /usr/bin/chromedriver}, or {@code CHROMEDRIVER}; {@code .ci/run} installs
+ * Debian's).
+ */
+@SpringBootTest(
+        classes = ConsoleApplication.class,
+        webEnvironment = WebEnvironment.RANDOM_PORT,
+        properties = {
+            "server.address=127.0.0.1",
+            "console.users[0].name=olga",
+            "console.users[0].password={noop}operator-secret",
+            "console.users[0].role=operator",
+            "console.users[1].name=victor",
+            "console.users[1].password={noop}viewer-secret",
+            "console.users[1].role=viewer",
+            // The guarded service's classes are on this test's class path; the console itself has no database.
+            "spring.autoconfigure.exclude=org.springframework.boot.jdbc.autoconfigure.DataSourceAutoConfiguration,"
+                    + "org.springframework.boot.flyway.autoconfigure.FlywayAutoConfiguration",
+            "spring.cloud.function.definition=",
+            "spring.cloud.stream.function.autodetect=false"
+        })
+@EnabledIf("chromeDriverInstalled")
+class ConsoleInABrowserIT {
+
+    private static final TestRabbit rabbit = TestRabbit.broker();
+
+    private static final String DESTINATION = rabbit.uniqueName("console");
+
+    private static final String QUEUE = rabbit.deleteAtExit(DESTINATION + ".parcels");
+
+    private static final TestDatabase database = TestPostgres.newDatabase("console");
+
+    private static final JdbcTemplate jdbc =
+            new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
+
+    private static ConfigurableApplicationContext service;
+
+    private static URI serviceManagement;
+
+    static boolean chromeDriverInstalled() {
+        return Files.isExecutable(chromeDriver());
+    }
+
+    private static Path chromeDriver() {
+        return Path.of(System.getenv().getOrDefault("CHROMEDRIVER", "/usr/bin/chromedriver"));
+    }
+
+    /** Starts the guarded service, and points the console at its management port. */
+    @DynamicPropertySource
+    static void services(DynamicPropertyRegistry registry) throws Exception {
+        String binding = "--spring.cloud.stream.bindings.idempotencyGuardrecordParcel-in-0.";
+        service = new SpringApplicationBuilder(GuardedService.class)
+                .run(
+                        "--spring.application.name=parcel-service",
+                        "--spring.cloud.function.definition=idempotencyGuard|recordParcel",
+                        "--spring.cloud.stream.default-binder=rabbit",
+                        binding + "destination=" + DESTINATION,
+                        binding + "group=parcels",
+                        binding + "consumer.back-off-initial-interval=50",
+                        "--spring.datasource.url=" + database.jdbcUrl(),
+                        "--spring.datasource.username=" + database.username(),
+                        "--spring.datasource.password=" + database.password(),
+                        "--spring.rabbitmq.host=" + rabbit.host(),
+                        "--spring.rabbitmq.port=" + rabbit.port(),
+                        "--spring.rabbitmq.username=" + rabbit.username(),
+                        "--spring.rabbitmq.password=" + rabbit.password(),
+                        "--server.port=0",
+                        "--server.address=127.0.0.1",
+                        "--management.server.port=0",
+                        "--management.server.address=127.0.0.1",
+                        "--management.endpoints.web.exposure.include=health,idempotency,outbox",
+                        "--management.endpoint.health.show-details=always",
+                        "--idempotency.endpoint.outbox-write-enabled=true");
+        serviceManagement =
+                URI.create("http://127.0.0.1:" + service.getEnvironment().getProperty("local.management.port"));
+        registry.add("console.services[0].name", () -> "parcel-service");
+        registry.add("console.services[0].instances[0]", () -> serviceManagement.toString());
+        Path auditLog = Files.createTempFile("console-audit", ".log");
+        registry.add("console.audit-log", auditLog::toString);
+    }
+
+    @AfterAll
+    static void stopTheService() {
+        if (service != null) {
+            service.close();
+        }
+    }
+
+    @LocalServerPort
+    int port;
+
+    private WebDriver browser;
+
+    @BeforeEach
+    void openTheBrowser() {
+        ChromeOptions options = new ChromeOptions()
+                .setBinary(System.getenv().getOrDefault("CHROMIUM", "/usr/bin/chromium"))
+                .addArguments(
+                        "--headless",
+                        "--no-sandbox",
+                        "--disable-gpu",
+                        "--disable-dev-shm-usage",
+                        "--disable-background-networking",
+                        "--disable-component-update",
+                        "--disable-sync",
+                        "--no-first-run");
+        ChromeDriverService driver = new ChromeDriverService.Builder()
+                .usingDriverExecutable(chromeDriver().toFile())
+                .usingAnyFreePort()
+                .build();
+        this.browser = new ChromeDriver(driver, options);
+        this.browser.manage().timeouts().implicitlyWait(Duration.ofSeconds(2));
+    }
+
+    @AfterEach
+    void closeTheBrowser() {
+        if (this.browser != null) {
+            this.browser.quit();
+        }
+    }
+
+    @Test
+    void anOperatorSeesThePoisonLooksEventsUpAndReleasesAParkedRowWhoseTextIsShownAndNeverRun() {
+        EventEnvelope<ParcelWeighed> applied = parcel(750);
+        EventEnvelope<ParcelWeighed> poison = parcel(0);
+        rabbit.publish(DESTINATION, applied);
+        rabbit.publish(DESTINATION, poison);
+        await().atMost(Duration.ofSeconds(30))
+                .untilAsserted(
+                        () -> assertThat(rabbit.messageCount(QUEUE + ".dlq")).isEqualTo(1));
+        UUID parked = parkARow("<img src=x onerror=alert('key')>", "<script>alert('error')</script><b>refused</b>");
+
+        signIn("olga", "operator-secret");
+
+        WebElement instance = this.browser.findElement(By.cssSelector("#instances tr[data-service='parcel-service']"));
+        assertThat(instance.findElement(By.className("status")).getText()).isEqualTo("UP");
+        assertThat(instance.getText()).contains("idempotencyGuardrecordParcel-in-0");
+        assertThat(instance.findElement(By.className("dead-letters-waiting")).getText())
+                .isEqualTo("1");
+
+        lookUp(applied.eventId().toString());
+        assertThat(this.browser.findElement(By.cssSelector("#lookups .claims")).getText())
+                .startsWith("applied at ")
+                .contains(ParcelWeighed.NAME);
+        lookUp(poison.eventId().toString());
+        assertThat(this.browser.findElement(By.cssSelector("#lookups .claims")).getText())
+                .isEqualTo("not applied here");
+        assertThat(this.browser
+                        .findElement(By.cssSelector("#lookups .dead-letters"))
+                        .getText())
+                .startsWith("dead-lettered by idempotencyGuardrecordParcel-in-0 at ")
+                .endsWith("waiting to be replayed");
+        lookUp("not-an-id");
+        assertThat(this.browser.findElement(By.className("error")).getText()).startsWith("Not an event id");
+
+        this.browser.get(url("/parked"));
+        WebElement row = this.browser.findElement(By.cssSelector("#parked tr[data-id='" + parked + "']"));
+        assertThat(row.findElement(By.className("key")).getText()).isEqualTo("<img src=x onerror=alert('key')>");
+        assertThat(row.findElement(By.className("last-error")).getText())
+                .isEqualTo("<script>alert('error')</script><b>refused</b>");
+        assertThat(row.findElements(By.tagName("img")))
+                .as("the key is text, not an element")
+                .isEmpty();
+        assertThat(row.findElements(By.tagName("script"))).isEmpty();
+        assertNoAlert();
+
+        row.findElement(By.className("release")).click();
+
+        assertThat(this.browser.findElement(By.className("message")).getText())
+                .isEqualTo("Released: outbox row %s of parcel-service".formatted(parked));
+        assertThat(jdbc.queryForObject(
+                        "SELECT parked_at IS NULL FROM outbox_event WHERE id = ?", Boolean.class, parked))
+                .as("released in the service's outbox")
+                .isTrue();
+        assertThat(this.browser.findElements(By.cssSelector("#parked tr[data-id='" + parked + "']")))
+                .isEmpty();
+        this.browser.get(url("/audit"));
+        assertThat(this.browser.findElement(By.cssSelector("#audit tbody tr")).getText())
+                .contains("olga", "release", parked.toString());
+        assertNoAlert();
+    }
+
+    @Test
+    void aViewerSeesNoActionAndAnActionForgedWithTheViewersSessionIsRefused() throws Exception {
+        UUID parked = parkARow("viewer-key", "refused");
+
+        signIn("victor", "viewer-secret");
+        this.browser.get(url("/parked"));
+        assertThat(this.browser
+                        .findElement(By.cssSelector("#parked tr[data-id='" + parked + "']"))
+                        .getText())
+                .contains("viewer-key");
+        assertThat(this.browser.findElements(By.className("release"))).isEmpty();
+
+        // The same, without a browser: the viewer's session and its CSRF token, and a POST of the operator's form.
+        HttpClient http = HttpClient.newBuilder()
+                .cookieHandler(new CookieManager())
+                .followRedirects(HttpClient.Redirect.NEVER)
+                .build();
+        String loginPage = http.send(
+                        HttpRequest.newBuilder(URI.create(url("/login"))).build(), HttpResponse.BodyHandlers.ofString())
+                .body();
+        post(http, "/login", Map.of("username", "victor", "password", "viewer-secret", "_csrf", csrf(loginPage)));
+        String page = http.send(
+                        HttpRequest.newBuilder(URI.create(url("/parked"))).build(),
+                        HttpResponse.BodyHandlers.ofString())
+                .body();
+        HttpResponse<String> forged = post(
+                http,
+                "/parked/release",
+                Map.of(
+                        "instance", serviceManagement.toString(),
+                        "id", parked.toString(),
+                        "_csrf", csrf(page)));
+
+        assertThat(forged.statusCode()).isEqualTo(403);
+        assertThat(jdbc.queryForObject(
+                        "SELECT parked_at IS NOT NULL FROM outbox_event WHERE id = ?", Boolean.class, parked))
+                .as("still parked")
+                .isTrue();
+    }
+
+    private void signIn(String user, String password) {
+        this.browser.get(url("/"));
+        this.browser.findElement(By.name("username")).sendKeys(user);
+        this.browser.findElement(By.name("password")).sendKeys(password);
+        this.browser.findElement(By.cssSelector("button[type='submit']")).click();
+        assertThat(this.browser.findElement(By.tagName("h1")).getText()).isEqualTo("Services");
+    }
+
+    private void lookUp(String id) {
+        this.browser.get(url("/events"));
+        this.browser.findElement(By.name("id")).sendKeys(id);
+        this.browser.findElement(By.id("look-up")).click();
+    }
+
+    private void assertNoAlert() {
+        try {
+            String text = this.browser.switchTo().alert().getText();
+            throw new AssertionError("A script of the page ran: alert '" + text + "'");
+        } catch (NoAlertPresentException expected) {
+            // No script ran.
+        }
+    }
+
+    private String url(String path) {
+        return "http://127.0.0.1:" + this.port + path;
+    }
+
+    private HttpResponse<String> post(HttpClient http, String path, Map<String, String> form) throws Exception {
+        String body = form.entrySet().stream()
+                .map(field ->
+                        URLEncoder.encode(field.getKey(), UTF_8) + "=" + URLEncoder.encode(field.getValue(), UTF_8))
+                .collect(Collectors.joining("&"));
+        return http.send(
+                HttpRequest.newBuilder(URI.create(url(path)))
+                        .header("Content-Type", "application/x-www-form-urlencoded")
+                        .POST(HttpRequest.BodyPublishers.ofString(body))
+                        .build(),
+                HttpResponse.BodyHandlers.ofString());
+    }
+
+    private static String csrf(String page) {
+        Matcher token = Pattern.compile("name=\"_csrf\"[^>]*value=\"([^\"]+)\"").matcher(page);
+        assertThat(token.find()).as("a CSRF token in the page").isTrue();
+        return token.group(1);
+    }
+
+    private static EventEnvelope<ParcelWeighed> parcel(int grams) {
+        return new EventEnvelope<>(
+                UuidV7.generate(), ParcelWeighed.NAME, Instant.now(), new ParcelWeighed(UUID.randomUUID(), grams));
+    }
+
+    /** An outbox row the relay parked, as the service's outbox holds one after the broker refused it for good. */
+    private static UUID parkARow(String key, String lastError) {
+        UUID id = UuidV7.generate();
+        jdbc.update(
+                "INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload, attempts, last_error, parked_at)"
+                        + " VALUES (?, ?, ?, 'console.parcel.labelled.v1', '{}'::jsonb, 5, ?, now())",
+                id,
+                DESTINATION,
+                key,
+                lastError);
+        return id;
+    }
+}
