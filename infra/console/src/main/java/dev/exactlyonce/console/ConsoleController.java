@@ -21,10 +21,13 @@ class ConsoleController {
 
     private final ServiceEndpoints services;
 
+    private final BrokerDeadLetters deadLetters;
+
     private final AuditLog audit;
 
-    ConsoleController(ServiceEndpoints services, AuditLog audit) {
+    ConsoleController(ServiceEndpoints services, BrokerDeadLetters deadLetters, AuditLog audit) {
         this.services = services;
+        this.deadLetters = deadLetters;
         this.audit = audit;
     }
 
@@ -101,6 +104,19 @@ class ConsoleController {
                                 .formatted(action.equals("release") ? "Released" : "Skipped", id, service)
                         : "Outbox row %s of %s was no longer parked: nothing done".formatted(id, service));
         return "redirect:/parked";
+    }
+
+    @GetMapping("/dead-letters")
+    String deadLetters(Model model) {
+        model.addAttribute("configured", this.deadLetters.configured());
+        try {
+            model.addAttribute("queues", this.deadLetters.queues());
+        } catch (RestClientException ex) {
+            model.addAttribute("queues", java.util.List.of());
+            model.addAttribute("error", "RabbitMQ's management API did not answer: " + BrokerDeadLetters.reason(ex));
+        }
+        model.addAttribute("read", BrokerDeadLetters.READ);
+        return "dead-letters";
     }
 
     @GetMapping("/audit")

@@ -4,6 +4,7 @@ import java.net.URI;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.List;
+import org.jspecify.annotations.Nullable;
 import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.boot.context.properties.bind.DefaultValue;
 
@@ -12,6 +13,7 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  *
  * @param services the services it watches, each with the management URL of each of its instances
  * @param users who may sign in, and what each may do
+ * @param broker RabbitMQ's management API, where the dead-letter queues are read (none: the dead letters are not shown)
  * @param auditLog the file every action is appended to, one line each (kept across restarts)
  * @param timeout how long a service's endpoint is waited for before the page shows it unreachable
  */
@@ -19,6 +21,7 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
 public record ConsoleProperties(
         List<Service> services,
         List<User> users,
+        @Nullable Broker broker,
         @DefaultValue("console-audit.log") Path auditLog,
         @DefaultValue("3s") Duration timeout) {
 
@@ -34,6 +37,20 @@ public record ConsoleProperties(
         services = List.copyOf(services);
         users = List.copyOf(users);
     }
+
+    /**
+     * RabbitMQ's management API, as a user that may read the dead-letter queues (the broker's operator).
+     *
+     * @param managementUrl such as {@code http://127.0.0.1:15672}
+     * @param username the user
+     * @param password its password
+     * @param virtualHost the virtual host of the services' queues
+     */
+    public record Broker(
+            URI managementUrl,
+            String username,
+            String password,
+            @DefaultValue("/") String virtualHost) {}
 
     /**
      * A service.

@@ -2,6 +2,7 @@ package dev.exactlyonce.console;
 
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.tuple;
 import static org.awaitility.Awaitility.await;
 
 import dev.exactlyonce.guarded.GuardedService;
@@ -129,6 +130,12 @@ class ConsoleInABrowserIT {
         serviceManagement =
                 URI.create("http://127.0.0.1:" + service.getEnvironment().getProperty("local.management.port"));
         registry.add("console.services[0].name", () -> "parcel-service");
+        registry.add(
+                "console.broker.management-url",
+                () -> "http://%s:%s"
+                        .formatted(rabbit.host(), System.getenv().getOrDefault("RABBITMQ_MANAGEMENT_PORT", "15672")));
+        registry.add("console.broker.username", rabbit::username);
+        registry.add("console.broker.password", rabbit::password);
         registry.add("console.services[0].instances[0]", () -> serviceManagement.toString());
         Path auditLog = Files.createTempFile("console-audit", ".log");
         registry.add("console.audit-log", auditLog::toString);
@@ -180,9 +187,10 @@ class ConsoleInABrowserIT {
         EventEnvelope<ParcelWeighed> poison = parcel(0);
         rabbit.publish(DESTINATION, applied);
         rabbit.publish(DESTINATION, poison);
+        rabbit.publish(DESTINATION, ParcelWeighed.NAME, "<script>alert('payload')</script>".getBytes(UTF_8), null);
         await().atMost(Duration.ofSeconds(30))
                 .untilAsserted(
-                        () -> assertThat(rabbit.messageCount(QUEUE + ".dlq")).isEqualTo(1));
+                        () -> assertThat(rabbit.messageCount(QUEUE + ".dlq")).isEqualTo(2));
         UUID parked = parkARow("<img src=x onerror=alert('key')>", "<script>alert('error')</script><b>refused</b>");
 
         signIn("olga", "operator-secret");
@@ -192,6 +200,33 @@ class ConsoleInABrowserIT {
         assertThat(instance.getText()).contains("idempotencyGuardrecordParcel-in-0");
         assertThat(instance.findElement(By.className("dead-letters-waiting")).getText())
                 .isEqualTo("1");
+
+        // The management API lists a new queue within the broker's statistics interval (5 s by default).
+        By dlq = By.cssSelector("section[data-queue='" + QUEUE + ".dlq']");
+        await().atMost(Duration.ofSeconds(30)).until(() -> {
+            this.browser.get(url("/dead-letters"));
+            return !this.browser.findElements(dlq).isEmpty();
+        });
+        WebElement deadLetters = this.browser.findElement(dlq);
+        assertThat(deadLetters.findElement(By.className("messages")).getText()).isEqualTo("2");
+        // The poison's cause: its exception's type, and the first frame of the application's code (a lambda).
+        assertThat(deadLetters.findElements(By.className("group")))
+                .extracting(
+                        group -> group.findElement(By.className("cause"))
+                                .getText()
+                                .replaceFirst("\\$\\d+$", ""),
+                        group -> group.findElement(By.className("count")).getText())
+                .containsExactlyInAnyOrder(
+                        tuple(
+                                "java.lang.IllegalArgumentException at " + GuardedService.class.getName()
+                                        + ".lambda$recordParcel",
+                                "1"),
+                        tuple("NOT_JSON", "1"));
+        assertThat(deadLetters.findElements(By.className("payload")))
+                .extracting(WebElement::getText)
+                .contains("<script>alert('payload')</script>");
+        assertNoAlert();
+        assertThat(rabbit.messageCount(QUEUE + ".dlq")).as("read, and put back").isEqualTo(2);
 
         lookUp(applied.eventId().toString());
         assertThat(this.browser.findElement(By.cssSelector("#lookups .claims")).getText())
