@@ -3,8 +3,10 @@
 # (local, or started from infra/compose.yaml when a Docker engine is there), with every ordinary source of duplicates
 # firing, and a report of what each service made of them. Builds the jars first when they are missing.
 #   infra/demo.sh [--orders 200] [--database-outage 30] [--provider-freeze 600] [--database mariadb] [--cluster]
+#                 [--console]
 # --cluster runs the shop on a three-node RabbitMQ 4 cluster (infra/cluster.sh rabbitmq up, as root), kills one node and
-# cuts another off mid-run.
+# cuts another off mid-run. --console leaves the shop running after the report, with the operator console
+# (infra/console) watching it, and prints its address and a password of the run; Ctrl-C stops both.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args=()
@@ -16,12 +18,14 @@ for arg in "$@"; do
         # The broker users are the cluster's: created through a node of it.
         export RABBITMQCTL="$PWD/infra/cluster.sh rabbitmq ctl 1"
         args+=(--cluster rabbitmq)
+    elif [ "$arg" = "--console" ]; then
+        args+=(--console true)
     else
         args+=("$arg")
     fi
 done
 jars=(infra/target/infra-*.jar stock-service/target/stock-service-*.jar shipping-service/target/shipping-service-*.jar
-    billing-service/target/billing-service-*.jar)
+    billing-service/target/billing-service-*.jar infra/console/target/console-*.jar)
 for jar in "${jars[@]}"; do
     if [ ! -f "$jar" ]; then
         echo "Building the jars: ./mvnw package -DskipTests (a few minutes the first time)"

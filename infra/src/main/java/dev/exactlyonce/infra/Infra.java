@@ -34,7 +34,7 @@ public final class Infra {
 
             Commands:
               demo [--orders <n>] [--database-outage <s>] [--provider-freeze <s>] [--database postgresql|mariadb]
-                  [--cluster rabbitmq]
+                  [--cluster rabbitmq] [--console true]
                   The main job: runs the three services, the payment provider and the order service on
                   PostgreSQL (or MariaDB: --database mariadb) and RabbitMQ (localhost, or infra/compose.yaml
                   when Docker is there), fires all three sources of duplicates (relay republish, broker
@@ -45,13 +45,16 @@ public final class Infra {
                   from the first order on (billing's requests go unanswered). The database server is PGHOST,
                   PGPORT, PGUSER, PGPASSWORD (default 127.0.0.1:5432, postgres), or MARIADB_HOST, MARIADB_PORT,
                   MARIADB_USER, MARIADB_PASSWORD (default 127.0.0.1:3306, root). RabbitMQ is RABBITMQ_HOST,
-                  RABBITMQ_PORT, RABBITMQ_USERNAME, RABBITMQ_PASSWORD (default 127.0.0.1:5672, guest; admin on the
-                  broker it starts): an administrator, since the demo creates the shop's broker users. The
+                  RABBITMQ_PORT, RABBITMQ_USERNAME, RABBITMQ_PASSWORD (default 127.0.0.1:5672, guest; on the
+                  broker of compose.yaml, an administrator it makes): an administrator, since the demo creates
+                  the shop's broker users. The
                   containers it starts from infra/compose.yaml keep running when it ends: stop them with
                   docker compose -f infra/compose.yaml down. --cluster rabbitmq runs the shop on the
                   three-node cluster of infra/cluster.sh (RABBITMQ_CLUSTER, RABBITMQ_CLUSTER_CONTROL; infra/demo.sh
                   --cluster starts it and sets them), kills the node leading stock's queue mid-run and then cuts
-                  another off for 30 s.
+                  another off for 30 s. --console true leaves the shop running after the report, with the
+                  operator console (infra/console) on http://127.0.0.1:8090, and prints a password of the run
+                  for its user operator; Ctrl-C stops both.
 
               replay-dead-letters <queue> [--event-id <uuid>]... [--dry-run]
                   Move the dead letters of <queue>.dlq back to <queue>: all of them, or those of the given
@@ -261,8 +264,8 @@ public final class Infra {
     }
 
     private static int demo(String[] args, PrintStream out) throws Exception {
-        Map<String, String> options =
-                options(args, "--orders", "--database-outage", "--provider-freeze", "--database", "--cluster");
+        Map<String, String> options = options(
+                args, "--orders", "--database-outage", "--provider-freeze", "--database", "--cluster", "--console");
         String cluster = options.getOrDefault("--cluster", "none");
         if (!List.of("none", "rabbitmq").contains(cluster)) {
             throw new IllegalArgumentException(
@@ -275,7 +278,8 @@ public final class Infra {
                         Integer.parseInt(options.getOrDefault("--orders", "200")),
                         Duration.ofSeconds(Long.parseLong(options.getOrDefault("--database-outage", "0"))),
                         Duration.ofSeconds(Long.parseLong(options.getOrDefault("--provider-freeze", "0"))),
-                        cluster.equals("rabbitmq"));
+                        cluster.equals("rabbitmq"),
+                        Boolean.parseBoolean(options.getOrDefault("--console", "false")));
     }
 
     /** Reads {@code --name value} options, each of the known names at most once. */

@@ -13,6 +13,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -47,8 +48,16 @@ public final class Demo {
      * @param cluster whether the shop runs on the three-node RabbitMQ cluster the environment names
      *     ({@code RABBITMQ_CLUSTER}, {@code RABBITMQ_CLUSTER_CONTROL}: infra/cluster.sh), one node of which is
      *     killed and another cut off mid-run
+     * @param console whether the shop keeps running after the report, watched by the operator console, until the
+     *     process is stopped
      */
-    public int run(String product, int orders, Duration databaseOutage, Duration providerFreeze, boolean cluster)
+    public int run(
+            String product,
+            int orders,
+            Duration databaseOutage,
+            Duration providerFreeze,
+            boolean cluster,
+            boolean console)
             throws Exception {
         this.out.println("Exactly-once effects on at-least-once delivery: the shop, with every ordinary source of"
                 + " duplicates firing");
@@ -141,8 +150,43 @@ public final class Demo {
             });
             Report report = shop.report();
             report.print(this.out);
+            if (console) {
+                watch(shop, rabbitHost, rabbitUser, rabbitPassword, logs);
+            }
             return report.exactlyOnce() ? 0 : 1;
         }
+    }
+
+    /**
+     * Starts the operator console on the running shop (its jar, as the services run from theirs), prints where it
+     * answers and a password of the run, and waits until the process is stopped: the shop and the console stop with it.
+     */
+    private void watch(ShopScenario shop, String rabbitHost, String rabbitUser, String rabbitPassword, Path logs)
+            throws InterruptedException {
+        String password = UUID.randomUUID().toString();
+        List<String> properties = new ArrayList<>();
+        for (int i = 0; i < ShopScenario.SERVICES.size(); i++) {
+            String service = ShopScenario.SERVICES.get(i).name();
+            properties.add("console.services[%d].name=%s".formatted(i, service));
+            properties.add("console.services[%d].instances[0]=%s".formatted(i, shop.managementUrl(service)));
+        }
+        properties.addAll(List.of(
+                "console.users[0].name=operator",
+                "console.users[0].password={noop}" + password,
+                "console.users[0].role=operator",
+                "console.broker.management-url=http://%s:%s"
+                        .formatted(rabbitHost, this.env.getOrDefault("RABBITMQ_MANAGEMENT_PORT", "15672")),
+                "console.broker.username=" + rabbitUser,
+                "console.broker.password=" + rabbitPassword,
+                "console.audit-log=" + logs.resolve("console-audit.log")));
+        ServiceProcess console = ServiceProcess.start(
+                ServiceProcess.jar(Path.of("infra"), "console"), "console", properties, logs.resolve("console.log"));
+        Runtime.getRuntime().addShutdownHook(new Thread(console::close, "console-stop"));
+        this.out.printf(
+                "%nThe operator console watches the shop: http://127.0.0.1:8090, user operator, password %s."
+                        + " The shop keeps running; Ctrl-C stops both.%n",
+                password);
+        new CountDownLatch(1).await();
     }
 
     private String describeMissing(ShopDatabases.Server database, String rabbitHost, int rabbitPort) {

@@ -395,6 +395,11 @@ public final class ShopScenario implements AutoCloseable {
     }
 
     /** What each service made of the scenario. */
+    /** The management URL of a service of the shop, such as {@code http://127.0.0.1:41234}. */
+    public URI managementUrl(String service) {
+        return URI.create("http://127.0.0.1:" + this.managementPorts.get(service));
+    }
+
     public Report report() throws Exception {
         List<Report.ServiceReport> services = new ArrayList<>();
         Map<UUID, String> statuses = this.orderService.statuses();
@@ -699,7 +704,10 @@ public final class ShopScenario implements AutoCloseable {
                 // The outbox relay publishes to the run's exchange, which the service's user may not declare.
                 "idempotency.outbox.destination=" + this.exchange,
                 "spring.cloud.stream.rabbit.bindings[" + this.exchange + "].producer.declare-exchange=false",
-                "idempotency.outbox.relay.enabled=" + !holdRelay));
+                "idempotency.outbox.relay.enabled=" + !holdRelay,
+                // Parked rows released or skipped from the operator console (infra/demo.sh --console); the management
+                // port answers on the loopback interface only.
+                "idempotency.endpoint.outbox-write-enabled=true"));
         if (!service.emits().isEmpty()) {
             // The relay publishes through the binder of its own that the service's application.yml gives it, as its
             // own user: the consumer's user may not write to the exchange (ShopBrokerUsers).
