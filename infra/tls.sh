@@ -66,8 +66,8 @@ rabbitmq() {
     cp "$dir/ca.pem" "$dir/server.pem" "$dir/server.key" "$root/etc/rabbitmq/tls/"
     chroot "$root" chown -R rabbitmq:rabbitmq /etc/rabbitmq/tls
     chmod 600 "$root/etc/rabbitmq/tls/server.key"
-    if "$here/rabbitmq4.sh" ctl -q status >/dev/null 2>&1 \
-        && ! "$here/rabbitmq4.sh" ctl -q status 2>/dev/null | grep -q "port: $tls_port"; then
+    local status
+    if status=$("$here/rabbitmq4.sh" ctl -q status 2>/dev/null) && [[ $status != *"port: $tls_port,"* ]]; then
         say "restarting the RabbitMQ 4 node, which runs without its TLS listener"
         "$here/rabbitmq4.sh" stop
     fi
