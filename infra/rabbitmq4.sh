@@ -120,7 +120,8 @@ start)
     say "RabbitMQ $(ctl -q version) answers on 127.0.0.1:$port"
     ;;
 stop)
-    ctl -q stop >/dev/null 2>&1 || say "the node was not running"
+    # shutdown returns once the node's runtime has exited, so that a start right after starts a new node.
+    ctl -q shutdown >/dev/null 2>&1 || say "the node was not running"
     ;;
 ctl)
     shift

@@ -28,6 +28,8 @@ certificates() {
     fi
     say "making a certificate authority and a certificate for 127.0.0.1 and localhost in $dir"
     mkdir -p "$dir"
+    # The keys are readable by root alone from their first byte.
+    umask 077
     openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=exactly-once test authority" \
         -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
     openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout "$dir/server.key" -out "$dir/server.csr" \
@@ -35,7 +37,8 @@ certificates() {
     printf 'subjectAltName = IP:127.0.0.1, DNS:localhost\nextendedKeyUsage = serverAuth\n' >"$dir/server.ext"
     openssl x509 -req -in "$dir/server.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial -days 3650 \
         -extfile "$dir/server.ext" -out "$dir/server.pem" 2>/dev/null
-    chmod 600 "$dir/ca.key" "$dir/server.key"
+    chmod 644 "$dir/ca.pem" "$dir/server.pem"
+    umask 022
 }
 
 # PostgreSQL reads its key as the postgres user, and refuses one others may read.
@@ -72,6 +75,11 @@ rabbitmq() {
         "$here/rabbitmq4.sh" stop
     fi
     "$here/rabbitmq4.sh" start
+    status=$("$here/rabbitmq4.sh" ctl -q status 2>/dev/null) || true
+    if [[ $status != *"port: $tls_port,"* ]]; then
+        say "the RabbitMQ 4 node has no TLS listener on $tls_port; its logs: $root/var/log/rabbitmq/"
+        exit 1
+    fi
 }
 
 case "${1:-}" in

@@ -322,6 +322,10 @@ public record IdempotencyProperties(
                 throw new IllegalArgumentException("idempotency.outage.probe-initial-interval must be positive and no"
                         + " longer than idempotency.outage.probe-max-interval");
             }
+            if (socketTimeout.isNegative()) {
+                throw new IllegalArgumentException(
+                        "idempotency.outage.socket-timeout must be 0 (no limit) or positive, not " + socketTimeout);
+            }
         }
 
         /** The failures, besides the database's, that mean a dependency is down. */

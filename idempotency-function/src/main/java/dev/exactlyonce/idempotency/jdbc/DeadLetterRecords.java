@@ -2,7 +2,9 @@ package dev.exactlyonce.idempotency.jdbc;
 
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.sql.Connection;
 import java.sql.PreparedStatement;
+import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
@@ -80,10 +82,11 @@ public final class DeadLetterRecords {
      * Records that the binding dead-lettered the event with that body; once only. It runs in no transaction of its own
      * (the message's was rolled back): its connection waits at most {@code networkTimeout} for the database's answer
      * (0: no limit), so that a network gone silent fails it, an outage, rather than blocking the consumer thread for
-     * TCP's timeout. The pool resets the connection's timeout when it comes back.
+     * TCP's timeout. The connection's own timeout is restored afterwards.
      */
     public void record(String binding, UUID eventId, String eventName, byte[] body, Duration networkTimeout) {
         this.jdbc.execute((ConnectionCallback<Integer>) connection -> {
+            int before = connection.getNetworkTimeout();
             if (!networkTimeout.isZero()) {
                 connection.setNetworkTimeout(Runnable::run, (int) networkTimeout.toMillis());
             }
@@ -93,6 +96,8 @@ public final class DeadLetterRecords {
                 statement.setString(3, eventName);
                 statement.setBytes(4, sha256(body));
                 return statement.executeUpdate();
+            } finally {
+                restore(connection, networkTimeout, before);
             }
         });
     }
@@ -134,6 +139,20 @@ public final class DeadLetterRecords {
 
     private long micros() {
         return TimeUnit.SECONDS.toMicros(this.retention.toSeconds());
+    }
+
+    /** Gives the connection back its own network timeout; a broken one, which the pool drops, keeps the record's. */
+    private static void restore(Connection connection, Duration networkTimeout, int before) {
+        if (networkTimeout.isZero()) {
+            return;
+        }
+        try {
+            if (!connection.isClosed()) {
+                connection.setNetworkTimeout(Runnable::run, before);
+            }
+        } catch (SQLException ex) {
+            // Broken: the record's own failure, if any, is what the caller sees.
+        }
     }
 
     private static byte[] sha256(byte[] body) {

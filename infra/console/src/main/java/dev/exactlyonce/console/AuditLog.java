@@ -12,12 +12,13 @@ import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
 import org.springframework.stereotype.Component;
+import tools.jackson.core.JacksonException;
 import tools.jackson.databind.json.JsonMapper;
 
 /**
  * Every action taken through the console (who, when, what, on how many), appended to {@code console.audit-log} once the
  * service answered and before the console does, one JSON object a line, written through to the device, and shown
- * newest first. An entry that cannot be written fails the page, saying so.
+ * newest first. An entry that cannot be written is reported on the page.
  */
 @Component
 class AuditLog {
@@ -68,8 +69,14 @@ class AuditLog {
             List<String> lines = Files.readAllLines(this.file, UTF_8);
             List<Entry> entries = new ArrayList<>();
             for (String line : lines.subList(Math.max(0, lines.size() - SHOWN), lines.size())) {
-                if (!line.isBlank()) {
+                if (line.isBlank()) {
+                    continue;
+                }
+                try {
                     entries.add(json.readValue(line, Entry.class));
+                } catch (JacksonException ex) {
+                    // A line cut short (the console stopped while writing it) is shown as such, not a broken page.
+                    entries.add(new Entry(Instant.EPOCH, "?", "unreadable entry", line, 0));
                 }
             }
             Collections.reverse(entries);

@@ -18,8 +18,8 @@ import tools.jackson.databind.JsonNode;
  * The dead-letter queues ({@code <queue>.dlq}) through RabbitMQ's management API, their messages grouped by cause. A
  * group's cause is the library's rejection reason ({@code ROUTE_MISMATCH}, {@code NOT_JSON}, ... at the head of
  * {@code x-exception-message}), or else the exception's type and the first frame of application code in
- * {@code x-exception-stacktrace}. The messages are read and put back ({@code ack_requeue_true}): reading takes none
- * away, and the dead-letter queues have no delivery limit that a return counts against.
+ * {@code x-exception-stacktrace}. The messages are read and put back ({@code ack_requeue_true}), only from queues where
+ * that changes nothing: a classic queue, or a quorum queue without a delivery limit ({@link #unreadable}).
  */
 @Component
 class BrokerDeadLetters {
@@ -53,7 +53,12 @@ class BrokerDeadLetters {
             "org.mariadb.");
 
     /** A dead-letter queue, and its messages grouped by cause, the largest group first. */
-    record Queue(String name, long messages, boolean partlyRead, List<Group> groups) {}
+    record Queue(
+            String name,
+            long messages,
+            boolean partlyRead,
+            List<Group> groups,
+            @Nullable String notRead) {}
 
     /** Messages of one cause, with the first as a sample. */
     record Group(String cause, int count, Sample sample) {}
@@ -91,7 +96,9 @@ class BrokerDeadLetters {
         }
         JsonNode queues = this.http
                 .get()
-                .uri("queues/{vhost}?columns=name", this.broker.virtualHost())
+                .uri(
+                        "queues/{vhost}?columns=name,type,messages,arguments,effective_policy_definition",
+                        this.broker.virtualHost())
                 .retrieve()
                 .body(JsonNode.class);
         List<Queue> found = new ArrayList<>();
@@ -103,9 +110,37 @@ class BrokerDeadLetters {
             if (!name.endsWith(".dlq")) {
                 continue;
             }
-            found.add(read(name));
+            String notRead = unreadable(queue);
+            found.add(
+                    notRead == null
+                            ? read(name)
+                            : new Queue(name, queue.path("messages").asLong(), false, List.of(), notRead));
         }
         return found;
+    }
+
+    /**
+     * Why the console does not read the queue, or {@code null} when reading it changes nothing: a message read and
+     * put back is a return, which a quorum queue counts against its delivery limit (20 by default on RabbitMQ 4; past
+     * it the message is dropped, or dead-lettered again), and a stream cannot be read that way.
+     */
+    static @Nullable String unreadable(JsonNode queue) {
+        String type = queue.path("type").asString();
+        if (type.equals("stream")) {
+            return "a stream: its messages are not read here";
+        }
+        if (!type.equals("quorum")) {
+            return null;
+        }
+        JsonNode policy = queue.path("effective_policy_definition").path("delivery-limit");
+        JsonNode argument = queue.path("arguments").path("x-delivery-limit");
+        long limit = policy.isNumber() ? policy.asLong() : argument.isNumber() ? argument.asLong() : 20;
+        return limit < 0
+                ? null
+                : ("a quorum queue with a delivery limit of %d: reading its messages and putting them back would count"
+                                + " against it; give dead-letter queues delivery-limit -1 (a policy), as the shop's"
+                                + " definitions do")
+                        .formatted(limit);
     }
 
     /**
@@ -143,7 +178,7 @@ class BrokerDeadLetters {
                         group.getValue().get(0)))
                 .sorted((a, b) -> Integer.compare(b.count(), a.count()))
                 .toList();
-        return new Queue(queue, read.size() + left, left > 0, groups);
+        return new Queue(queue, read.size() + left, left > 0, groups, null);
     }
 
     /** A dead letter's cause: the library's rejection reason, or the exception's type and first application frame. */

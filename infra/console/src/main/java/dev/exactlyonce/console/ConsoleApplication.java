@@ -4,7 +4,7 @@ import org.springframework.boot.SpringApplication;
 import org.springframework.boot.autoconfigure.SpringBootApplication;
 import org.springframework.boot.context.properties.ConfigurationPropertiesScan;
 
-/** The console: {@code java -jar console-exec.jar}, with the services and the users in its settings. */
+/** The console: {@code java -jar infra/console/target/console-<version>.jar}, with the services and the users in its settings. */
 @SpringBootApplication
 @ConfigurationPropertiesScan
 public class ConsoleApplication {

@@ -59,7 +59,9 @@ class ConsoleController {
 
     @GetMapping("/parked")
     String parked(Model model, Authentication user) {
-        model.addAttribute("parked", this.services.parked());
+        ServiceEndpoints.ParkedRows parked = this.services.parked();
+        model.addAttribute("parked", parked.rows());
+        model.addAttribute("unreachable", parked.unreachable());
         model.addAttribute(
                 "operator",
                 user.getAuthorities().stream()
@@ -84,6 +86,7 @@ class ConsoleController {
         try {
             applied = this.services.act(instance, id, action);
         } catch (RestClientException ex) {
+            audit(user, action + " failed", service, instance, id, 0, flash);
             flash.addFlashAttribute(
                     "error",
                     ("%s of %s failed at %s (%s): is the service's outbox endpoint writable"
@@ -91,12 +94,9 @@ class ConsoleController {
                             .formatted(action, id, instance, ex.getMessage()));
             return "redirect:/parked";
         }
-        this.audit.append(new AuditLog.Entry(
-                Instant.now(),
-                user.getName(),
-                action,
-                "%s %s outbox row %s".formatted(service, instance, id),
-                applied ? 1 : 0));
+        if (!audit(user, action, service, instance, id, applied ? 1 : 0, flash)) {
+            return "redirect:/parked";
+        }
         flash.addFlashAttribute(
                 "message",
                 applied
@@ -104,6 +104,26 @@ class ConsoleController {
                                 .formatted(action.equals("release") ? "Released" : "Skipped", id, service)
                         : "Outbox row %s of %s was no longer parked: nothing done".formatted(id, service));
         return "redirect:/parked";
+    }
+
+    /** Appends the action to the audit log; says so on the page when it cannot. */
+    private boolean audit(
+            Principal user, String action, String service, URI instance, UUID id, int count, RedirectAttributes flash) {
+        try {
+            this.audit.append(new AuditLog.Entry(
+                    Instant.now(),
+                    user.getName(),
+                    action,
+                    "%s %s outbox row %s".formatted(service, instance, id),
+                    count));
+            return true;
+        } catch (java.io.UncheckedIOException ex) {
+            flash.addFlashAttribute(
+                    "error",
+                    "%s of outbox row %s was sent to %s, but the audit log could not be written: %s"
+                            .formatted(action, id, service, ex.getMessage()));
+            return false;
+        }
     }
 
     @GetMapping("/dead-letters")

@@ -3,6 +3,7 @@ package dev.exactlyonce.console;
 import java.net.URI;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
@@ -11,6 +12,7 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.http.MediaType;
 import org.springframework.http.client.SimpleClientHttpRequestFactory;
 import org.springframework.stereotype.Component;
+import org.springframework.web.client.HttpClientErrorException;
 import org.springframework.web.client.RestClient;
 import org.springframework.web.client.RestClientException;
 import tools.jackson.databind.JsonNode;
@@ -45,9 +47,9 @@ class ServiceEndpoints {
 
         /** The oldest's share of the retention, in percent: at 100 a replay of it is refused. */
         public int percentOfRetention() {
-            return this.oldestAge == null || this.retention.isZero()
+            return this.oldestAge == null || this.retention.toMillis() <= 0
                     ? 0
-                    : (int) Math.min(100, this.oldestAge.toSeconds() * 100 / this.retention.toSeconds());
+                    : (int) Math.min(100, this.oldestAge.toMillis() * 100 / this.retention.toMillis());
         }
     }
 
@@ -101,32 +103,66 @@ class ServiceEndpoints {
     /** Every instance of every service, in the order of the settings. */
     List<Instance> instances() {
         return this.properties.services().stream()
-                .flatMap(service -> service.instances().stream().map(url -> instance(service.name(), url)))
+                .flatMap(service -> service.instances().stream().map(url -> {
+                    try {
+                        return instance(service.name(), url);
+                    } catch (RuntimeException ex) {
+                        // An answer the console cannot read (a proxy's error page, a field missing): shown, not fatal.
+                        return new Instance(
+                                service.name(),
+                                url,
+                                "UNREACHABLE",
+                                null,
+                                null,
+                                List.of(),
+                                null,
+                                null,
+                                null,
+                                reason(ex));
+                    }
+                }))
                 .toList();
     }
 
+    /** The parked rows of the instances that answered, and why each other did not. */
+    record ParkedRows(List<Parked> rows, List<String> unreachable) {}
+
     /** Every parked row of every instance, oldest first per instance. */
-    List<Parked> parked() {
-        return this.properties.services().stream()
-                .flatMap(service -> service.instances().stream().flatMap(url -> {
-                    JsonNode outbox = get(url, "/actuator/outbox");
-                    return outbox == null
-                            ? java.util.stream.Stream.<Parked>empty()
-                            : outbox.path("parked")
-                                    .valueStream()
-                                    .map(row -> new Parked(
-                                            service.name(),
-                                            url,
-                                            UUID.fromString(row.path("id").asString()),
-                                            row.path("destination").asString(),
-                                            row.path("key").asString(),
-                                            row.path("eventName").asString(),
-                                            row.path("attempts").asInt(),
-                                            text(row.path("lastError")),
-                                            Instant.parse(row.path("parkedAt").asString()),
-                                            row.path("heldBack").asLong()));
-                }))
-                .toList();
+    ParkedRows parked() {
+        List<Parked> rows = new ArrayList<>();
+        List<String> unreachable = new ArrayList<>();
+        for (ConsoleProperties.Service service : this.properties.services()) {
+            for (URI url : service.instances()) {
+                try {
+                    JsonNode outbox = this.http
+                            .get()
+                            .uri(url.resolve("/actuator/outbox"))
+                            .retrieve()
+                            .body(JsonNode.class);
+                    if (outbox == null) {
+                        continue;
+                    }
+                    for (JsonNode row : outbox.path("parked").valueStream().toList()) {
+                        rows.add(new Parked(
+                                service.name(),
+                                url,
+                                UUID.fromString(row.path("id").asString()),
+                                row.path("destination").asString(),
+                                row.path("key").asString(),
+                                row.path("eventName").asString(),
+                                row.path("attempts").asInt(),
+                                text(row.path("lastError")),
+                                Instant.parse(row.path("parkedAt").asString()),
+                                row.path("heldBack").asLong()));
+                    }
+                } catch (HttpClientErrorException.NotFound ex) {
+                    // A service without a relay has no outbox endpoint, and no parked row.
+                } catch (RuntimeException ex) {
+                    unreachable.add("%s at %s: %s".formatted(service.name(), url, reason(ex)));
+                }
+            }
+        }
+        return new ParkedRows(rows, unreachable);
     }
 
     /** What each instance knows of the event. */
@@ -163,7 +199,7 @@ class ServiceEndpoints {
                                         .toList(),
                                 emitted(found.path("emitted")),
                                 null);
-                    } catch (RestClientException ex) {
+                    } catch (RuntimeException ex) {
                         return new Lookup(service.name(), url, List.of(), List.of(), null, reason(ex));
                     }
                 }))
@@ -283,7 +319,7 @@ class ServiceEndpoints {
         return node.isMissingNode() || node.isNull() ? null : Duration.parse(node.asString());
     }
 
-    private static String reason(RestClientException ex) {
+    private static String reason(RuntimeException ex) {
         Throwable cause = ex;
         while (cause.getCause() != null) {
             cause = cause.getCause();

@@ -270,6 +270,38 @@ class ConsoleInABrowserIT {
         assertNoAlert();
     }
 
+    /**
+     * A dead-letter queue whose every read would count against a delivery limit (a quorum queue's, 20 by default on
+     * RabbitMQ 4) is listed, not read: past the limit the broker drops the message.
+     */
+    @Test
+    void aQuorumDeadLetterQueueWithADeliveryLimitIsListedNotRead() throws Exception {
+        String limited = rabbit.deleteAtExit(rabbit.uniqueName("limited") + ".dlq");
+        try (com.rabbitmq.client.Connection connection = rabbit.newConnection();
+                com.rabbitmq.client.Channel channel = connection.createChannel()) {
+            channel.queueDeclare(limited, true, false, false, Map.of("x-queue-type", "quorum", "x-delivery-limit", 2));
+        }
+        rabbit.publish("", limited, "{}".getBytes(UTF_8), null);
+
+        signIn("victor", "viewer-secret");
+        By queue = By.cssSelector("section[data-queue='" + limited + "']");
+        for (int view = 0; view < 3; view++) {
+            await().atMost(Duration.ofSeconds(30)).until(() -> {
+                this.browser.get(url("/dead-letters"));
+                return !this.browser.findElements(queue).isEmpty();
+            });
+        }
+
+        assertThat(rabbit.messageCount(limited))
+                .as("three views later, still there")
+                .isEqualTo(1);
+        assertThat(this.browser
+                        .findElement(queue)
+                        .findElement(By.className("warn"))
+                        .getText())
+                .startsWith("Not read: a quorum queue with a delivery limit of 2");
+    }
+
     @Test
     void aViewerSeesNoActionAndAnActionForgedWithTheViewersSessionIsRefused() throws Exception {
         UUID parked = parkARow("viewer-key", "refused");

@@ -394,12 +394,12 @@ public final class ShopScenario implements AutoCloseable {
                 : this.orders.size();
     }
 
-    /** What each service made of the scenario. */
     /** The management URL of a service of the shop, such as {@code http://127.0.0.1:41234}. */
     public URI managementUrl(String service) {
         return URI.create("http://127.0.0.1:" + this.managementPorts.get(service));
     }
 
+    /** What each service made of the scenario. */
     public Report report() throws Exception {
         List<Report.ServiceReport> services = new ArrayList<>();
         Map<UUID, String> statuses = this.orderService.statuses();
