@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import java.util.stream.LongStream;
 import org.jspecify.annotations.Nullable;
 import org.springframework.http.MediaType;
 import org.springframework.http.client.SimpleClientHttpRequestFactory;
@@ -132,9 +133,16 @@ class BrokerDeadLetters {
         if (!type.equals("quorum")) {
             return null;
         }
+        // The queue's argument and its policy's value: where either limits, the lower limit counts (unlimited only
+        // when neither does); with neither, RabbitMQ 4's default, 20.
         JsonNode policy = queue.path("effective_policy_definition").path("delivery-limit");
         JsonNode argument = queue.path("arguments").path("x-delivery-limit");
-        long limit = policy.isNumber() ? policy.asLong() : argument.isNumber() ? argument.asLong() : 20;
+        long limit = !policy.isNumber() && !argument.isNumber()
+                ? 20
+                : LongStream.of(policy.isNumber() ? policy.asLong() : -1, argument.isNumber() ? argument.asLong() : -1)
+                        .filter(value -> value >= 0)
+                        .min()
+                        .orElse(-1);
         return limit < 0
                 ? null
                 : ("a quorum queue with a delivery limit of %d: reading its messages and putting them back would count"
