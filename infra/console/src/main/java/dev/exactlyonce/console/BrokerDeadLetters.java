@@ -12,7 +12,6 @@ import org.springframework.http.MediaType;
 import org.springframework.http.client.SimpleClientHttpRequestFactory;
 import org.springframework.stereotype.Component;
 import org.springframework.web.client.RestClient;
-import org.springframework.web.client.RestClientException;
 import tools.jackson.databind.JsonNode;
 
 /**
@@ -234,14 +233,5 @@ class BrokerDeadLetters {
 
     private static String text(JsonNode value) {
         return value.isString() ? value.asString() : value.toString();
-    }
-
-    /** Why the broker could not be read, for the page. */
-    static String reason(RestClientException ex) {
-        Throwable cause = ex;
-        while (cause.getCause() != null) {
-            cause = cause.getCause();
-        }
-        return cause.getClass().getSimpleName() + ": " + cause.getMessage();
     }
 }

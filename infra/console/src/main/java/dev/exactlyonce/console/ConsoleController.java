@@ -1,8 +1,10 @@
 package dev.exactlyonce.console;
 
+import java.io.UncheckedIOException;
 import java.net.URI;
 import java.security.Principal;
 import java.time.Instant;
+import java.util.List;
 import java.util.UUID;
 import org.jspecify.annotations.Nullable;
 import org.springframework.security.core.Authentication;
@@ -117,7 +119,7 @@ class ConsoleController {
                     "%s %s outbox row %s".formatted(service, instance, id),
                     count));
             return true;
-        } catch (java.io.UncheckedIOException ex) {
+        } catch (UncheckedIOException ex) {
             flash.addFlashAttribute(
                     "error",
                     "%s of outbox row %s was sent to %s, but the audit log could not be written: %s"
@@ -132,8 +134,8 @@ class ConsoleController {
         try {
             model.addAttribute("queues", this.deadLetters.queues());
         } catch (RestClientException ex) {
-            model.addAttribute("queues", java.util.List.of());
-            model.addAttribute("error", "RabbitMQ's management API did not answer: " + BrokerDeadLetters.reason(ex));
+            model.addAttribute("queues", List.of());
+            model.addAttribute("error", "RabbitMQ's management API did not answer: " + ServiceEndpoints.reason(ex));
         }
         model.addAttribute("read", BrokerDeadLetters.READ);
         return "dead-letters";

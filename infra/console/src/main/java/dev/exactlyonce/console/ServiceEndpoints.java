@@ -319,7 +319,8 @@ class ServiceEndpoints {
         return node.isMissingNode() || node.isNull() ? null : Duration.parse(node.asString());
     }
 
-    private static String reason(RuntimeException ex) {
+    /** Why a server could not be read, for the page: the innermost cause. */
+    static String reason(RuntimeException ex) {
         Throwable cause = ex;
         while (cause.getCause() != null) {
             cause = cause.getCause();
