@@ -1,6 +1,7 @@
 package dev.exactlyonce.infra;
 
 import com.rabbitmq.client.Connection;
+import dev.exactlyonce.deadletters.DeadLetterReplay;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.infra.bench.BenchDatabase;
 import dev.exactlyonce.infra.bench.OutboxBenchmark;

@@ -8,6 +8,7 @@ import com.rabbitmq.client.AMQP;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.ConnectionFactory;
+import dev.exactlyonce.deadletters.DeadLetterReplay;
 import dev.exactlyonce.idempotency.test.TestRabbit;
 import dev.exactlyonce.infra.shop.BrokerAdministration;
 import dev.exactlyonce.infra.shop.ShopBrokerPolicies;
@@ -20,6 +21,7 @@ import java.util.Collections;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.UUID;
 import java.util.concurrent.ThreadLocalRandom;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -396,9 +398,9 @@ class BrokerPermissionsIT {
         try (Connection replay = connectAs("replay")) {
             DeadLetterReplay command = new DeadLetterReplay(new PrintStream(new ByteArrayOutputStream(), true, UTF_8));
             assertThat(command.replay(replay, queue("stock"), Set.of(), true))
-                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0));
+                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0, 0, 0));
             assertThat(command.replay(replay, queue("stock"), Set.of(), false))
-                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0));
+                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0, 0, 0));
         }
 
         assertThat(rabbit.drain(queue("stock"))).hasSize(2);
@@ -425,7 +427,14 @@ class BrokerPermissionsIT {
     private static void publish(Connection connection, String exchange, String routingKey) throws Exception {
         try (Channel channel = connection.createChannel()) {
             channel.confirmSelect();
-            channel.basicPublish(exchange, routingKey, new AMQP.BasicProperties(), "{}".getBytes(UTF_8));
+            // An event id as message id: a dead letter without one is not replayed.
+            channel.basicPublish(
+                    exchange,
+                    routingKey,
+                    new AMQP.BasicProperties.Builder()
+                            .messageId(UUID.randomUUID().toString())
+                            .build(),
+                    "{}".getBytes(UTF_8));
             channel.waitForConfirmsOrDie(5_000);
         }
     }

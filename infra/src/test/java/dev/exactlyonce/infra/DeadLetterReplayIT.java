@@ -7,6 +7,7 @@ import com.rabbitmq.client.AMQP;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
+import dev.exactlyonce.deadletters.DeadLetterReplay;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import dev.exactlyonce.idempotency.test.TestRabbit;
 import java.io.ByteArrayOutputStream;
@@ -72,7 +73,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), false);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(3, 0, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(3, 0, 0, 0, 0));
         List<GetResponse> replayed = drain(this.queue);
         assertThat(replayed).extracting(response -> envelopeId(response)).containsExactlyElementsOf(events);
         assertThat(replayed).allSatisfy(response -> {
@@ -97,7 +98,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(selected), false);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 2, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 2, 0, 0));
         assertThat(drain(this.queue))
                 .extracting(response -> envelopeId(response))
                 .containsExactly(selected);
@@ -113,7 +114,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), true);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 0, 0, 0));
         assertThat(this.output.toString(UTF_8)).contains("replay " + event + ": INVALID_PAYLOAD: test");
         assertThat(drain(this.queue)).isEmpty();
         assertThat(drain(this.queue + ".dlq")).hasSize(1);
@@ -148,7 +149,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(events.get(1)), true);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 3, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 3, 0, 0));
         assertThat(this.output.toString(UTF_8).lines().filter(line -> line.startsWith("  ")))
                 .containsExactly(
                         "  keep   " + events.get(0) + ": INVALID_PAYLOAD: test",
@@ -176,7 +177,7 @@ class DeadLetterReplayIT {
         for (int run = 0; run < 25; run++) {
             assertThat(this.replay.replay(connection, this.queue, Set.of(), true))
                     .as("dry run %d", run + 1)
-                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0));
+                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0, 0, 0));
         }
 
         assertThat(drain(this.queue + ".dlq"))
@@ -186,12 +187,21 @@ class DeadLetterReplayIT {
 
     @Test
     void aReplayedMessageCarriesTheNameOfItsEventFromTheRoutingKeyItWasPublishedWith() throws Exception {
-        deadLetterBody(
-                "{}".getBytes(UTF_8),
-                Map.of("x-original-exchange", "events", "x-original-routingKey", "order.order.placed.v1"));
+        // Bare payloads, their ids in a header: a dead letter with no event id at all is refused (its own test).
         deadLetterBody(
                 "{}".getBytes(UTF_8),
                 Map.of(
+                        EventHeaders.EVENT_ID,
+                        UUID.randomUUID().toString(),
+                        "x-original-exchange",
+                        "events",
+                        "x-original-routingKey",
+                        "order.order.placed.v1"));
+        deadLetterBody(
+                "{}".getBytes(UTF_8),
+                Map.of(
+                        EventHeaders.EVENT_ID,
+                        UUID.randomUUID().toString(),
                         "x-death",
                         List.of(
                                 Map.of("exchange", "", "routing-keys", List.of(this.queue)),
@@ -209,6 +219,24 @@ class DeadLetterReplayIT {
                         .get(EventHeaders.EVENT_NAME)
                         .toString())
                 .containsExactly("order.order.placed.v1", "order.order.status-changed.v1");
+    }
+
+    /**
+     * A dead letter that carries no event id anywhere the service reads one (no envelope, no id header, no message id)
+     * is refused and left in the dead-letter queue: the service could not take it back, and would dead-letter it again.
+     */
+    @Test
+    void aDeadLetterWithNoEventIdIsRefusedAndLeftWhereItIs() throws Exception {
+        deadLetterBody("<html>not an event</html>".getBytes(UTF_8), Map.of());
+        deadLetter(UUID.randomUUID());
+
+        DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), false);
+
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 0, 1, 0));
+        assertThat(this.output.toString(UTF_8)).contains("refused (no event id)", "carries no event id");
+        assertThat(drain(this.queue + ".dlq"))
+                .singleElement()
+                .satisfies(left -> assertThat(left.getBody()).asString(UTF_8).isEqualTo("<html>not an event</html>"));
     }
 
     @Test
@@ -235,13 +263,13 @@ class DeadLetterReplayIT {
         DeadLetterReplay.Result listed = this.replay.replay(connection, this.queue, Set.of(selected), true);
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(selected), false);
 
-        assertThat(listed).isEqualTo(new DeadLetterReplay.Result(1, 2, 0));
+        assertThat(listed).isEqualTo(new DeadLetterReplay.Result(1, 0, 2, 0, 0));
         assertThat(this.output.toString(UTF_8).lines().filter(line -> line.startsWith("  ")))
                 .containsExactly(
                         "  keep   " + other + ": INVALID_PAYLOAD: test",
                         "  replay " + selected + ": INVALID_PAYLOAD: test",
                         "  keep   " + cloudEvent + ": INVALID_PAYLOAD: test");
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 2, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 2, 0, 0));
         assertThat(drain(this.queue))
                 .singleElement()
                 .satisfies(replayed -> assertThat(replayed.getProps().getHeaders())
@@ -265,7 +293,10 @@ class DeadLetterReplayIT {
             DeadLetterReplay.Result listed = this.replay.replay(connection, this.queue, Set.of(), true);
             DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), false);
 
-            assertThat(result).as("round %d", round).isEqualTo(listed).isEqualTo(new DeadLetterReplay.Result(2, 0, 0));
+            assertThat(result)
+                    .as("round %d", round)
+                    .isEqualTo(listed)
+                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0, 0, 0));
             assertThat(drain(this.queue)).as("round %d", round).hasSize(2);
         }
     }
@@ -297,7 +328,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), false);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 1));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 0, 1, 0));
         assertThat(drain(this.queue))
                 .singleElement()
                 .satisfies(message ->
@@ -331,8 +362,8 @@ class DeadLetterReplayIT {
         DeadLetterReplay.Result selected = this.replay.replay(connection, this.queue, Set.of(genuine), false);
         DeadLetterReplay.Result all = this.replay.replay(connection, this.queue, Set.of(), false);
 
-        assertThat(selected).isEqualTo(new DeadLetterReplay.Result(1, 2, 0));
-        assertThat(all).isEqualTo(new DeadLetterReplay.Result(1, 0, 1));
+        assertThat(selected).isEqualTo(new DeadLetterReplay.Result(1, 0, 2, 0, 0));
+        assertThat(all).isEqualTo(new DeadLetterReplay.Result(1, 0, 0, 1, 0));
         assertThat(drain(this.queue)).extracting(DeadLetterReplayIT::envelopeId).containsExactly(genuine, impostor);
         assertThat(drain(this.queue + ".dlq"))
                 .extracting(DeadLetterReplayIT::envelopeId)

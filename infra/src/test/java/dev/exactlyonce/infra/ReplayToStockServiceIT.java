@@ -7,6 +7,7 @@ import static org.awaitility.Awaitility.await;
 import com.rabbitmq.client.AMQP;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
+import dev.exactlyonce.deadletters.DeadLetterReplay;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.UuidV7;

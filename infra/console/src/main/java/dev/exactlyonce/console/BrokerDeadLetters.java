@@ -1,25 +1,29 @@
 package dev.exactlyonce.console;
 
+import dev.exactlyonce.deadletters.DeadLetterCause;
+import dev.exactlyonce.deadletters.DeadLetterReplay;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.regex.Matcher;
-import java.util.regex.Pattern;
+import java.util.UUID;
 import java.util.stream.LongStream;
 import org.jspecify.annotations.Nullable;
 import org.springframework.http.MediaType;
 import org.springframework.http.client.SimpleClientHttpRequestFactory;
 import org.springframework.stereotype.Component;
 import org.springframework.web.client.RestClient;
+import tools.jackson.core.type.TypeReference;
 import tools.jackson.databind.JsonNode;
+import tools.jackson.databind.json.JsonMapper;
 
 /**
- * The dead-letter queues ({@code <queue>.dlq}) through RabbitMQ's management API, their messages grouped by cause. A
- * group's cause is the library's rejection reason ({@code ROUTE_MISMATCH}, {@code NOT_JSON}, ... at the head of
- * {@code x-exception-message}), or else the exception's type and the first frame of application code in
- * {@code x-exception-stacktrace}. The messages are read and put back ({@code ack_requeue_true}), only from queues where
- * that changes nothing: a classic queue, or a quorum queue without a delivery limit ({@link #unreadable}).
+ * The dead-letter queues ({@code <queue>.dlq}) through RabbitMQ's management API, their messages grouped by cause
+ * ({@link DeadLetterCause}, as the replay selects them). The messages are read and put back ({@code ack_requeue_true}),
+ * only from queues where that changes nothing: a classic queue, or a quorum queue without a delivery limit
+ * ({@link #unreadable}).
  */
 @Component
 class BrokerDeadLetters {
@@ -30,28 +34,6 @@ class BrokerDeadLetters {
     /** The most characters of a sample's payload shown. */
     static final int PAYLOAD_SHOWN = 4_000;
 
-    private static final Pattern REASON = Pattern.compile("^([A-Z][A-Z_]{2,}): ");
-
-    private static final Pattern THROWN =
-            Pattern.compile("^\\s*(?:Caused by: |Suppressed: )?([a-zA-Z_$][\\w$]*(?:\\.[a-zA-Z_$][\\w$]*)+): ?(.*)$");
-
-    private static final Pattern FRAME = Pattern.compile("^\\s*at ([\\w$.]+)\\.([\\w$<>]+)\\(");
-
-    /** Frames of the platform, the frameworks and the library, which a cause skips for the application's first. */
-    private static final List<String> NOT_APPLICATION = List.of(
-            "java.",
-            "javax.",
-            "jdk.",
-            "sun.",
-            "org.springframework.",
-            "com.rabbitmq.",
-            "reactor.",
-            "io.micrometer.",
-            "dev.exactlyonce.idempotency.",
-            "com.zaxxer.",
-            "org.postgresql.",
-            "org.mariadb.");
-
     /** A dead-letter queue, and its messages grouped by cause, the largest group first. */
     record Queue(
             String name,
@@ -60,11 +42,21 @@ class BrokerDeadLetters {
             List<Group> groups,
             @Nullable String notRead) {}
 
-    /** Messages of one cause, with the first as a sample. */
-    record Group(String cause, int count, Sample sample) {}
+    /** Messages of one cause, with the first as a sample, and the first {@link #LISTED} listed. */
+    record Group(String cause, int count, Sample sample, List<Listed> messages) {}
+
+    /** A message of a group, as the page lists it to be selected: by its event id, where it has one. */
+    record Listed(@Nullable UUID eventId, String routingKey) {}
+
+    /** The most messages of a group listed. */
+    static final int LISTED = 50;
 
     /** A message: its routing key, headers and payload (cut), as text. */
     record Sample(String routingKey, Map<String, String> headers, String payload) {}
+
+    private static final JsonMapper JSON = JsonMapper.builder().build();
+
+    private static final TypeReference<Map<String, Object>> HEADERS = new TypeReference<>() {};
 
     private final ConsoleProperties.@Nullable Broker broker;
 
@@ -168,67 +160,44 @@ class BrokerDeadLetters {
                 ? 0
                 : read.get(read.size() - 1).path("message_count").asLong();
         Map<String, List<Sample>> byCause = new LinkedHashMap<>();
+        Map<String, List<Listed>> listed = new LinkedHashMap<>();
         for (JsonNode message : read) {
             JsonNode headers = message.path("properties").path("headers");
             Map<String, String> shown = new LinkedHashMap<>();
             headers.propertyNames().forEach(name -> shown.put(name, text(headers.path(name))));
-            byCause.computeIfAbsent(cause(shown), cause -> new ArrayList<>())
-                    .add(new Sample(
-                            message.path("routing_key").asString(),
-                            shown,
-                            message.path("payload").asString()));
+            Map<String, Object> values = JSON.convertValue(headers, HEADERS);
+            String cause = DeadLetterCause.of(values != null ? values : Map.of());
+            String routingKey = message.path("routing_key").asString();
+            byCause.computeIfAbsent(cause, any -> new ArrayList<>())
+                    .add(new Sample(routingKey, shown, message.path("payload").asString()));
+            List<Listed> ofCause = listed.computeIfAbsent(cause, any -> new ArrayList<>());
+            if (ofCause.size() < LISTED) {
+                ofCause.add(new Listed(eventId(message, values), routingKey));
+            }
         }
         List<Group> groups = byCause.entrySet().stream()
                 .map(group -> new Group(
                         group.getKey(),
                         group.getValue().size(),
-                        group.getValue().get(0)))
+                        group.getValue().get(0),
+                        listed.get(group.getKey())))
                 .sorted((a, b) -> Integer.compare(b.count(), a.count()))
                 .toList();
         return new Queue(queue, read.size() + left, left > 0, groups, null);
     }
 
-    /** A dead letter's cause: the library's rejection reason, or the exception's type and first application frame. */
-    static String cause(Map<String, String> headers) {
-        String message = headers.getOrDefault("x-exception-message", "");
-        Matcher reason = REASON.matcher(message);
-        if (reason.find()) {
-            return reason.group(1);
-        }
-        String trace = headers.get("x-exception-stacktrace");
-        if (trace == null || trace.isBlank()) {
-            return message.isBlank()
-                    ? "no cause recorded"
-                    : "unknown: " + message.lines().findFirst().orElse("");
-        }
-        // The real cause is the exception of the trace whose message is the dead letter's (the library puts the real
-        // cause's there); else the trace's last cause. A trace of the binder's holds several, and circular references.
-        List<String> lines = trace.lines().toList();
-        int at = -1;
-        String type = "unknown";
-        for (int i = 0; i < lines.size(); i++) {
-            Matcher thrown = THROWN.matcher(lines.get(i));
-            if (!thrown.find()) {
-                continue;
-            }
-            boolean cause = lines.get(i).strip().startsWith("Caused by: ");
-            if (thrown.group(2).strip().equals(message.strip())) {
-                at = i;
-                type = thrown.group(1);
-                break;
-            }
-            if (at < 0 || cause) {
-                at = i;
-                type = thrown.group(1);
-            }
-        }
-        for (String line : lines.subList(Math.max(at, 0), lines.size())) {
-            Matcher frame = FRAME.matcher(line);
-            if (frame.find() && NOT_APPLICATION.stream().noneMatch(frame.group(1)::startsWith)) {
-                return type + " at " + frame.group(1) + "." + frame.group(2);
-            }
-        }
-        return type;
+    /**
+     * A message's event id, as the replay reads it: its payload is whole unless it is longer than
+     * {@link #PAYLOAD_SHOWN} characters (then only its headers and message id are read).
+     */
+    private static @Nullable UUID eventId(JsonNode message, @Nullable Map<String, Object> headers) {
+        String payload = message.path("payload").asString();
+        byte[] body = message.path("payload_encoding").asString().equals("base64")
+                ? Base64.getDecoder().decode(payload)
+                : payload.getBytes(StandardCharsets.UTF_8);
+        JsonNode messageId = message.path("properties").path("message_id");
+        return DeadLetterReplay.eventId(
+                body, headers != null ? headers : Map.of(), messageId.isString() ? messageId.asString() : null);
     }
 
     private static String text(JsonNode value) {

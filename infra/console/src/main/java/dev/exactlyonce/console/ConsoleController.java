@@ -1,11 +1,18 @@
 package dev.exactlyonce.console;
 
+import dev.exactlyonce.deadletters.DeadLetterReplay;
+import dev.exactlyonce.deadletters.DeadLetterReplay.Action;
+import dev.exactlyonce.deadletters.DeadLetterReplay.Selection;
+import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.URI;
 import java.security.Principal;
 import java.time.Instant;
+import java.util.LinkedHashMap;
 import java.util.List;
+import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.TimeoutException;
 import org.jspecify.annotations.Nullable;
 import org.springframework.security.core.Authentication;
 import org.springframework.stereotype.Controller;
@@ -17,7 +24,10 @@ import org.springframework.web.bind.annotation.RequestParam;
 import org.springframework.web.client.RestClientException;
 import org.springframework.web.servlet.mvc.support.RedirectAttributes;
 
-/** The console's pages: the overview, an event looked up, the parked outbox rows, and the audit log. */
+/**
+ * The console's pages: the overview, the dead letters (replayed or discarded), an event looked up, the parked outbox
+ * rows (released or skipped), and the audit log.
+ */
 @Controller
 class ConsoleController {
 
@@ -25,11 +35,18 @@ class ConsoleController {
 
     private final BrokerDeadLetters deadLetters;
 
+    private final DeadLetterActions deadLetterActions;
+
     private final AuditLog audit;
 
-    ConsoleController(ServiceEndpoints services, BrokerDeadLetters deadLetters, AuditLog audit) {
+    ConsoleController(
+            ServiceEndpoints services,
+            BrokerDeadLetters deadLetters,
+            DeadLetterActions deadLetterActions,
+            AuditLog audit) {
         this.services = services;
         this.deadLetters = deadLetters;
+        this.deadLetterActions = deadLetterActions;
         this.audit = audit;
     }
 
@@ -63,20 +80,30 @@ class ConsoleController {
     String parked(Model model, Authentication user) {
         ServiceEndpoints.ParkedRows parked = this.services.parked();
         model.addAttribute("parked", parked.rows());
+        Map<URI, String> instances = new LinkedHashMap<>();
+        parked.rows().forEach(row -> instances.putIfAbsent(row.url(), row.service()));
+        model.addAttribute("parkedInstances", instances);
         model.addAttribute("unreachable", parked.unreachable());
-        model.addAttribute(
-                "operator",
-                user.getAuthorities().stream()
-                        .anyMatch(authority -> authority.getAuthority().equals("ROLE_OPERATOR")));
+        model.addAttribute("operator", isOperator(user));
         return "parked";
     }
 
-    /** Releases (tried again) or skips (never published) one parked row of one instance. */
+    private static boolean isOperator(Authentication user) {
+        return user.getAuthorities().stream()
+                .anyMatch(authority -> authority.getAuthority().equals("ROLE_OPERATOR"));
+    }
+
+    /**
+     * Releases (tried again) or skips (never published) parked rows of one instance: one row, a key's rows, or all of
+     * them.
+     */
     @PostMapping("/parked/{action:release|skip}")
     String act(
             @PathVariable String action,
             @RequestParam URI instance,
-            @RequestParam UUID id,
+            @RequestParam(required = false) @Nullable UUID id,
+            @RequestParam(required = false) @Nullable String key,
+            @RequestParam(defaultValue = "false") boolean all,
             Principal user,
             RedirectAttributes flash) {
         String service = this.services.serviceAt(instance).orElse(null);
@@ -84,52 +111,125 @@ class ConsoleController {
             flash.addFlashAttribute("error", "No service of the console's settings answers at " + instance);
             return "redirect:/parked";
         }
-        boolean applied;
+        if ((id != null ? 1 : 0) + (key != null ? 1 : 0) + (all ? 1 : 0) != 1) {
+            flash.addFlashAttribute("error", "Name one row, one key, or all the rows of an instance");
+            return "redirect:/parked";
+        }
+        String target = "%s %s outbox %s"
+                .formatted(service, instance, id != null ? "row " + id : key != null ? "key " + key : "all rows");
+        int applied;
         try {
-            applied = this.services.act(instance, id, action);
+            applied = id != null
+                    ? (this.services.act(instance, id, action) ? 1 : 0)
+                    : this.services.actOnEach(instance, action, key);
         } catch (RestClientException ex) {
-            audit(user, action + " failed", service, instance, id, 0, flash);
+            audit(user, action + " failed", target, 0);
             flash.addFlashAttribute(
                     "error",
-                    ("%s of %s failed at %s (%s): is the service's outbox endpoint writable"
+                    ("%s of %s failed (%s): is the service's outbox endpoint writable"
                                     + " (idempotency.endpoint.outbox-write-enabled)?")
-                            .formatted(action, id, instance, ex.getMessage()));
+                            .formatted(action, target, ex.getMessage()));
             return "redirect:/parked";
         }
-        if (!audit(user, action, service, instance, id, applied ? 1 : 0, flash)) {
+        String auditFailure = audit(user, action, target, applied);
+        if (auditFailure != null) {
+            flash.addFlashAttribute("error", "%s of %s was done: %s".formatted(action, target, auditFailure));
             return "redirect:/parked";
         }
+        String done = action.equals("release") ? "Released" : "Skipped";
         flash.addFlashAttribute(
                 "message",
-                applied
-                        ? "%s: outbox row %s of %s"
-                                .formatted(action.equals("release") ? "Released" : "Skipped", id, service)
-                        : "Outbox row %s of %s was no longer parked: nothing done".formatted(id, service));
+                id == null
+                        ? "%s %d parked row(s) of %s (%s)"
+                                .formatted(done, applied, service, key != null ? "key " + key : "all")
+                        : applied == 1
+                                ? "%s: outbox row %s of %s".formatted(done, id, service)
+                                : "Outbox row %s of %s was no longer parked: nothing done".formatted(id, service));
         return "redirect:/parked";
     }
 
-    /** Appends the action to the audit log; says so on the page when it cannot. */
-    private boolean audit(
-            Principal user, String action, String service, URI instance, UUID id, int count, RedirectAttributes flash) {
+    /** Appends the action to the audit log: {@code null} once it is written, else why it could not be. */
+    private @Nullable String audit(Principal user, String action, String target, int count) {
         try {
-            this.audit.append(new AuditLog.Entry(
-                    Instant.now(),
-                    user.getName(),
-                    action,
-                    "%s %s outbox row %s".formatted(service, instance, id),
-                    count));
-            return true;
+            this.audit.append(new AuditLog.Entry(Instant.now(), user.getName(), action, target, count));
+            return null;
         } catch (UncheckedIOException ex) {
-            flash.addFlashAttribute(
-                    "error",
-                    "%s of outbox row %s was sent to %s, but the audit log could not be written: %s"
-                            .formatted(action, id, service, ex.getMessage()));
-            return false;
+            return "the audit log could not be written: " + ex.getMessage();
         }
     }
 
+    /**
+     * Replays or discards dead letters of a queue: those of the event ids ticked, else the whole group of the cause. A
+     * discard first shows what it would take, to be confirmed; a replay reports what happened to each message.
+     */
+    @PostMapping("/dead-letters/{action:replay|discard}")
+    String deadLetters(
+            @PathVariable String action,
+            @RequestParam String queue,
+            @RequestParam(name = "eventId", required = false) @Nullable List<String> eventIds,
+            @RequestParam(required = false) @Nullable String cause,
+            @RequestParam(defaultValue = "false") boolean confirmed,
+            Principal user,
+            Model model,
+            RedirectAttributes flash) {
+        Selection selection;
+        try {
+            selection = DeadLetterActions.selection(eventIds != null ? eventIds : List.of(), cause);
+        } catch (IllegalArgumentException ex) {
+            selection = null;
+        }
+        if (selection == null || !queue.endsWith(".dlq")) {
+            flash.addFlashAttribute("error", "Nothing selected: tick messages, or act on a whole group");
+            return "redirect:/dead-letters";
+        }
+        String serviceQueue = queue.substring(0, queue.length() - ".dlq".length());
+        boolean discard = action.equals("discard");
+        DeadLetterActions.Done done;
+        try {
+            done = this.deadLetterActions.run(
+                    serviceQueue,
+                    discard && !confirmed ? Action.LIST : discard ? Action.DISCARD : Action.REPLAY,
+                    selection);
+        } catch (IOException | TimeoutException | RuntimeException ex) {
+            if (!discard || confirmed) {
+                audit(user, action + " failed", queue + " " + selection, 0);
+            }
+            // The replay's own refusals (a queue or exchange missing, a route unbound) say what to do; others, why.
+            String why = ex instanceof IllegalStateException ? ex.getMessage() : ServiceEndpoints.reason(ex);
+            flash.addFlashAttribute("error", "%s of %s in %s failed: %s".formatted(action, selection, queue, why));
+            return "redirect:/dead-letters";
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            throw new IllegalStateException("Interrupted while acting on " + queue, ex);
+        }
+        if (discard && !confirmed) {
+            model.addAttribute("queue", queue);
+            model.addAttribute("cause", eventIds == null || eventIds.isEmpty() ? cause : null);
+            model.addAttribute("eventIds", eventIds != null ? eventIds : List.of());
+            model.addAttribute("handled", done.handled());
+            return "confirm-discard";
+        }
+        DeadLetterReplay.Result result = done.result();
+        int count = discard ? result.discarded() : result.replayed();
+        String auditFailure = audit(user, action, queue + " " + selection, count);
+        if (auditFailure != null) {
+            flash.addFlashAttribute(
+                    "error", "%s of %s in %s was done: %s".formatted(action, selection, queue, auditFailure));
+        }
+        flash.addFlashAttribute(
+                "message",
+                discard
+                        ? "Discarded %d message(s) from %s".formatted(count, queue)
+                        : "Replayed %d message(s) from %s; %d refused and %d skipped, left there (below, each one)"
+                                .formatted(count, queue, result.refused(), result.skipped()));
+        flash.addFlashAttribute("handled", done.handled());
+        return "redirect:/dead-letters";
+    }
+
     @GetMapping("/dead-letters")
-    String deadLetters(Model model) {
+    String deadLetters(Model model, Authentication user) {
+        model.addAttribute("operator", isOperator(user));
+        model.addAttribute("acts", this.deadLetterActions.configured());
         model.addAttribute("configured", this.deadLetters.configured());
         try {
             model.addAttribute("queues", this.deadLetters.queues());

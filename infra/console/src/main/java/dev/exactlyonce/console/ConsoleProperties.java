@@ -39,18 +39,30 @@ public record ConsoleProperties(
     }
 
     /**
-     * RabbitMQ's management API, as a user that may read the dead-letter queues (the broker's operator).
+     * RabbitMQ, as its operator: its management API, where the dead-letter queues are read, and AMQP, through which
+     * they are replayed (the user writes to the queues' replay exchanges) and discarded.
      *
      * @param managementUrl such as {@code http://127.0.0.1:15672}
      * @param username the user
      * @param password its password
      * @param virtualHost the virtual host of the services' queues
+     * @param addresses AMQP's {@code host:port} of each node, comma-separated; by default the management URL's host, on
+     *     port 5672
      */
     public record Broker(
             URI managementUrl,
             String username,
             String password,
-            @DefaultValue("/") String virtualHost) {}
+            @DefaultValue("/") String virtualHost,
+            @Nullable String addresses) {
+
+        /** The AMQP addresses, as given or by default. */
+        public String amqpAddresses() {
+            return this.addresses != null && !this.addresses.isBlank()
+                    ? this.addresses
+                    : this.managementUrl.getHost() + ":5672";
+        }
+    }
 
     /**
      * A service.
@@ -83,7 +95,7 @@ public record ConsoleProperties(
     public enum Role {
         /** Sees every page, acts on nothing. */
         VIEWER,
-        /** Also releases and skips parked outbox rows. */
+        /** Also replays and discards dead letters, and releases and skips parked outbox rows. */
         OPERATOR
     }
 }

@@ -21,10 +21,11 @@ class ConsoleSecurity {
 
     @Bean
     SecurityFilterChain console(HttpSecurity http) throws Exception {
-        return http.authorizeHttpRequests(requests -> requests.requestMatchers(HttpMethod.POST, "/parked/**")
-                        .hasRole(ConsoleProperties.Role.OPERATOR.name())
-                        .anyRequest()
-                        .authenticated())
+        return http.authorizeHttpRequests(
+                        requests -> requests.requestMatchers(HttpMethod.POST, "/parked/**", "/dead-letters/**")
+                                .hasRole(ConsoleProperties.Role.OPERATOR.name())
+                                .anyRequest()
+                                .authenticated())
                 .formLogin(Customizer.withDefaults())
                 .logout(Customizer.withDefaults())
                 .headers(headers -> headers.contentSecurityPolicy(policy -> policy.policyDirectives(

@@ -4,9 +4,11 @@ import java.net.URI;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Optional;
+import java.util.Set;
 import java.util.UUID;
 import org.jspecify.annotations.Nullable;
 import org.springframework.http.MediaType;
@@ -222,6 +224,40 @@ class ServiceEndpoints {
     }
 
     /**
+     * Releases or skips every parked row of the instance, or those of one key: the parked rows its endpoint lists (the
+     * oldest 100), one at a time, then the next ones, each row once, until none is left to act on.
+     *
+     * @param key the key whose rows are acted on; {@code null}: every row
+     * @return how many rows it acted on
+     */
+    int actOnEach(URI url, String action, @Nullable String key) {
+        Set<UUID> done = new HashSet<>();
+        int applied = 0;
+        while (true) {
+            JsonNode outbox = this.http
+                    .get()
+                    .uri(url.resolve("/actuator/outbox"))
+                    .retrieve()
+                    .body(JsonNode.class);
+            List<UUID> ids = outbox == null
+                    ? List.of()
+                    : outbox.path("parked")
+                            .valueStream()
+                            .filter(row ->
+                                    key == null || key.equals(row.path("key").asString()))
+                            .map(row -> UUID.fromString(row.path("id").asString()))
+                            .filter(done::add)
+                            .toList();
+            if (ids.isEmpty()) {
+                return applied;
+            }
+            for (UUID id : ids) {
+                applied += act(url, id, action) ? 1 : 0;
+            }
+        }
+    }
+
+    /**
      * The service whose instance answers at that management URL, when the settings name it: the console acts on those
      * only, whatever a form says.
      */
@@ -320,7 +356,7 @@ class ServiceEndpoints {
     }
 
     /** Why a server could not be read, for the page: the innermost cause. */
-    static String reason(RuntimeException ex) {
+    static String reason(Exception ex) {
         Throwable cause = ex;
         while (cause.getCause() != null) {
             cause = cause.getCause();

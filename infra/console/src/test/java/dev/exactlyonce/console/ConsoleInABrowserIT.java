@@ -7,6 +7,7 @@ import static org.awaitility.Awaitility.await;
 
 import dev.exactlyonce.guarded.GuardedService;
 import dev.exactlyonce.guarded.GuardedService.ParcelWeighed;
+import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.test.TestDatabase;
@@ -22,11 +23,13 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.List;
 import java.util.Map;
 import java.util.UUID;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import java.util.stream.Collectors;
+import java.util.stream.Stream;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -34,6 +37,8 @@ import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.condition.EnabledIf;
 import org.openqa.selenium.By;
 import org.openqa.selenium.NoAlertPresentException;
+import org.openqa.selenium.OutputType;
+import org.openqa.selenium.TakesScreenshot;
 import org.openqa.selenium.WebDriver;
 import org.openqa.selenium.WebElement;
 import org.openqa.selenium.chrome.ChromeDriver;
@@ -129,11 +134,20 @@ class ConsoleInABrowserIT {
                         "--idempotency.endpoint.outbox-write-enabled=true");
         serviceManagement =
                 URI.create("http://127.0.0.1:" + service.getEnvironment().getProperty("local.management.port"));
+        // The queue's replay exchange, bound to the queue and its dead-letter queue alone, as the shop's definitions
+        // declare one for each of its queues.
+        String replay = rabbit.directExchange(QUEUE + ".replay");
+        try (com.rabbitmq.client.Connection connection = rabbit.newConnection();
+                com.rabbitmq.client.Channel channel = connection.createChannel()) {
+            channel.queueBind(QUEUE, replay, QUEUE);
+            channel.queueBind(QUEUE + ".dlq", replay, QUEUE + ".dlq");
+        }
         registry.add("console.services[0].name", () -> "parcel-service");
         registry.add(
                 "console.broker.management-url",
                 () -> "http://%s:%s"
                         .formatted(rabbit.host(), System.getenv().getOrDefault("RABBITMQ_MANAGEMENT_PORT", "15672")));
+        registry.add("console.broker.addresses", () -> rabbit.host() + ":" + rabbit.port());
         registry.add("console.broker.username", rabbit::username);
         registry.add("console.broker.password", rabbit::password);
         registry.add("console.services[0].instances[0]", () -> serviceManagement.toString());
@@ -159,6 +173,7 @@ class ConsoleInABrowserIT {
                 .setBinary(System.getenv().getOrDefault("CHROMIUM", "/usr/bin/chromium"))
                 .addArguments(
                         "--headless",
+                        "--window-size=1400,1000",
                         "--no-sandbox",
                         "--disable-gpu",
                         "--disable-dev-shm-usage",
@@ -182,7 +197,7 @@ class ConsoleInABrowserIT {
     }
 
     @Test
-    void anOperatorSeesThePoisonLooksEventsUpAndReleasesAParkedRowWhoseTextIsShownAndNeverRun() {
+    void anOperatorSeesThePoisonLooksEventsUpAndReleasesAParkedRowWhoseTextIsShownAndNeverRun() throws Exception {
         EventEnvelope<ParcelWeighed> applied = parcel(750);
         EventEnvelope<ParcelWeighed> poison = parcel(0);
         rabbit.publish(DESTINATION, applied);
@@ -200,6 +215,7 @@ class ConsoleInABrowserIT {
         assertThat(instance.getText()).contains("idempotencyGuardrecordParcel-in-0");
         assertThat(instance.findElement(By.className("dead-letters-waiting")).getText())
                 .isEqualTo("1");
+        screenshot("overview");
 
         // The management API lists a new queue within the broker's statistics interval (5 s by default).
         By dlq = By.cssSelector("section[data-queue='" + QUEUE + ".dlq']");
@@ -227,6 +243,7 @@ class ConsoleInABrowserIT {
                 .contains("<script>alert('payload')</script>");
         assertNoAlert();
         assertThat(rabbit.messageCount(QUEUE + ".dlq")).as("read, and put back").isEqualTo(2);
+        screenshot("dead-letters-by-cause");
 
         lookUp(applied.eventId().toString());
         assertThat(this.browser.findElement(By.cssSelector("#lookups .claims")).getText())
@@ -240,6 +257,7 @@ class ConsoleInABrowserIT {
                         .getText())
                 .startsWith("dead-lettered by idempotencyGuardrecordParcel-in-0 at ")
                 .endsWith("waiting to be replayed");
+        screenshot("event-lookup");
         lookUp("not-an-id");
         assertThat(this.browser.findElement(By.className("error")).getText()).startsWith("Not an event id");
 
@@ -253,6 +271,7 @@ class ConsoleInABrowserIT {
                 .isEmpty();
         assertThat(row.findElements(By.tagName("script"))).isEmpty();
         assertNoAlert();
+        screenshot("parked");
 
         row.findElement(By.className("release")).click();
 
@@ -267,6 +286,113 @@ class ConsoleInABrowserIT {
         this.browser.get(url("/audit"));
         assertThat(this.browser.findElement(By.cssSelector("#audit tbody tr")).getText())
                 .contains("olga", "release", parked.toString());
+        assertNoAlert();
+    }
+
+    /**
+     * A group of dead letters replayed from the console once their cause is gone: each one the service dead-lettered
+     * is applied once; one it dead-lettered longer ago than its dead-letter retention is skipped, and one a neighbour
+     * put into the dead-letter queue (its headers copied from a real dead letter) is refused, each with its reason, both
+     * left in the queue; then those two discarded, after a confirmation. Every action in the audit log.
+     */
+    @Test
+    void aGroupReplayedFromTheConsoleAppliesEachDeadLetterOnceAndLeavesTheRestWithTheirReasons() throws Exception {
+        jdbc.update("INSERT INTO scale_fault DEFAULT VALUES");
+        EventEnvelope<ParcelWeighed> first = parcel(410);
+        EventEnvelope<ParcelWeighed> second = parcel(420);
+        EventEnvelope<ParcelWeighed> old = parcel(430);
+        int waiting = rabbit.messageCount(QUEUE + ".dlq");
+        rabbit.publish(DESTINATION, first);
+        rabbit.publish(DESTINATION, second);
+        rabbit.publish(DESTINATION, old);
+        await().atMost(Duration.ofSeconds(30))
+                .untilAsserted(
+                        () -> assertThat(rabbit.messageCount(QUEUE + ".dlq")).isEqualTo(waiting + 3));
+        jdbc.update("DELETE FROM scale_fault");
+        jdbc.update(
+                "UPDATE processed_event_dead_letter SET dead_lettered_at = now() - interval '30 days'"
+                        + " WHERE event_id = ?",
+                old.eventId());
+
+        signIn("olga", "operator-secret");
+        By dlq = By.cssSelector("section[data-queue='" + QUEUE + ".dlq']");
+        By offline = By.xpath(".//tr[contains(@data-cause, 'IllegalStateException')]");
+        await().atMost(Duration.ofSeconds(30)).until(() -> {
+            this.browser.get(url("/dead-letters"));
+            return !this.browser.findElements(dlq).isEmpty()
+                    && !this.browser.findElement(dlq).findElements(offline).isEmpty();
+        });
+        String cause = this.browser.findElement(dlq).findElement(offline).getAttribute("data-cause");
+        assertThat(cause).startsWith("java.lang.IllegalStateException at " + GuardedService.class.getName() + ".");
+        // A neighbour's message in the dead-letter queue, made to look like one of the group: the headers of a real
+        // dead letter of that cause, around an event the service never saw.
+        EventEnvelope<ParcelWeighed> forged = parcel(440);
+        publishToDeadLetters(forged, cause);
+        this.browser.get(url("/dead-letters"));
+        WebElement group = this.browser.findElement(dlq).findElement(offline);
+        assertThat(group.findElement(By.className("count")).getText()).isEqualTo("4");
+        screenshot("dead-letters");
+
+        group.findElement(By.className("replay")).click();
+
+        assertThat(this.browser.findElement(By.className("message")).getText())
+                .isEqualTo("Replayed 2 message(s) from %s.dlq; 1 refused and 1 skipped, left there (below, each one)"
+                        .formatted(QUEUE));
+        assertThat(this.browser.findElements(By.cssSelector("#handled tbody tr")))
+                .extracting(
+                        row -> row.getAttribute("data-event"),
+                        row -> row.findElement(By.className("outcome")).getText())
+                .containsExactly(
+                        tuple(first.eventId().toString(), "REPLAYED"),
+                        tuple(second.eventId().toString(), "REPLAYED"),
+                        tuple(old.eventId().toString(), "SKIPPED"),
+                        tuple(forged.eventId().toString(), "REFUSED"));
+        assertThat(this.browser
+                        .findElement(By.cssSelector("#handled tr[data-event='" + old.eventId() + "'] .why"))
+                        .getText())
+                .startsWith("too old for the replay horizon: parcel-service dead-lettered it at ");
+        assertThat(this.browser
+                        .findElement(By.cssSelector("#handled tr[data-event='" + forged.eventId() + "'] .why"))
+                        .getText())
+                .startsWith("no service recorded dead-lettering it");
+        screenshot("dead-letters-replayed");
+        await().atMost(Duration.ofSeconds(30))
+                .untilAsserted(() -> assertThat(jdbc.queryForList(
+                                "SELECT parcel_id FROM parcel WHERE grams IN (410, 420, 430, 440) ORDER BY grams",
+                                UUID.class))
+                        .containsExactly(
+                                first.payload().parcelId(), second.payload().parcelId()));
+        assertThat(jdbc.queryForObject(
+                        "SELECT count(*) FROM processed_event WHERE event_id IN (?, ?)",
+                        Integer.class,
+                        first.eventId(),
+                        second.eventId()))
+                .as("each applied once")
+                .isEqualTo(2);
+
+        this.browser.get(url("/dead-letters"));
+        group = this.browser.findElement(dlq).findElement(offline);
+        assertThat(group.findElement(By.className("count")).getText()).isEqualTo("2");
+        for (UUID left : new UUID[] {old.eventId(), forged.eventId()}) {
+            group.findElement(By.cssSelector("input[value='" + left + "']")).click();
+        }
+        group.findElement(By.className("discard")).click();
+        assertThat(this.browser.findElement(By.id("to-discard")).getText()).isEqualTo("2");
+        assertThat(rabbit.messageCount(QUEUE + ".dlq"))
+                .as("not before it is confirmed")
+                .isEqualTo(waiting + 2);
+        screenshot("confirm-discard");
+        this.browser.findElement(By.id("confirm-discard")).click();
+
+        assertThat(this.browser.findElement(By.className("message")).getText())
+                .isEqualTo("Discarded 2 message(s) from %s.dlq".formatted(QUEUE));
+        assertThat(rabbit.messageCount(QUEUE + ".dlq")).isEqualTo(waiting);
+        this.browser.get(url("/audit"));
+        assertThat(this.browser.findElements(By.cssSelector("#audit tbody tr")))
+                .extracting(WebElement::getText)
+                .anySatisfy(entry -> assertThat(entry).contains("olga", "discard", "2"))
+                .anySatisfy(entry -> assertThat(entry).contains("olga", "replay", "cause " + cause));
+        screenshot("audit");
         assertNoAlert();
     }
 
@@ -340,6 +466,155 @@ class ConsoleInABrowserIT {
                         "SELECT parked_at IS NOT NULL FROM outbox_event WHERE id = ?", Boolean.class, parked))
                 .as("still parked")
                 .isTrue();
+        int deadLetters = rabbit.messageCount(QUEUE + ".dlq");
+        assertThat(post(
+                                http,
+                                "/dead-letters/discard",
+                                Map.of(
+                                        "queue",
+                                        QUEUE + ".dlq",
+                                        "confirmed",
+                                        "true",
+                                        "cause",
+                                        "NOT_JSON",
+                                        "_csrf",
+                                        csrf(page)))
+                        .statusCode())
+                .isEqualTo(403);
+        assertThat(rabbit.messageCount(QUEUE + ".dlq")).isEqualTo(deadLetters);
+    }
+
+    /** An operator releases the parked rows of one key, then skips every row left: each by the instance's endpoint. */
+    @Test
+    void anOperatorReleasesAKeysParkedRowsThenSkipsAllTheOthers() throws Exception {
+        String key = "key-" + UUID.randomUUID();
+        UUID first = parkARow(key, "refused");
+        UUID second = parkARow(key, "refused");
+        UUID other = parkARow("other-" + UUID.randomUUID(), "refused");
+
+        signIn("olga", "operator-secret");
+        this.browser.get(url("/parked"));
+        this.browser
+                .findElement(By.cssSelector("#parked tr[data-id='" + first + "']"))
+                .findElement(By.className("release-key"))
+                .click();
+
+        assertThat(this.browser.findElement(By.className("message")).getText())
+                .isEqualTo("Released 2 parked row(s) of parcel-service (key %s)".formatted(key));
+        assertThat(parkedOf(first, second, other)).containsExactly(false, false, true);
+
+        this.browser.findElement(By.className("skip-all")).click();
+
+        assertThat(this.browser.findElement(By.className("message")).getText())
+                .matches("Skipped \\d+ parked row\\(s\\) of parcel-service \\(all\\)");
+        assertThat(
+                        jdbc.queryForList(
+                                "SELECT id, aggregateid FROM outbox_event WHERE parked_at IS NOT NULL AND published_at IS NULL"))
+                .as("no row parked any more (a skipped row keeps its parked_at, and is marked published)")
+                .isEmpty();
+        assertThat(jdbc.queryForObject(
+                        "SELECT skipped_at IS NOT NULL FROM outbox_event WHERE id = ?", Boolean.class, other))
+                .isTrue();
+        this.browser.get(url("/audit"));
+        assertThat(this.browser.findElement(By.cssSelector("#audit tbody tr")).getText())
+                .contains("olga", "skip", "all rows");
+    }
+
+    private static List<Boolean> parkedOf(UUID... ids) {
+        return Stream.of(ids)
+                .map(id -> jdbc.queryForObject(
+                        "SELECT parked_at IS NOT NULL AND published_at IS NULL FROM outbox_event WHERE id = ?",
+                        Boolean.class,
+                        id))
+                .toList();
+    }
+
+    /** An operator's action posted without the page's CSRF token (from another site's form, say) is refused. */
+    @Test
+    void anOperatorsActionWithoutItsCsrfTokenIsRefused() throws Exception {
+        UUID parked = parkARow("csrf-key", "refused");
+        HttpClient http = HttpClient.newBuilder()
+                .cookieHandler(new CookieManager())
+                .followRedirects(HttpClient.Redirect.NEVER)
+                .build();
+        String loginPage = http.send(
+                        HttpRequest.newBuilder(URI.create(url("/login"))).build(), HttpResponse.BodyHandlers.ofString())
+                .body();
+        post(http, "/login", Map.of("username", "olga", "password", "operator-secret", "_csrf", csrf(loginPage)));
+        int deadLetters = rabbit.messageCount(QUEUE + ".dlq");
+
+        HttpResponse<String> release = post(
+                http, "/parked/release", Map.of("instance", serviceManagement.toString(), "id", parked.toString()));
+        HttpResponse<String> discard = post(
+                http,
+                "/dead-letters/discard",
+                Map.of("queue", QUEUE + ".dlq", "confirmed", "true", "cause", "NOT_JSON"));
+
+        assertThat(release.statusCode()).isEqualTo(403);
+        assertThat(discard.statusCode()).isEqualTo(403);
+        assertThat(jdbc.queryForObject(
+                        "SELECT parked_at IS NOT NULL FROM outbox_event WHERE id = ?", Boolean.class, parked))
+                .as("still parked")
+                .isTrue();
+        assertThat(rabbit.messageCount(QUEUE + ".dlq")).isEqualTo(deadLetters);
+        // With the token, the same session acts: the refusal was the token's.
+        String page = http.send(
+                        HttpRequest.newBuilder(URI.create(url("/parked"))).build(),
+                        HttpResponse.BodyHandlers.ofString())
+                .body();
+        assertThat(post(
+                                http,
+                                "/parked/skip",
+                                Map.of(
+                                        "instance",
+                                        serviceManagement.toString(),
+                                        "id",
+                                        parked.toString(),
+                                        "_csrf",
+                                        csrf(page)))
+                        .statusCode())
+                .isEqualTo(302);
+        assertThat(jdbc.queryForObject(
+                        "SELECT skipped_at IS NOT NULL FROM outbox_event WHERE id = ?", Boolean.class, parked))
+                .isTrue();
+    }
+
+    /**
+     * Publishes a message straight into the dead-letter queue, as a neighbour allowed to write there could: a real
+     * dead letter's headers (its exception's message, and a trace whose first application frame is the cause's).
+     */
+    private static void publishToDeadLetters(EventEnvelope<ParcelWeighed> event, String cause) throws Exception {
+        String frame = cause.substring(cause.indexOf(" at ") + " at ".length());
+        Map<String, Object> headers = Map.of(
+                "x-exception-message",
+                "The scale is offline",
+                "x-exception-stacktrace",
+                "java.lang.IllegalStateException: The scale is offline\n\tat " + frame + "(GuardedService.java)\n",
+                "x-original-exchange",
+                DESTINATION,
+                "x-original-routingKey",
+                ParcelWeighed.NAME);
+        try (com.rabbitmq.client.Connection connection = rabbit.newConnection();
+                com.rabbitmq.client.Channel channel = connection.createChannel()) {
+            channel.confirmSelect();
+            channel.basicPublish(
+                    "",
+                    QUEUE + ".dlq",
+                    new com.rabbitmq.client.AMQP.BasicProperties.Builder()
+                            .headers(headers)
+                            .deliveryMode(2)
+                            .build(),
+                    new EnvelopeCodec().encode(event));
+            channel.waitForConfirmsOrDie(10_000);
+        }
+    }
+
+    /** Saves what the browser shows to {@code target/console-screenshots/<name>.png}, and says where. */
+    private void screenshot(String name) throws Exception {
+        Path file = Path.of("target", "console-screenshots", name + ".png");
+        Files.createDirectories(file.getParent());
+        Files.write(file, ((TakesScreenshot) this.browser).getScreenshotAs(OutputType.BYTES));
+        System.out.println("Screenshot of " + this.browser.getCurrentUrl() + ": " + file.toAbsolutePath());
     }
 
     private void signIn(String user, String password) {

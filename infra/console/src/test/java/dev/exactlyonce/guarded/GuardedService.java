@@ -12,7 +12,8 @@ import org.springframework.security.web.SecurityFilterChain;
 /**
  * A guarded service for the console's tests to watch, outside the console's package: one function composed as
  * {@code idempotencyGuard|recordParcel}, its Actuator endpoints on a management port of its own. A parcel of no weight
- * is poison: its function throws, and the message ends in the dead-letter queue, recorded.
+ * is poison: its function throws, and the message ends in the dead-letter queue, recorded. While {@code scale_fault}
+ * has a row, every parcel fails so.
  */
 @SpringBootApplication
 public class GuardedService {
@@ -40,6 +41,9 @@ public class GuardedService {
         return parcel -> {
             if (parcel.grams() <= 0) {
                 throw new IllegalArgumentException("A parcel of " + parcel.grams() + " g");
+            }
+            if (jdbcTemplate.queryForObject("SELECT count(*) FROM scale_fault", Integer.class) > 0) {
+                throw new IllegalStateException("The scale is offline");
             }
             jdbcTemplate.update(
                     "INSERT INTO parcel (parcel_id, grams) VALUES (?, ?)", parcel.parcelId(), parcel.grams());
