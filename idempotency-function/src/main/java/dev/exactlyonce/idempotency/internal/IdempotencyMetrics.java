@@ -75,8 +75,14 @@ public interface IdempotencyMetrics {
     default void outboxParked(long rows) {}
 
     /**
-     * The dead letters still waiting to be replayed, as the purge last saw them, and when the oldest was dead-lettered
-     * ({@code null} when none waits).
+     * The dead letters still waiting to be replayed, as the purge last saw them, when the oldest was dead-lettered
+     * ({@code null} when none waits), and how long one is taken back.
      */
-    default void deadLettersWaiting(long count, @Nullable Instant oldest) {}
+    default void deadLettersWaiting(long count, @Nullable Instant oldest, Duration retention) {}
+
+    /**
+     * The oldest processed id kept, as the purge or the partitions' maintenance left the table: the oldest row's time,
+     * or the oldest partition's first day ({@code null} when the table is empty), against the retention.
+     */
+    default void processedIdsKept(@Nullable Instant oldest, Duration retention) {}
 }

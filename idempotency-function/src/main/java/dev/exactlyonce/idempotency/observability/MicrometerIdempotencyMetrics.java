@@ -51,8 +51,16 @@ import org.jspecify.annotations.Nullable;
  *   <li>{@value #OUTBOX_LAG} (gauge, seconds): how long the oldest row the relay still tries to publish (of a key
  *       not parked) has waited since it became publishable, as this instance's relay last saw it;
  *   <li>{@value #OUTBOX_PARKED} (gauge): rows the broker refused {@code max-attempts} times, set aside with their
- *       keys' later rows until an operator releases or skips them.
+ *       keys' later rows until an operator releases or skips them;
+ *   <li>{@value #DEAD_LETTERS_WAITING} (gauge), {@value #DEAD_LETTERS_OLDEST_AGE} and {@value #DEAD_LETTERS_RETENTION}
+ *       (gauges, seconds): dead letters still waiting to be replayed, the oldest's age, and the retention past which a
+ *       replay of it is refused, as the purge last saw them;
+ *   <li>{@value #PROCESSED_OLDEST_AGE} and {@value #PROCESSED_RETENTION} (gauges, seconds): the oldest processed id
+ *       kept (its row, or its partition's first day) and the retention, as the purge or the partitions' maintenance
+ *       last left the table.
  * </ul>
+ *
+ * <p>Alert rules for them, with their thresholds explained: {@code infra/prometheus/alerts.yml} and docs/operations.md.
  */
 public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 
@@ -97,6 +105,12 @@ public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 
     public static final String DEAD_LETTERS_OLDEST_AGE = "idempotency.dead-letters.oldest.age";
 
+    public static final String DEAD_LETTERS_RETENTION = "idempotency.dead-letters.retention";
+
+    public static final String PROCESSED_OLDEST_AGE = "idempotency.processed.oldest.age";
+
+    public static final String PROCESSED_RETENTION = "idempotency.processed.retention";
+
     private final AtomicLong outboxLagMillis = new AtomicLong();
 
     private final AtomicLong outboxParked = new AtomicLong();
@@ -105,6 +119,13 @@ public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 
     /** When the oldest dead letter still waiting was dead-lettered, in epoch milliseconds; 0 when none waits. */
     private final AtomicLong oldestDeadLetter = new AtomicLong();
+
+    private final AtomicLong deadLetterRetentionSeconds = new AtomicLong();
+
+    /** When the oldest processed id kept was written (or its partition's day began), in epoch milliseconds; 0: none. */
+    private final AtomicLong oldestProcessed = new AtomicLong();
+
+    private final AtomicLong processedRetentionSeconds = new AtomicLong();
 
     private record BindingMeters(Counter processed, Counter duplicates) {}
 
@@ -147,6 +168,23 @@ public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
                 })
                 .description("How long the oldest dead letter still waiting has waited: once past"
                         + " idempotency.replay-horizon.dead-letter-retention, a replay of it is refused")
+                .baseUnit("seconds")
+                .register(registry);
+        Gauge.builder(DEAD_LETTERS_RETENTION, this.deadLetterRetentionSeconds, AtomicLong::get)
+                .description("How long a dead letter is taken back when replayed"
+                        + " (idempotency.replay-horizon.dead-letter-retention)")
+                .baseUnit("seconds")
+                .register(registry);
+        Gauge.builder(PROCESSED_OLDEST_AGE, this.oldestProcessed, oldest -> {
+                    long at = oldest.get();
+                    return at == 0 ? 0 : Math.max(0, System.currentTimeMillis() - at) / 1e3;
+                })
+                .description("How old the oldest processed id kept is (its row, or its partition's first day), as the"
+                        + " purge or the partitions' maintenance last left the table")
+                .baseUnit("seconds")
+                .register(registry);
+        Gauge.builder(PROCESSED_RETENTION, this.processedRetentionSeconds, AtomicLong::get)
+                .description("How long processed ids are kept (idempotency.retention)")
                 .baseUnit("seconds")
                 .register(registry);
     }
@@ -266,9 +304,16 @@ public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
     }
 
     @Override
-    public void deadLettersWaiting(long count, @Nullable Instant oldest) {
+    public void deadLettersWaiting(long count, @Nullable Instant oldest, Duration retention) {
         this.deadLettersWaiting.set(count);
         this.oldestDeadLetter.set(oldest != null ? oldest.toEpochMilli() : 0);
+        this.deadLetterRetentionSeconds.set(retention.toSeconds());
+    }
+
+    @Override
+    public void processedIdsKept(@Nullable Instant oldest, Duration retention) {
+        this.oldestProcessed.set(oldest != null ? Math.max(1, oldest.toEpochMilli()) : 0);
+        this.processedRetentionSeconds.set(retention.toSeconds());
     }
 
     private Counter partitions(String action) {

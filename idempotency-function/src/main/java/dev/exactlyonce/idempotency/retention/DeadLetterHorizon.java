@@ -29,12 +29,12 @@ final class DeadLetterHorizon implements Runnable {
     public void run() {
         this.records.purge();
         DeadLetterRecords.Waiting waiting = this.records.waiting();
-        this.metrics.deadLettersWaiting(waiting.count(), waiting.oldest());
+        Duration retention = this.records.retention();
+        this.metrics.deadLettersWaiting(waiting.count(), waiting.oldest(), retention);
         Instant oldest = waiting.oldest();
         if (oldest == null) {
             return;
         }
-        Duration retention = this.records.retention();
         Duration age = Duration.between(oldest, Instant.now());
         if (age.compareTo(retention.multipliedBy(3).dividedBy(4)) >= 0) {
             logger.warn(

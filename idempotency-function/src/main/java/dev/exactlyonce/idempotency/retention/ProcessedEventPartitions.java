@@ -168,6 +168,15 @@ public final class ProcessedEventPartitions {
         }
         this.metrics.partitionsMaintained(
                 result.created().size(), result.dropped().size(), Duration.ofNanos(System.nanoTime() - start));
+        // The oldest partition kept: its first day is the oldest id's time, for the alert on drops that fall behind.
+        this.metrics.processedIdsKept(
+                dailyTables(jdbc).stream()
+                        .filter(table -> !result.dropped().contains(table.name()))
+                        .map(DailyTable::day)
+                        .min(LocalDate::compareTo)
+                        .map(day -> day.atStartOfDay(ZoneOffset.UTC).toInstant())
+                        .orElse(null),
+                this.retention);
         logger.info(
                 "Partitions of {}: created {}, dropped {} (retention {}, {} day(s) ahead)",
                 this.tableName,

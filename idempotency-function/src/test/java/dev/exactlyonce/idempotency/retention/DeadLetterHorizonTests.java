@@ -47,7 +47,7 @@ class DeadLetterHorizonTests {
 
     private final IdempotencyMetrics metrics = new IdempotencyMetrics() {
         @Override
-        public void deadLettersWaiting(long count, @Nullable Instant oldestDeadLetter) {
+        public void deadLettersWaiting(long count, @Nullable Instant oldestDeadLetter, Duration retention) {
             DeadLetterHorizonTests.this.waiting = count;
             DeadLetterHorizonTests.this.oldest = oldestDeadLetter;
         }

@@ -35,6 +35,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.IntStream;
 import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 import org.springframework.beans.factory.annotation.Autowired;
@@ -287,6 +288,33 @@ class PartitionedModeTests {
         assertThat(fiveDaysLater.created()).hasSize(5);
         assertThat(rows(table, old)).isZero();
         assertThat(rows(table, recent)).isEqualTo(1);
+    }
+
+    /** Each maintenance reports the oldest partition it kept: its first day is the oldest id's, for the alert. */
+    @Test
+    void theMaintenanceReportsTheOldestPartitionKeptAgainstTheRetention() {
+        String table = newTable();
+        List<Instant> oldest = new CopyOnWriteArrayList<>();
+        List<Duration> retentions = new CopyOnWriteArrayList<>();
+        ProcessedEventPartitions partitions = new ProcessedEventPartitions(
+                this.dataSource, table, Duration.ofDays(30), 2, Clock.systemUTC(), new IdempotencyMetrics() {
+                    @Override
+                    public void processedIdsKept(@Nullable Instant kept, Duration retention) {
+                        oldest.add(kept);
+                        retentions.add(retention);
+                    }
+                });
+        Instant now = Instant.now();
+        LocalDate today = LocalDate.ofInstant(now, ZoneOffset.UTC);
+
+        partitions.maintain(now);
+        partitions.maintain(now.plus(Duration.ofDays(5)));
+
+        assertThat(oldest)
+                .containsExactly(
+                        today.minusDays(30).atStartOfDay(ZoneOffset.UTC).toInstant(),
+                        today.minusDays(25).atStartOfDay(ZoneOffset.UTC).toInstant());
+        assertThat(retentions).containsOnly(Duration.ofDays(30));
     }
 
     @Test

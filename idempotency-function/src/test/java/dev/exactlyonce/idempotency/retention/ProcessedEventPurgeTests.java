@@ -101,6 +101,27 @@ class ProcessedEventPurgeTests {
         assertThat(purged() - purgedBefore).as("counted, once each").isEqualTo(2_345);
     }
 
+    /** After a purge, the gauges say how old the oldest id kept is, beside the retention: what the alert compares. */
+    @Test
+    void thePurgeReportsTheOldestIdKeptAgainstTheRetention() {
+        this.jdbcTemplate.update(OLD_ROWS, 10);
+        this.jdbcTemplate.update(
+                "INSERT INTO processed_event (event_id, processed_at) VALUES (gen_random_uuid(), now() - interval"
+                        + " '29 days')");
+
+        this.purge.purge();
+
+        assertThat(gauge(MicrometerIdempotencyMetrics.PROCESSED_OLDEST_AGE))
+                .isBetween((double) Duration.ofDays(29).toSeconds(), (double)
+                        Duration.ofDays(29).plusMinutes(1).toSeconds());
+        assertThat(gauge(MicrometerIdempotencyMetrics.PROCESSED_RETENTION))
+                .isEqualTo((double) Duration.ofDays(30).toSeconds());
+    }
+
+    private double gauge(String name) {
+        return this.meterRegistry.get(name).gauge().value();
+    }
+
     /** The purge counter, shared by the tests of the context. */
     private double purged() {
         Counter counter =
