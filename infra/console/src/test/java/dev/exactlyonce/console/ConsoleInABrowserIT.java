@@ -505,8 +505,13 @@ class ConsoleInABrowserIT {
 
         this.browser.findElement(By.className("skip-all")).click();
 
-        assertThat(this.browser.findElement(By.className("message")).getText())
-                .matches("Skipped \\d+ parked row\\(s\\) of parcel-service \\(all\\)");
+        // The page before it has a message too: the next page's, once it is there.
+        await().atMost(Duration.ofSeconds(10))
+                .ignoreExceptions()
+                .until(() -> this.browser
+                        .findElement(By.className("message"))
+                        .getText()
+                        .matches("Skipped \\d+ parked row\\(s\\) of parcel-service \\(all\\)"));
         assertThat(
                         jdbc.queryForList(
                                 "SELECT id, aggregateid FROM outbox_event WHERE parked_at IS NOT NULL AND published_at IS NULL"))

@@ -74,6 +74,8 @@ public final class PaymentProvider implements AutoCloseable {
 
     private final AtomicInteger requests = new AtomicInteger();
 
+    private volatile boolean refusing;
+
     private PaymentProvider(HttpServer server) {
         this.server = server;
         server.createContext("/v1/charges", this::handle);
@@ -109,6 +111,15 @@ public final class PaymentProvider implements AutoCloseable {
     /** How long a key is remembered after its first request: a request with an older key charges again. */
     public void keyLifetime(Duration keyLifetime) {
         this.keyLifetime = keyLifetime;
+    }
+
+    /**
+     * Whether it refuses every charge ({@code 403}, the account may not charge now), before processing it: the key is
+     * not kept, and the same request once it charges again makes the charge, as a provider does for an account it
+     * restricted for a while.
+     */
+    public void refuseCharges(boolean refusing) {
+        this.refusing = refusing;
     }
 
     /** How long a new charge takes to process, during which its key is in flight. */
@@ -170,6 +181,10 @@ public final class PaymentProvider implements AutoCloseable {
         }
         if (UNCHARGEABLE_CURRENCIES.contains(request.get("currency").asString())) {
             respond(exchange, 400, "{\"error\": \"the currency cannot be charged\"}", false);
+            return;
+        }
+        if (this.refusing) {
+            respond(exchange, 403, "{\"error\": \"this account may not charge now\"}", false);
             return;
         }
         Answer answer;

@@ -151,7 +151,13 @@ public final class Demo {
             Report report = shop.report();
             report.print(this.out);
             if (console) {
-                watch(shop, rabbitHost, rabbitUser, rabbitPassword, logs);
+                watch(
+                        shop,
+                        cluster ? String.join(",", rabbitNodes) : rabbitHost + ":" + rabbitPort,
+                        rabbitHost,
+                        rabbitUser,
+                        rabbitPassword,
+                        logs);
             }
             return report.exactlyOnce() ? 0 : 1;
         }
@@ -161,7 +167,13 @@ public final class Demo {
      * Starts the operator console on the running shop (its jar, as the services run from theirs), prints where it
      * answers and a password of the run, and waits until the process is stopped: the shop and the console stop with it.
      */
-    private void watch(ShopScenario shop, String rabbitHost, String rabbitUser, String rabbitPassword, Path logs)
+    private void watch(
+            ShopScenario shop,
+            String rabbitAddresses,
+            String rabbitHost,
+            String rabbitUser,
+            String rabbitPassword,
+            Path logs)
             throws InterruptedException {
         String password = UUID.randomUUID().toString();
         List<String> properties = new ArrayList<>();
@@ -176,6 +188,7 @@ public final class Demo {
                 "console.users[0].role=operator",
                 "console.broker.management-url=http://%s:%s"
                         .formatted(rabbitHost, this.env.getOrDefault("RABBITMQ_MANAGEMENT_PORT", "15672")),
+                "console.broker.addresses=" + rabbitAddresses,
                 "console.broker.username=" + rabbitUser,
                 "console.broker.password=" + rabbitPassword,
                 "console.audit-log=" + logs.resolve("console-audit.log")));

@@ -561,6 +561,16 @@ public final class ShopScenario implements AutoCloseable {
     }
 
     /**
+     * Makes the payment provider refuse every charge ({@code 403}), or charge again: while it refuses, billing
+     * dead-letters each placed order it could not charge (a refusal is not retried), for an operator to replay once the
+     * provider charges again.
+     */
+    public void refuseCharges(boolean refusing) {
+        this.provider.refuseCharges(refusing);
+        say(refusing ? "the payment provider refuses every charge (403)" : "the payment provider charges again");
+    }
+
+    /**
      * On a cluster, while the run goes on, on a thread of its own: kills ({@code kill -9}) the node that leads
      * stock-service's queue, starts it again once the services drained their queues without it, then cuts another node
      * off from the other two and from the services for {@code cutOff}, and heals it. Says how soon after each fault the
