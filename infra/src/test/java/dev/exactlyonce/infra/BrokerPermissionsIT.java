@@ -398,9 +398,9 @@ class BrokerPermissionsIT {
         try (Connection replay = connectAs("replay")) {
             DeadLetterReplay command = new DeadLetterReplay(new PrintStream(new ByteArrayOutputStream(), true, UTF_8));
             assertThat(command.replay(replay, queue("stock"), Set.of(), true))
-                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0, 0, 0));
+                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0, 0, 0, 0));
             assertThat(command.replay(replay, queue("stock"), Set.of(), false))
-                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0, 0, 0));
+                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0, 0, 0, 0));
         }
 
         assertThat(rabbit.drain(queue("stock"))).hasSize(2);

@@ -73,7 +73,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), false);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(3, 0, 0, 0, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(3, 0, 0, 0, 0, 0));
         List<GetResponse> replayed = drain(this.queue);
         assertThat(replayed).extracting(response -> envelopeId(response)).containsExactlyElementsOf(events);
         assertThat(replayed).allSatisfy(response -> {
@@ -98,7 +98,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(selected), false);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 2, 0, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 2, 0, 0, 0));
         assertThat(drain(this.queue))
                 .extracting(response -> envelopeId(response))
                 .containsExactly(selected);
@@ -114,7 +114,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), true);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 0, 0, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 0, 0, 0, 0));
         assertThat(this.output.toString(UTF_8)).contains("replay " + event + ": INVALID_PAYLOAD: test");
         assertThat(drain(this.queue)).isEmpty();
         assertThat(drain(this.queue + ".dlq")).hasSize(1);
@@ -149,7 +149,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(events.get(1)), true);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 3, 0, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 3, 0, 0, 0));
         assertThat(this.output.toString(UTF_8).lines().filter(line -> line.startsWith("  ")))
                 .containsExactly(
                         "  keep   " + events.get(0) + ": INVALID_PAYLOAD: test",
@@ -177,7 +177,7 @@ class DeadLetterReplayIT {
         for (int run = 0; run < 25; run++) {
             assertThat(this.replay.replay(connection, this.queue, Set.of(), true))
                     .as("dry run %d", run + 1)
-                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0, 0, 0));
+                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0, 0, 0, 0));
         }
 
         assertThat(drain(this.queue + ".dlq"))
@@ -232,7 +232,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), false);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 0, 1, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 0, 1, 0, 0));
         assertThat(this.output.toString(UTF_8)).contains("refused (no event id)", "carries no event id");
         assertThat(drain(this.queue + ".dlq"))
                 .singleElement()
@@ -263,13 +263,13 @@ class DeadLetterReplayIT {
         DeadLetterReplay.Result listed = this.replay.replay(connection, this.queue, Set.of(selected), true);
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(selected), false);
 
-        assertThat(listed).isEqualTo(new DeadLetterReplay.Result(1, 0, 2, 0, 0));
+        assertThat(listed).isEqualTo(new DeadLetterReplay.Result(1, 0, 2, 0, 0, 0));
         assertThat(this.output.toString(UTF_8).lines().filter(line -> line.startsWith("  ")))
                 .containsExactly(
                         "  keep   " + other + ": INVALID_PAYLOAD: test",
                         "  replay " + selected + ": INVALID_PAYLOAD: test",
                         "  keep   " + cloudEvent + ": INVALID_PAYLOAD: test");
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 2, 0, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 2, 0, 0, 0));
         assertThat(drain(this.queue))
                 .singleElement()
                 .satisfies(replayed -> assertThat(replayed.getProps().getHeaders())
@@ -296,7 +296,7 @@ class DeadLetterReplayIT {
             assertThat(result)
                     .as("round %d", round)
                     .isEqualTo(listed)
-                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0, 0, 0));
+                    .isEqualTo(new DeadLetterReplay.Result(2, 0, 0, 0, 0, 0));
             assertThat(drain(this.queue)).as("round %d", round).hasSize(2);
         }
     }
@@ -328,7 +328,7 @@ class DeadLetterReplayIT {
 
         DeadLetterReplay.Result result = this.replay.replay(connection, this.queue, Set.of(), false);
 
-        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 0, 1, 0));
+        assertThat(result).isEqualTo(new DeadLetterReplay.Result(1, 0, 0, 1, 0, 0));
         assertThat(drain(this.queue))
                 .singleElement()
                 .satisfies(message ->
@@ -362,8 +362,8 @@ class DeadLetterReplayIT {
         DeadLetterReplay.Result selected = this.replay.replay(connection, this.queue, Set.of(genuine), false);
         DeadLetterReplay.Result all = this.replay.replay(connection, this.queue, Set.of(), false);
 
-        assertThat(selected).isEqualTo(new DeadLetterReplay.Result(1, 0, 2, 0, 0));
-        assertThat(all).isEqualTo(new DeadLetterReplay.Result(1, 0, 0, 1, 0));
+        assertThat(selected).isEqualTo(new DeadLetterReplay.Result(1, 0, 2, 0, 0, 0));
+        assertThat(all).isEqualTo(new DeadLetterReplay.Result(1, 0, 0, 1, 0, 0));
         assertThat(drain(this.queue)).extracting(DeadLetterReplayIT::envelopeId).containsExactly(genuine, impostor);
         assertThat(drain(this.queue + ".dlq"))
                 .extracting(DeadLetterReplayIT::envelopeId)

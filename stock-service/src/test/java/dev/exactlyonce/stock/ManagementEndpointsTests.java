@@ -101,6 +101,9 @@ class ManagementEndpointsTests {
             assertThat(claims(this.jdbcTemplate, kept))
                     .as("the claim within it, kept")
                     .isOne();
+            // The status says when this instance last purged, and what.
+            assertThat(getBody(this.managementPort, "/actuator/idempotency").body())
+                    .containsPattern("\"lastPurge\":\\{\"at\":\"[^\"]+\",\"ran\":true,\"rowsDeleted\":[1-9]");
         }
     }
 

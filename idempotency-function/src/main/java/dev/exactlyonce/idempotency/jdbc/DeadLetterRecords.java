@@ -8,6 +8,7 @@ import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
+import java.util.List;
 import java.util.Objects;
 import java.util.UUID;
 import java.util.concurrent.TimeUnit;
@@ -37,6 +38,8 @@ public final class DeadLetterRecords {
 
     private final String waiting;
 
+    private final String oldestWaiting;
+
     private final String purge;
 
     private final Duration retention;
@@ -53,6 +56,7 @@ public final class DeadLetterRecords {
             String recorded,
             String takenBack,
             String waiting,
+            String oldestWaiting,
             String purge) {
         String records = tableOf(table);
         this.jdbc = jdbc;
@@ -61,6 +65,7 @@ public final class DeadLetterRecords {
         this.recorded = recorded.formatted(records);
         this.takenBack = takenBack.formatted(records);
         this.waiting = waiting.formatted(records);
+        this.oldestWaiting = oldestWaiting.formatted(records);
         this.purge = purge.formatted(records);
     }
 
@@ -72,6 +77,14 @@ public final class DeadLetterRecords {
      * @param oldest when the oldest was dead-lettered; {@code null} when none waits
      */
     public record Waiting(long count, @Nullable Instant oldest) {}
+
+    /**
+     * A dead letter still waiting to be replayed.
+     *
+     * @param eventId its event's id
+     * @param deadLetteredAt when the guard dead-lettered it
+     */
+    public record WaitingDeadLetter(UUID eventId, Instant deadLetteredAt) {}
 
     /** The table of a table of claims' dead letters. */
     public static String tableOf(String tableName) {
@@ -125,6 +138,16 @@ public final class DeadLetterRecords {
                     return new Waiting(row.getLong(1), oldest != null ? oldest.toInstant() : null);
                 },
                 micros()));
+    }
+
+    /** The dead letters that have waited longest, oldest first: at most {@code limit}. */
+    public List<WaitingDeadLetter> oldestWaiting(int limit) {
+        return this.jdbc.query(
+                this.oldestWaiting,
+                (row, n) -> new WaitingDeadLetter(
+                        UUID.fromString(row.getString(1)), row.getTimestamp(2).toInstant()),
+                micros(),
+                limit);
     }
 
     /** How long a dead letter can wait and still be taken back. */

@@ -97,6 +97,11 @@ public final class MariaDbDialect implements Dialect {
             SELECT COUNT(*), MIN(dead_lettered_at) FROM %s
             WHERE taken_back_at IS NULL AND dead_lettered_at > NOW(6) - INTERVAL ? MICROSECOND""";
 
+    private static final String DEAD_LETTERS_OLDEST = """
+            SELECT event_id, dead_lettered_at FROM %s
+            WHERE taken_back_at IS NULL AND dead_lettered_at > NOW(6) - INTERVAL ? MICROSECOND
+            ORDER BY dead_lettered_at LIMIT ?""";
+
     private static final String PURGE_DEAD_LETTERS = """
             DELETE FROM %s WHERE dead_lettered_at < NOW(6) - INTERVAL ? MICROSECOND""";
 
@@ -176,6 +181,7 @@ public final class MariaDbDialect implements Dialect {
                 DEAD_LETTER_RECORDED,
                 DEAD_LETTER_TAKEN_BACK,
                 DEAD_LETTERS_WAITING,
+                DEAD_LETTERS_OLDEST,
                 PURGE_DEAD_LETTERS);
     }
 

@@ -71,6 +71,11 @@ public final class PostgresDialect implements Dialect {
             SELECT count(*), min(dead_lettered_at) FROM %s
             WHERE taken_back_at IS NULL AND dead_lettered_at > now() - ? * interval '1 microsecond'""";
 
+    private static final String DEAD_LETTERS_OLDEST = """
+            SELECT event_id, dead_lettered_at FROM %s
+            WHERE taken_back_at IS NULL AND dead_lettered_at > now() - ? * interval '1 microsecond'
+            ORDER BY dead_lettered_at LIMIT ?""";
+
     private static final String PURGE_DEAD_LETTERS = """
             DELETE FROM %s WHERE dead_lettered_at < now() - ? * interval '1 microsecond'""";
 
@@ -107,6 +112,7 @@ public final class PostgresDialect implements Dialect {
                 DEAD_LETTER_RECORDED,
                 DEAD_LETTER_TAKEN_BACK,
                 DEAD_LETTERS_WAITING,
+                DEAD_LETTERS_OLDEST,
                 PURGE_DEAD_LETTERS);
     }
 

@@ -11,6 +11,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.UUID;
+import java.util.function.Supplier;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
@@ -44,6 +45,8 @@ public class IdempotencyEndpoint {
      * @param partitioned whether the table is range-partitioned (old ids then go with whole partitions)
      * @param outbox what waits in the outbox, when the schema has one
      * @param deadLetters the dead letters still waiting to be replayed, when the schema records them
+     * @param lastPurge this instance's last purge (or, partitioned, its last maintenance of the partitions); {@code null}
+     *     before its first
      */
     public record Status(
             String table,
@@ -55,7 +58,18 @@ public class IdempotencyEndpoint {
             Duration replayHorizon,
             boolean partitioned,
             @Nullable OutboxBacklog outbox,
-            @Nullable DeadLetters deadLetters) {}
+            @Nullable DeadLetters deadLetters,
+            @Nullable LastPurge lastPurge) {}
+
+    /**
+     * A purge of old ids this instance ran.
+     *
+     * @param at when it ended
+     * @param ran whether it ran: {@code false} when another instance was at it
+     * @param rowsDeleted the rows it deleted (none when partitioned: whole partitions go)
+     * @param partitionsDropped the partitions it dropped, when partitioned
+     */
+    public record LastPurge(Instant at, boolean ran, long rowsDeleted, List<String> partitionsDropped) {}
 
     /**
      * The dead letters still waiting to be replayed: recorded by the guard within their retention, no replay of them
@@ -66,12 +80,26 @@ public class IdempotencyEndpoint {
      * @param oldestAge how long it has waited
      * @param retention how long a dead letter can wait: a replay of an older one is refused
      *     ({@code idempotency.replay-horizon.dead-letter-retention})
+     * @param oldest the {@value #OLDEST_LISTED} that have waited longest, oldest first: their event ids, and when each
+     *     was dead-lettered (which the dead letter itself does not carry), for the operator console
      */
     public record DeadLetters(
             long waiting,
             @Nullable Instant oldestDeadLetteredAt,
             @Nullable Duration oldestAge,
-            Duration retention) {}
+            Duration retention,
+            List<Waiting> oldest) {}
+
+    /** The most dead letters still waiting the endpoint lists. */
+    public static final int OLDEST_LISTED = 500;
+
+    /**
+     * A dead letter still waiting to be replayed.
+     *
+     * @param eventId its event's id
+     * @param deadLetteredAt when the guard dead-lettered it
+     */
+    public record Waiting(UUID eventId, Instant deadLetteredAt) {}
 
     /**
      * What the service knows of one event, for an operator asking "was it applied here?": empty lists and no outbox row
@@ -151,11 +179,22 @@ public class IdempotencyEndpoint {
 
     private final OutboxBacklogQuery outbox;
 
+    private final Supplier<@Nullable LastPurge> lastPurge;
+
     public IdempotencyEndpoint(DataSource dataSource, IdempotencyProperties properties) {
+        this(dataSource, properties, () -> null);
+    }
+
+    /**
+     * @param lastPurge this instance's last purge, as its purge (or its partitions' maintenance) last ran
+     */
+    public IdempotencyEndpoint(
+            DataSource dataSource, IdempotencyProperties properties, Supplier<@Nullable LastPurge> lastPurge) {
         this.dataSource = dataSource;
         this.jdbcTemplate = new JdbcTemplate(dataSource);
         this.properties = properties;
         this.outbox = new OutboxBacklogQuery(dataSource);
+        this.lastPurge = lastPurge;
     }
 
     @ReadOperation
@@ -174,7 +213,8 @@ public class IdempotencyEndpoint {
                 this.properties.replayHorizon().total(),
                 this.properties.partitioning().enabled(),
                 this.outbox.read(),
-                deadLetters());
+                deadLetters(),
+                this.lastPurge.get());
     }
 
     /** What the service knows of the event of that id. */
@@ -222,11 +262,19 @@ public class IdempotencyEndpoint {
             return null;
         }
         Duration retention = this.properties.replayHorizon().deadLetterRetention();
-        DeadLetterRecords.Waiting waiting = Dialect.of(this.dataSource)
-                .deadLetters(this.jdbcTemplate, this.properties.tableName(), retention)
-                .waiting();
+        DeadLetterRecords records =
+                Dialect.of(this.dataSource).deadLetters(this.jdbcTemplate, this.properties.tableName(), retention);
+        DeadLetterRecords.Waiting waiting = records.waiting();
         Instant oldest = waiting.oldest();
         return new DeadLetters(
-                waiting.count(), oldest, oldest != null ? Duration.between(oldest, Instant.now()) : null, retention);
+                waiting.count(),
+                oldest,
+                oldest != null ? Duration.between(oldest, Instant.now()) : null,
+                retention,
+                waiting.count() == 0
+                        ? List.of()
+                        : records.oldestWaiting(OLDEST_LISTED).stream()
+                                .map(one -> new Waiting(one.eventId(), one.deadLetteredAt()))
+                                .toList());
     }
 }

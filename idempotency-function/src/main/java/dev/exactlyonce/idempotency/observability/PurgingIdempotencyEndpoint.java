@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency.observability;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.retention.ProcessedEventPurge;
+import java.util.function.Supplier;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
@@ -18,8 +19,11 @@ public class PurgingIdempotencyEndpoint extends IdempotencyEndpoint {
     private final @Nullable ProcessedEventPurge purge;
 
     PurgingIdempotencyEndpoint(
-            DataSource dataSource, IdempotencyProperties properties, @Nullable ProcessedEventPurge purge) {
-        super(dataSource, properties);
+            DataSource dataSource,
+            IdempotencyProperties properties,
+            Supplier<IdempotencyEndpoint.@Nullable LastPurge> lastPurge,
+            @Nullable ProcessedEventPurge purge) {
+        super(dataSource, properties, lastPurge);
         this.purge = purge;
     }
 

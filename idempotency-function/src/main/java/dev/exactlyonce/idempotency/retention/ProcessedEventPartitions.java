@@ -18,10 +18,12 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Optional;
 import java.util.UUID;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.dao.DataAccessException;
@@ -98,6 +100,15 @@ public final class ProcessedEventPartitions {
      */
     public record Result(List<String> created, List<String> dropped) {}
 
+    /**
+     * A run of this instance.
+     *
+     * @param at when it ended
+     * @param ran whether it ran: {@code false} when another instance was at it
+     * @param result what it did
+     */
+    public record Run(Instant at, boolean ran, Result result) {}
+
     private final String tableName;
 
     private final Duration retention;
@@ -111,6 +122,8 @@ public final class ProcessedEventPartitions {
     private final IdempotencyMetrics metrics;
 
     private final SessionLock lock;
+
+    private volatile @Nullable Run lastRun;
 
     /**
      * Partition maintenance of your own, for example to run it from a scheduler of the platform.
@@ -140,6 +153,11 @@ public final class ProcessedEventPartitions {
         this.lock = new SessionLock(dataSource, "dev.exactlyonce.idempotency.partitions", tableName);
     }
 
+    /** This instance's last run, {@code null} before its first. */
+    public @Nullable Run lastRun() {
+        return this.lastRun;
+    }
+
     /** Creates the partitions the window needs and drops those older than the retention, as of now. */
     public Result maintain() {
         return maintain(this.clock.instant());
@@ -148,10 +166,13 @@ public final class ProcessedEventPartitions {
     Result maintain(Instant now) {
         long start = System.nanoTime();
         try {
-            return this.lock.runIfFree(jdbc -> maintain(jdbc, now, start)).orElseGet(() -> {
+            Optional<Result> ran = this.lock.runIfFree(jdbc -> maintain(jdbc, now, start));
+            if (ran.isEmpty()) {
                 logger.info("Skipped the partition maintenance of {}: another instance is at it", this.tableName);
-                return new Result(List.of(), List.of());
-            });
+            }
+            Result result = ran.orElseGet(() -> new Result(List.of(), List.of()));
+            this.lastRun = new Run(Instant.now(), ran.isPresent(), result);
+            return result;
         } catch (SQLException ex) {
             throw new IdempotencyException(
                     "Could not maintain the partitions of " + this.tableName + ": " + ex.getMessage(), ex);

@@ -11,6 +11,7 @@ import java.time.Duration;
 import java.time.Instant;
 import java.util.concurrent.TimeUnit;
 import javax.sql.DataSource;
+import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -48,6 +49,14 @@ public final class ProcessedEventPurge {
      */
     public record Result(boolean ran, long rows, int batches, Instant cutoff, Duration took) {}
 
+    /**
+     * A run of this instance.
+     *
+     * @param at when it ended
+     * @param result what it did
+     */
+    public record Run(Instant at, Result result) {}
+
     private final String tableName;
 
     private final Duration retention;
@@ -57,6 +66,8 @@ public final class ProcessedEventPurge {
     private final IdempotencyMetrics metrics;
 
     private final SessionLock lock;
+
+    private volatile @Nullable Run lastRun;
 
     /**
      * A purge of your own, for example to run it from a scheduler of the platform rather than the library's.
@@ -90,10 +101,16 @@ public final class ProcessedEventPurge {
                         return new Result(false, 0, 0, Instant.EPOCH, elapsed(start));
                     });
             this.metrics.purged(result.ran(), result.rows(), result.took());
+            this.lastRun = new Run(Instant.now(), result);
             return result;
         } catch (SQLException ex) {
             throw new IdempotencyException("Could not purge " + this.tableName + ": " + ex.getMessage(), ex);
         }
+    }
+
+    /** This instance's last run, {@code null} before its first. */
+    public @Nullable Run lastRun() {
+        return this.lastRun;
     }
 
     private Result deleteBatches(JdbcTemplate jdbc, long start) {

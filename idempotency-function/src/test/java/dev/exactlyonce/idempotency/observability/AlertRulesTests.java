@@ -48,6 +48,7 @@ class AlertRulesTests {
         metrics.processed(binding, 1);
         metrics.duplicates(binding, 1);
         metrics.rejected(binding, Reason.NOT_JSON);
+        metrics.purged(true, 1, Duration.ofMillis(1));
         metrics.halted(Instant.now());
         metrics.outboxLag(Duration.ofSeconds(1));
         metrics.outboxParked(1);

@@ -5,6 +5,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
+import dev.exactlyonce.idempotency.jdbc.DeadLetterRecords;
 import dev.exactlyonce.idempotency.jdbc.Dialect;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestMariaDb;
@@ -75,6 +76,37 @@ class EventLookupTests {
         });
         assertThat(endpoint.lookup(unknown))
                 .isEqualTo(new IdempotencyEndpoint.Lookup(unknown, List.of(), List.of(), null));
+    }
+
+    /** The status lists the dead letters that have waited longest, oldest first, with when each was dead-lettered. */
+    @ParameterizedTest
+    @ValueSource(strings = {"postgresql", "mariadb"})
+    void theStatusListsTheDeadLettersWaitingOldestFirst(String database) {
+        DataSource dataSource = dataSource(database);
+        JdbcTemplate jdbc = new JdbcTemplate(dataSource);
+        DeadLetterRecords records = Dialect.of(dataSource).deadLetters(jdbc, "processed_event", Duration.ofDays(14));
+        UUID older = UuidV7.generate();
+        UUID newer = UuidV7.generate();
+        UUID takenBack = UuidV7.generate();
+        byte[] body = "{}".getBytes(UTF_8);
+        for (UUID eventId : List.of(newer, older, takenBack)) {
+            records.record("things-in-0", eventId, "test.thing.happened.v1", body, Duration.ZERO);
+        }
+        jdbc.update(
+                "UPDATE processed_event_dead_letter SET dead_lettered_at = dead_lettered_at - INTERVAL '1' HOUR"
+                        + " WHERE event_id = ?",
+                database.equals("postgresql") ? older : older.toString());
+        records.takenBack("things-in-0", takenBack, "test.thing.happened.v1", body);
+
+        IdempotencyEndpoint.DeadLetters deadLetters =
+                new IdempotencyEndpoint(dataSource, PROPERTIES).status().deadLetters();
+
+        assertThat(deadLetters).isNotNull();
+        assertThat(deadLetters.waiting()).isEqualTo(2);
+        assertThat(deadLetters.oldest())
+                .extracting(IdempotencyEndpoint.Waiting::eventId)
+                .containsExactly(older, newer);
+        assertThat(deadLetters.oldest().get(0).deadLetteredAt()).isEqualTo(deadLetters.oldestDeadLetteredAt());
     }
 
     private static DataSource dataSource(String database) {

@@ -3,8 +3,10 @@ package dev.exactlyonce.console;
 import dev.exactlyonce.deadletters.DeadLetterCause;
 import dev.exactlyonce.deadletters.DeadLetterReplay;
 import java.nio.charset.StandardCharsets;
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Base64;
+import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -42,8 +44,17 @@ class BrokerDeadLetters {
             List<Group> groups,
             @Nullable String notRead) {}
 
-    /** Messages of one cause, with the first as a sample, and the first {@link #LISTED} listed. */
-    record Group(String cause, int count, Sample sample, List<Listed> messages) {}
+    /**
+     * Messages of one cause, with the first as a sample, and the first {@link #LISTED} listed; first and last seen:
+     * when the earliest and the latest of them were dead-lettered, as far as known ({@code null}: none is dated).
+     */
+    record Group(
+            String cause,
+            int count,
+            Sample sample,
+            List<Listed> messages,
+            @Nullable Instant firstSeen,
+            @Nullable Instant lastSeen) {}
 
     /** A message of a group, as the page lists it to be selected: by its event id, where it has one. */
     record Listed(@Nullable UUID eventId, String routingKey) {}
@@ -81,8 +92,14 @@ class BrokerDeadLetters {
         return this.http != null;
     }
 
-    /** Every dead-letter queue of the virtual host, with its groups. */
-    List<Queue> queues() {
+    /**
+     * Every dead-letter queue of the virtual host, with its groups.
+     *
+     * @param dated when each dead letter was dead-lettered, by event id, as the services recorded it: a dead letter
+     *     carries no such time (the binder's republication records none); the broker's own dead letters carry theirs
+     *     ({@code x-death})
+     */
+    List<Queue> queues(Map<UUID, Instant> dated) {
         if (this.http == null || this.broker == null) {
             return List.of();
         }
@@ -105,7 +122,7 @@ class BrokerDeadLetters {
             String notRead = unreadable(queue);
             found.add(
                     notRead == null
-                            ? read(name)
+                            ? read(name, dated)
                             : new Queue(name, queue.path("messages").asLong(), false, List.of(), notRead));
         }
         return found;
@@ -146,7 +163,7 @@ class BrokerDeadLetters {
      * Reads the queue's first messages, and puts them back. Its length is what was read and what the broker says was
      * left behind it: the queue list's own count lags by the broker's statistics interval.
      */
-    private Queue read(String queue) {
+    private Queue read(String queue, Map<UUID, Instant> dated) {
         JsonNode messages = this.http
                 .post()
                 .uri("queues/{vhost}/{queue}/get", this.broker.virtualHost(), queue)
@@ -161,6 +178,7 @@ class BrokerDeadLetters {
                 : read.get(read.size() - 1).path("message_count").asLong();
         Map<String, List<Sample>> byCause = new LinkedHashMap<>();
         Map<String, List<Listed>> listed = new LinkedHashMap<>();
+        Map<String, List<Instant>> seenOf = new HashMap<>();
         for (JsonNode message : read) {
             JsonNode headers = message.path("properties").path("headers");
             Map<String, String> shown = new LinkedHashMap<>();
@@ -170,17 +188,29 @@ class BrokerDeadLetters {
             String routingKey = message.path("routing_key").asString();
             byCause.computeIfAbsent(cause, any -> new ArrayList<>())
                     .add(new Sample(routingKey, shown, message.path("payload").asString()));
+            UUID eventId = eventId(message, values);
             List<Listed> ofCause = listed.computeIfAbsent(cause, any -> new ArrayList<>());
             if (ofCause.size() < LISTED) {
-                ofCause.add(new Listed(eventId(message, values), routingKey));
+                ofCause.add(new Listed(eventId, routingKey));
+            }
+            Instant seen = eventId != null && dated.containsKey(eventId)
+                    ? dated.get(eventId)
+                    : DeadLetterCause.brokersDeathTime(values != null ? values : Map.of());
+            if (seen != null) {
+                seenOf.computeIfAbsent(cause, any -> new ArrayList<>()).add(seen);
             }
         }
         List<Group> groups = byCause.entrySet().stream()
-                .map(group -> new Group(
-                        group.getKey(),
-                        group.getValue().size(),
-                        group.getValue().get(0),
-                        listed.get(group.getKey())))
+                .map(group -> {
+                    List<Instant> seen = seenOf.getOrDefault(group.getKey(), List.of());
+                    return new Group(
+                            group.getKey(),
+                            group.getValue().size(),
+                            group.getValue().get(0),
+                            listed.get(group.getKey()),
+                            seen.stream().min(Instant::compareTo).orElse(null),
+                            seen.stream().max(Instant::compareTo).orElse(null));
+                })
                 .sorted((a, b) -> Integer.compare(b.count(), a.count()))
                 .toList();
         return new Queue(queue, read.size() + left, left > 0, groups, null);

@@ -3,7 +3,6 @@ package dev.exactlyonce.console;
 import dev.exactlyonce.deadletters.DeadLetterReplay;
 import dev.exactlyonce.deadletters.DeadLetterReplay.Action;
 import dev.exactlyonce.deadletters.DeadLetterReplay.Selection;
-import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.net.URI;
 import java.security.Principal;
@@ -11,8 +10,8 @@ import java.time.Instant;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Objects;
 import java.util.UUID;
-import java.util.concurrent.TimeoutException;
 import org.jspecify.annotations.Nullable;
 import org.springframework.security.core.Authentication;
 import org.springframework.stereotype.Controller;
@@ -117,32 +116,45 @@ class ConsoleController {
         }
         String target = "%s %s outbox %s"
                 .formatted(service, instance, id != null ? "row " + id : key != null ? "key " + key : "all rows");
-        int applied;
-        try {
-            applied = id != null
-                    ? (this.services.act(instance, id, action) ? 1 : 0)
-                    : this.services.actOnEach(instance, action, key);
-        } catch (RestClientException ex) {
-            audit(user, action + " failed", target, 0);
+        ServiceEndpoints.Acted acted;
+        if (id != null) {
+            try {
+                acted = new ServiceEndpoints.Acted(this.services.act(instance, id, action) ? 1 : 0, 0, null);
+            } catch (RestClientException ex) {
+                acted = new ServiceEndpoints.Acted(0, -1, ex);
+            }
+        } else {
+            acted = this.services.actOnEach(instance, action, key);
+        }
+        if (acted.failure() != null) {
+            audit(user, action + (acted.applied() > 0 ? " failed part-way" : " failed"), target, acted.applied());
             flash.addFlashAttribute(
                     "error",
-                    ("%s of %s failed (%s): is the service's outbox endpoint writable"
+                    ("%s of %s stopped after %d row(s) (%s): is the service's outbox endpoint writable"
                                     + " (idempotency.endpoint.outbox-write-enabled)?")
-                            .formatted(action, target, ex.getMessage()));
+                            .formatted(
+                                    action,
+                                    target,
+                                    acted.applied(),
+                                    acted.failure().getMessage()));
             return "redirect:/parked";
         }
-        String auditFailure = audit(user, action, target, applied);
+        String auditFailure = audit(user, action, target, acted.applied());
         if (auditFailure != null) {
             flash.addFlashAttribute("error", "%s of %s was done: %s".formatted(action, target, auditFailure));
             return "redirect:/parked";
         }
         String done = action.equals("release") ? "Released" : "Skipped";
+        String left = acted.stillParked() > 0
+                ? "; %d still parked (parked again meanwhile, or more than the endpoint lists): act again"
+                        .formatted(acted.stillParked())
+                : "";
         flash.addFlashAttribute(
                 "message",
                 id == null
-                        ? "%s %d parked row(s) of %s (%s)"
-                                .formatted(done, applied, service, key != null ? "key " + key : "all")
-                        : applied == 1
+                        ? "%s %d parked row(s) of %s (%s)%s"
+                                .formatted(done, acted.applied(), service, key != null ? "key " + key : "all", left)
+                        : acted.applied() == 1
                                 ? "%s: outbox row %s of %s".formatted(done, id, service)
                                 : "Outbox row %s of %s was no longer parked: nothing done".formatted(id, service));
         return "redirect:/parked";
@@ -160,7 +172,8 @@ class ConsoleController {
 
     /**
      * Replays or discards dead letters of a queue: those of the event ids ticked, else the whole group of the cause. A
-     * discard first shows what it would take, to be confirmed; a replay reports what happened to each message.
+     * discard first shows what it would take, to be confirmed, and then takes that many at most; a replay reports what
+     * happened to each message. One that fails part-way says how far it went, in the page and the audit log.
      */
     @PostMapping("/dead-letters/{action:replay|discard}")
     String deadLetters(
@@ -169,6 +182,7 @@ class ConsoleController {
             @RequestParam(name = "eventId", required = false) @Nullable List<String> eventIds,
             @RequestParam(required = false) @Nullable String cause,
             @RequestParam(defaultValue = "false") boolean confirmed,
+            @RequestParam(required = false) @Nullable Integer limit,
             Principal user,
             Model model,
             RedirectAttributes flash) {
@@ -184,44 +198,53 @@ class ConsoleController {
         }
         String serviceQueue = queue.substring(0, queue.length() - ".dlq".length());
         boolean discard = action.equals("discard");
-        DeadLetterActions.Done done;
-        try {
-            done = this.deadLetterActions.run(
-                    serviceQueue,
-                    discard && !confirmed ? Action.LIST : discard ? Action.DISCARD : Action.REPLAY,
-                    selection);
-        } catch (IOException | TimeoutException | RuntimeException ex) {
-            if (!discard || confirmed) {
-                audit(user, action + " failed", queue + " " + selection, 0);
-            }
+        boolean preview = discard && !confirmed;
+        // A confirmed discard takes at most what its preview showed: what came after it is kept.
+        DeadLetterActions.Done done = this.deadLetterActions.run(
+                serviceQueue,
+                preview ? Action.LIST : discard ? Action.DISCARD : Action.REPLAY,
+                selection,
+                discard && confirmed && limit != null ? limit : Integer.MAX_VALUE);
+        DeadLetterReplay.Result result = done.result();
+        if (result == null) {
+            Exception failure = Objects.requireNonNull(done.failure());
             // The replay's own refusals (a queue or exchange missing, a route unbound) say what to do; others, why.
-            String why = ex instanceof IllegalStateException ? ex.getMessage() : ServiceEndpoints.reason(ex);
-            flash.addFlashAttribute("error", "%s of %s in %s failed: %s".formatted(action, selection, queue, why));
+            String why =
+                    failure instanceof IllegalStateException ? failure.getMessage() : ServiceEndpoints.reason(failure);
+            if (!preview) {
+                audit(user, action + " failed part-way", queue + " " + selection, done.done());
+            }
+            flash.addFlashAttribute(
+                    "error",
+                    ("%s of %s in %s stopped after %d message(s): %s. The others are where they were: act again once"
+                                    + " the cause is mended")
+                            .formatted(action, selection, queue, done.done(), why));
+            flash.addFlashAttribute("handled", done.handled());
             return "redirect:/dead-letters";
-        } catch (InterruptedException ex) {
-            Thread.currentThread().interrupt();
-            throw new IllegalStateException("Interrupted while acting on " + queue, ex);
         }
-        if (discard && !confirmed) {
+        if (preview) {
             model.addAttribute("queue", queue);
             model.addAttribute("cause", eventIds == null || eventIds.isEmpty() ? cause : null);
             model.addAttribute("eventIds", eventIds != null ? eventIds : List.of());
             model.addAttribute("handled", done.handled());
+            model.addAttribute("selected", result.selected());
             return "confirm-discard";
         }
-        DeadLetterReplay.Result result = done.result();
-        int count = discard ? result.discarded() : result.replayed();
-        String auditFailure = audit(user, action, queue + " " + selection, count);
+        String auditFailure = audit(user, action, queue + " " + selection, done.done());
         if (auditFailure != null) {
             flash.addFlashAttribute(
                     "error", "%s of %s in %s was done: %s".formatted(action, selection, queue, auditFailure));
         }
+        String unexamined = result.unexamined() == 0
+                ? ""
+                : "; %d were held by another reader meanwhile: act again for them".formatted(result.unexamined());
         flash.addFlashAttribute(
                 "message",
-                discard
-                        ? "Discarded %d message(s) from %s".formatted(count, queue)
-                        : "Replayed %d message(s) from %s; %d refused and %d skipped, left there (below, each one)"
-                                .formatted(count, queue, result.refused(), result.skipped()));
+                (discard
+                                ? "Discarded %d message(s) from %s".formatted(done.done(), queue)
+                                : "Replayed %d message(s) from %s; %d refused and %d skipped, left there (below, each one)"
+                                        .formatted(done.done(), queue, result.refused(), result.skipped()))
+                        + unexamined);
         flash.addFlashAttribute("handled", done.handled());
         return "redirect:/dead-letters";
     }
@@ -232,7 +255,7 @@ class ConsoleController {
         model.addAttribute("acts", this.deadLetterActions.configured());
         model.addAttribute("configured", this.deadLetters.configured());
         try {
-            model.addAttribute("queues", this.deadLetters.queues());
+            model.addAttribute("queues", this.deadLetters.queues(this.services.deadLetteredAt()));
         } catch (RestClientException ex) {
             model.addAttribute("queues", List.of());
             model.addAttribute("error", "RabbitMQ's management API did not answer: " + ServiceEndpoints.reason(ex));

@@ -69,8 +69,15 @@ public record ConsoleProperties(
      *
      * @param name its name, as operators know it
      * @param instances the management URL of each instance, such as {@code http://127.0.0.1:9081}
+     * @param queues the queues its guarded bindings consume, such as {@code billing.events}: a replay of a dead letter
+     *     of one is checked against this service's records only (none named: against every service's)
      */
-    public record Service(String name, List<URI> instances) {}
+    public record Service(String name, List<URI> instances, List<String> queues) {
+
+        public Service {
+            queues = queues != null ? List.copyOf(queues) : List.of();
+        }
+    }
 
     /**
      * Someone who may sign in.

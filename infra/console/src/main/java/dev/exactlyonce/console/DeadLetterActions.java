@@ -7,6 +7,7 @@ import dev.exactlyonce.deadletters.DeadLetterReplay;
 import dev.exactlyonce.deadletters.DeadLetterReplay.Action;
 import dev.exactlyonce.deadletters.DeadLetterReplay.Handled;
 import dev.exactlyonce.deadletters.DeadLetterReplay.Horizon;
+import dev.exactlyonce.deadletters.DeadLetterReplay.Outcome;
 import dev.exactlyonce.deadletters.DeadLetterReplay.Selection;
 import dev.exactlyonce.deadletters.DeadLetterReplay.Verdict;
 import java.io.ByteArrayOutputStream;
@@ -17,11 +18,15 @@ import java.time.Duration;
 import java.time.Instant;
 import java.time.format.DateTimeParseException;
 import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Objects;
+import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.stream.Collectors;
 import org.jspecify.annotations.Nullable;
 import org.springframework.stereotype.Component;
@@ -39,12 +44,18 @@ class DeadLetterActions {
     static final int SHOWN = 500;
 
     /**
-     * What an action did.
+     * What an action did, whole or up to a failure.
      *
-     * @param result how many messages had each outcome
-     * @param handled each message selected, in queue order (the first {@link #SHOWN})
+     * @param result how many messages had each outcome; {@code null} when it failed part-way
+     * @param handled each message selected that it was done with, in queue order (the first {@link #SHOWN})
+     * @param done how many it replayed or discarded (all of them, where {@code handled} shows the first only)
+     * @param failure why it stopped part-way; {@code null} when it went through
      */
-    record Done(DeadLetterReplay.Result result, List<Handled> handled) {}
+    record Done(
+            DeadLetterReplay.@Nullable Result result,
+            List<Handled> handled,
+            int done,
+            @Nullable Exception failure) {}
 
     private final ConsoleProperties.@Nullable Broker broker;
 
@@ -52,10 +63,19 @@ class DeadLetterActions {
 
     private final Duration timeout;
 
+    /** The services that consume each queue, as the settings name them. */
+    private final Map<String, Set<String>> owners = new HashMap<>();
+
     DeadLetterActions(ConsoleProperties properties, ServiceEndpoints services) {
         this.broker = properties.broker();
         this.services = services;
         this.timeout = properties.timeout();
+        properties
+                .services()
+                .forEach(service -> service.queues()
+                        .forEach(queue -> this.owners
+                                .computeIfAbsent(queue, any -> new HashSet<>())
+                                .add(service.name())));
     }
 
     /** Whether the settings name a broker. */
@@ -64,11 +84,11 @@ class DeadLetterActions {
     }
 
     /**
-     * Does the action with the dead letters of {@code <queue>.dlq} the selection takes: a replay skips or refuses, with
-     * the reason, each one the services would not take back.
+     * Does the action with the dead letters of {@code <queue>.dlq} the selection takes, at most {@code limit} of them: a
+     * replay skips or refuses, with the reason, each one the services would not take back. A failure part-way says
+     * how far it went.
      */
-    Done run(String queue, Action action, Selection selection)
-            throws IOException, TimeoutException, InterruptedException {
+    Done run(String queue, Action action, Selection selection, int limit) {
         ConsoleProperties.Broker broker = Objects.requireNonNull(this.broker, "no broker in the settings");
         ConnectionFactory factory = new ConnectionFactory();
         factory.setUsername(broker.username());
@@ -76,31 +96,50 @@ class DeadLetterActions {
         factory.setVirtualHost(broker.virtualHost());
         factory.setConnectionTimeout((int) this.timeout.toMillis());
         factory.setAutomaticRecoveryEnabled(false);
-        DeadLetterReplay.Request request = DeadLetterReplay.Request.of(queue, action, selection);
-        if (action != Action.DISCARD) {
-            request = request.withHorizon(horizon());
-        }
         List<Handled> handled = new ArrayList<>();
+        AtomicInteger done = new AtomicInteger();
         try (Connection connection = factory.newConnection(Address.parseAddresses(broker.amqpAddresses()), "console")) {
+            DeadLetterReplay.Request request =
+                    DeadLetterReplay.Request.of(queue, action, selection).withLimit(limit);
+            if (action == Action.REPLAY) {
+                request = request.withHorizon(horizon(queue));
+            }
             DeadLetterReplay.Result result = new DeadLetterReplay(new PrintStream(new ByteArrayOutputStream()))
                     .run(connection, request, each -> {
                         if (handled.size() < SHOWN) {
                             handled.add(each);
                         }
+                        if (each.outcome() == Outcome.REPLAYED || each.outcome() == Outcome.DISCARDED) {
+                            done.incrementAndGet();
+                        }
                     });
-            return new Done(result, handled);
+            return new Done(result, handled, done.get(), null);
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            return new Done(null, handled, done.get(), ex);
+        } catch (IOException | TimeoutException | RuntimeException ex) {
+            return new Done(null, handled, done.get(), ex);
         }
     }
 
-    /** The services' record of each dead letter, against each instance's dead-letter retention read now. */
-    private Horizon horizon() {
+    /**
+     * The services' record of each dead letter, against each instance's dead-letter retention read now: those of the
+     * services that consume the queue ({@code console.services[].queues}), or of every service when none says so.
+     */
+    private Horizon horizon(String queue) {
         Map<URI, Duration> retentions = this.services.instances().stream()
                 .filter(instance -> instance.deadLetters() != null)
                 .collect(Collectors.toMap(
                         ServiceEndpoints.Instance::url,
                         instance -> instance.deadLetters().retention(),
                         (a, b) -> a));
-        return eventId -> verdict(this.services.lookup(eventId), retentions, Instant.now());
+        Set<String> owners = this.owners.getOrDefault(queue, Set.of());
+        return eventId -> verdict(
+                this.services.lookup(eventId).stream()
+                        .filter(lookup -> owners.isEmpty() || owners.contains(lookup.service()))
+                        .toList(),
+                retentions,
+                Instant.now());
     }
 
     /**
@@ -116,10 +155,14 @@ class DeadLetterActions {
             Duration retention = retentions.get(lookup.url());
             for (ServiceEndpoints.DeadLetter record : lookup.deadLetters()) {
                 Instant at = instant(record.deadLetteredAt());
+                if (at == null || retention == null) {
+                    return Verdict.skip("could not read when %s dead-lettered it (%s), or its retention: try again"
+                            .formatted(lookup.service(), record.deadLetteredAt()));
+                }
                 if (record.takenBackAt() != null) {
                     appliedBefore = "%s applied a replay of it at %s: another does nothing"
                             .formatted(lookup.service(), record.takenBackAt());
-                } else if (at != null && retention != null && at.plus(retention).isBefore(now)) {
+                } else if (at.plus(retention).isBefore(now)) {
                     pastRetention = ("too old for the replay horizon: %s dead-lettered it at %s, longer ago than its"
                                     + " dead-letter retention (%s), and would refuse it")
                             .formatted(lookup.service(), record.deadLetteredAt(), retention);

@@ -4,6 +4,7 @@ import java.net.URI;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
@@ -40,9 +41,16 @@ class ServiceEndpoints {
             @Nullable Outbox outbox,
             @Nullable String unreachable) {}
 
-    /** The table of processed event ids: its size, and how old its oldest row is against the retention. */
+    /**
+     * The table of processed event ids: its size, how old its oldest row is against the retention, and the instance's
+     * last purge of it ({@code null} before its first).
+     */
     record Claims(
-            String table, long approximateRows, @Nullable Duration oldestAge, Duration retention) {}
+            String table,
+            long approximateRows,
+            @Nullable Duration oldestAge,
+            Duration retention,
+            @Nullable String lastPurge) {}
 
     /** The dead letters still waiting to be replayed, the oldest's age against their retention. */
     record DeadLetters(long waiting, @Nullable Duration oldestAge, Duration retention) {
@@ -224,37 +232,76 @@ class ServiceEndpoints {
     }
 
     /**
+     * What releasing or skipping rows did, whole or up to a failure.
+     *
+     * @param applied the rows it released or skipped
+     * @param stillParked the rows of the selection still parked when it ended (parked again meanwhile, or beyond those
+     *     the endpoint lists)
+     * @param failure why it stopped part-way; {@code null} when it went through
+     */
+    record Acted(int applied, int stillParked, @Nullable RestClientException failure) {}
+
+    /**
      * Releases or skips every parked row of the instance, or those of one key: the parked rows its endpoint lists (the
      * oldest 100), one at a time, then the next ones, each row once, until none is left to act on.
      *
      * @param key the key whose rows are acted on; {@code null}: every row
-     * @return how many rows it acted on
      */
-    int actOnEach(URI url, String action, @Nullable String key) {
+    Acted actOnEach(URI url, String action, @Nullable String key) {
         Set<UUID> done = new HashSet<>();
         int applied = 0;
-        while (true) {
-            JsonNode outbox = this.http
-                    .get()
-                    .uri(url.resolve("/actuator/outbox"))
-                    .retrieve()
-                    .body(JsonNode.class);
-            List<UUID> ids = outbox == null
-                    ? List.of()
-                    : outbox.path("parked")
-                            .valueStream()
-                            .filter(row ->
-                                    key == null || key.equals(row.path("key").asString()))
-                            .map(row -> UUID.fromString(row.path("id").asString()))
-                            .filter(done::add)
-                            .toList();
-            if (ids.isEmpty()) {
-                return applied;
+        try {
+            while (true) {
+                JsonNode outbox = this.http
+                        .get()
+                        .uri(url.resolve("/actuator/outbox"))
+                        .retrieve()
+                        .body(JsonNode.class);
+                List<UUID> parked = outbox == null
+                        ? List.of()
+                        : outbox.path("parked")
+                                .valueStream()
+                                .filter(row -> key == null
+                                        || key.equals(row.path("key").asString()))
+                                .map(row -> UUID.fromString(row.path("id").asString()))
+                                .toList();
+                List<UUID> next = parked.stream().filter(done::add).toList();
+                if (next.isEmpty()) {
+                    return new Acted(applied, parked.size(), null);
+                }
+                for (UUID id : next) {
+                    applied += act(url, id, action) ? 1 : 0;
+                }
             }
-            for (UUID id : ids) {
-                applied += act(url, id, action) ? 1 : 0;
+        } catch (RestClientException ex) {
+            return new Acted(applied, -1, ex);
+        }
+    }
+
+    /**
+     * When each dead letter the services still wait to see replayed was dead-lettered, by event id (the earliest, where
+     * two services dead-lettered the same event): the {@code idempotency} endpoint lists the 500 oldest of each
+     * instance. The instances that do not answer are left out.
+     */
+    Map<UUID, Instant> deadLetteredAt() {
+        Map<UUID, Instant> dated = new HashMap<>();
+        for (ConsoleProperties.Service service : this.properties.services()) {
+            for (URI url : service.instances()) {
+                try {
+                    get(url, "/actuator/idempotency")
+                            .path("deadLetters")
+                            .path("oldest")
+                            .valueStream()
+                            .forEach(waiting -> dated.merge(
+                                    UUID.fromString(waiting.path("eventId").asString()),
+                                    Instant.parse(waiting.path("deadLetteredAt").asString()),
+                                    (a, b) -> a.isBefore(b) ? a : b));
+                } catch (RuntimeException ex) {
+                    // Unreachable, or an answer without the list (an older library): its dead letters are not dated.
+                }
             }
         }
+        return dated;
     }
 
     /**
@@ -266,6 +313,28 @@ class ServiceEndpoints {
                 .filter(service -> service.instances().contains(url))
                 .map(ConsoleProperties.Service::name)
                 .findFirst();
+    }
+
+    /** The instance's last purge, as a line: when, and what it deleted or dropped (or that another instance ran). */
+    private static @Nullable String lastPurge(JsonNode purge, boolean partitioned) {
+        if (!purge.isObject()) {
+            return null;
+        }
+        String at = purge.path("at").asString();
+        if (!purge.path("ran").asBoolean()) {
+            return at + ", skipped: another instance purged";
+        }
+        List<String> dropped = purge.path("partitionsDropped")
+                .valueStream()
+                .map(JsonNode::asString)
+                .toList();
+        if (!dropped.isEmpty()) {
+            return "%s, partition(s) %s dropped".formatted(at, String.join(", ", dropped));
+        }
+        return partitioned
+                ? at + ", no partition old enough to drop"
+                : "%s, %d row(s) deleted"
+                        .formatted(at, purge.path("rowsDeleted").asLong());
     }
 
     private Instance instance(String service, URI url) {
@@ -308,7 +377,10 @@ class ServiceEndpoints {
                                 status.path("table").asString(),
                                 status.path("approximateRows").asLong(),
                                 duration(status.path("oldestAge")),
-                                Duration.parse(status.path("retention").asString())),
+                                Duration.parse(status.path("retention").asString()),
+                                lastPurge(
+                                        status.path("lastPurge"),
+                                        status.path("partitioned").asBoolean())),
                 status == null || !status.path("deadLetters").isObject()
                         ? null
                         : new DeadLetters(

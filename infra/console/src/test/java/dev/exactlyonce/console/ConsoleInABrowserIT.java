@@ -131,7 +131,9 @@ class ConsoleInABrowserIT {
                         "--management.server.address=127.0.0.1",
                         "--management.endpoints.web.exposure.include=health,idempotency,outbox",
                         "--management.endpoint.health.show-details=always",
-                        "--idempotency.endpoint.outbox-write-enabled=true");
+                        "--idempotency.endpoint.outbox-write-enabled=true",
+                        // A first purge at once, for the overview's last purge (the next is an hour later).
+                        "--idempotency.purge.initial-delay=100ms");
         serviceManagement =
                 URI.create("http://127.0.0.1:" + service.getEnvironment().getProperty("local.management.port"));
         // The queue's replay exchange, bound to the queue and its dead-letter queue alone, as the shop's definitions
@@ -151,6 +153,7 @@ class ConsoleInABrowserIT {
         registry.add("console.broker.username", rabbit::username);
         registry.add("console.broker.password", rabbit::password);
         registry.add("console.services[0].instances[0]", () -> serviceManagement.toString());
+        registry.add("console.services[0].queues[0]", () -> QUEUE);
         Path auditLog = Files.createTempFile("console-audit", ".log");
         registry.add("console.audit-log", auditLog::toString);
     }
@@ -215,6 +218,10 @@ class ConsoleInABrowserIT {
         assertThat(instance.getText()).contains("idempotencyGuardrecordParcel-in-0");
         assertThat(instance.findElement(By.className("dead-letters-waiting")).getText())
                 .isEqualTo("1");
+        String lastPurge = instance.findElement(By.className("last-purge")).getText();
+        assertThat(lastPurge).startsWith("last purge: ").endsWith(" row(s) deleted");
+        assertThat(Instant.parse(lastPurge.substring("last purge: ".length(), lastPurge.indexOf(','))))
+                .isBetween(Instant.now().minusSeconds(300), Instant.now());
         screenshot("overview");
 
         // The management API lists a new queue within the broker's statistics interval (5 s by default).
@@ -241,6 +248,17 @@ class ConsoleInABrowserIT {
         assertThat(deadLetters.findElements(By.className("payload")))
                 .extracting(WebElement::getText)
                 .contains("<script>alert('payload')</script>");
+        // Dated by the service's record of the poison; the body with no event id, which it could not record, is not.
+        assertThat(deadLetters.findElements(By.className("group")))
+                .extracting(
+                        group -> group.findElement(By.className("cause")).getText(),
+                        group -> group.findElement(By.className("first-seen")).getText())
+                .anySatisfy(group -> {
+                    assertThat(group.toList().get(0)).asString().contains("IllegalArgumentException");
+                    assertThat(Instant.parse(group.toList().get(1).toString()))
+                            .isBetween(Instant.now().minusSeconds(120), Instant.now());
+                })
+                .contains(tuple("NOT_JSON", "—"));
         assertNoAlert();
         assertThat(rabbit.messageCount(QUEUE + ".dlq")).as("read, and put back").isEqualTo(2);
         screenshot("dead-letters-by-cause");
@@ -362,13 +380,6 @@ class ConsoleInABrowserIT {
                                 UUID.class))
                         .containsExactly(
                                 first.payload().parcelId(), second.payload().parcelId()));
-        assertThat(jdbc.queryForObject(
-                        "SELECT count(*) FROM processed_event WHERE event_id IN (?, ?)",
-                        Integer.class,
-                        first.eventId(),
-                        second.eventId()))
-                .as("each applied once")
-                .isEqualTo(2);
 
         this.browser.get(url("/dead-letters"));
         group = this.browser.findElement(dlq).findElement(offline);
@@ -500,7 +511,7 @@ class ConsoleInABrowserIT {
                 .click();
 
         assertThat(this.browser.findElement(By.className("message")).getText())
-                .isEqualTo("Released 2 parked row(s) of parcel-service (key %s)".formatted(key));
+                .startsWith("Released 2 parked row(s) of parcel-service (key %s)".formatted(key));
         assertThat(parkedOf(first, second, other)).containsExactly(false, false, true);
 
         this.browser.findElement(By.className("skip-all")).click();
@@ -511,7 +522,7 @@ class ConsoleInABrowserIT {
                 .until(() -> this.browser
                         .findElement(By.className("message"))
                         .getText()
-                        .matches("Skipped \\d+ parked row\\(s\\) of parcel-service \\(all\\)"));
+                        .matches("Skipped \\d+ parked row\\(s\\) of parcel-service \\(all\\).*"));
         assertThat(
                         jdbc.queryForList(
                                 "SELECT id, aggregateid FROM outbox_event WHERE parked_at IS NOT NULL AND published_at IS NULL"))

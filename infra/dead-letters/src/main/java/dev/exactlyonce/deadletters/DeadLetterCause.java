@@ -1,9 +1,11 @@
 package dev.exactlyonce.deadletters;
 
+import java.time.Instant;
 import java.util.List;
 import java.util.Map;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
+import org.jspecify.annotations.Nullable;
 
 /**
  * Why a message was dead-lettered, as one line dead letters are grouped by: the library's rejection reason
@@ -86,7 +88,15 @@ public final class DeadLetterCause {
         return type;
     }
 
-    private static String text(Object value) {
+    /**
+     * When the broker dead-lettered the message itself (expired, over a length limit, past a delivery limit), by its
+     * newest {@code x-death}; {@code null} when it did not (a dead letter the binder republished carries no time).
+     */
+    public static @Nullable Instant brokersDeathTime(Map<String, ?> headers) {
+        return DeadLetterReplay.newestDeathTime(headers);
+    }
+
+    private static String text(@Nullable Object value) {
         return value != null ? value.toString() : "";
     }
 }

@@ -14,6 +14,7 @@ import java.io.IOException;
 import java.io.PrintStream;
 import java.time.Instant;
 import java.util.ArrayList;
+import java.util.Date;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Locale;
@@ -164,14 +165,22 @@ public final class DeadLetterReplay {
      * @param selection those selected
      * @param horizon which a replay skips as past the replay horizon
      */
-    public record Request(String queue, Action action, Selection selection, Horizon horizon) {
+    public record Request(String queue, Action action, Selection selection, Horizon horizon, int limit) {
 
         public static Request of(String queue, Action action, Selection selection) {
-            return new Request(queue, action, selection, Horizon.NONE);
+            return new Request(queue, action, selection, Horizon.NONE, Integer.MAX_VALUE);
         }
 
         public Request withHorizon(Horizon horizon) {
-            return new Request(this.queue, this.action, this.selection, horizon);
+            return new Request(this.queue, this.action, this.selection, horizon, this.limit);
+        }
+
+        /**
+         * At most {@code limit} dead letters selected, the first in queue order: those a list showed, for an action
+         * confirmed on what it showed (the ones that came after it are kept).
+         */
+        public Request withLimit(int limit) {
+            return new Request(this.queue, this.action, this.selection, this.horizon, limit);
         }
     }
 
@@ -207,8 +216,16 @@ public final class DeadLetterReplay {
      * @param kept the dead letters not selected, left in the dead-letter queue
      * @param refused the dead letters selected that cannot be replayed as they are, left in the dead-letter queue
      * @param skipped the dead letters selected past the replay horizon, left in the dead-letter queue
+     * @param unexamined the dead letters the queue held at the start that were not there to take (another reader held
+     *     them meanwhile): run it again for them
      */
-    public record Result(int replayed, int discarded, int kept, int refused, int skipped) {}
+    public record Result(int replayed, int discarded, int kept, int refused, int skipped, int unexamined) {
+
+        /** The dead letters the action selected. */
+        public int selected() {
+            return this.replayed + this.discarded + this.refused + this.skipped;
+        }
+    }
 
     /**
      * Replays the dead letters of {@code queue}, as the replay command does: all of them when {@code eventIds} is
@@ -226,7 +243,7 @@ public final class DeadLetterReplay {
      * Does the request's action with the dead letters it selects, one message at a time, each at most once: at most
      * the messages the dead-letter queue held when it started.
      *
-     * @param each told of each dead letter selected, in queue order
+     * @param each told of each dead letter selected, in queue order, once it is replayed, discarded or left
      */
     public Result run(Connection connection, Request request, Consumer<Handled> each)
             throws IOException, TimeoutException, InterruptedException {
@@ -251,6 +268,8 @@ public final class DeadLetterReplay {
             channel.confirmSelect();
             int[] counts = new int[Outcome.values().length];
             int kept = 0;
+            int selected = 0;
+            int examined = 0;
             for (int taken = 0; taken < waiting; taken++) {
                 GetResponse message = channel.basicGet(deadLetters, false);
                 if (message == null) {
@@ -262,34 +281,16 @@ public final class DeadLetterReplay {
                 UUID eventId =
                         eventId(message.getBody(), headers, message.getProps().getMessageId());
                 String cause = DeadLetterCause.of(headers);
-                Handled handled = null;
-                if (request.selection().selects(eventId, cause)) {
-                    handled = handle(message, eventId, cause, request);
-                    counts[handled.outcome().ordinal()]++;
-                    each.accept(handled);
-                    if (action == Action.LIST) {
-                        this.out.printf(
-                                "  %-6s %s%s%n",
-                                switch (handled.outcome()) {
-                                    case REFUSED -> "refuse";
-                                    case SKIPPED -> "skip";
-                                    default -> "replay";
-                                },
-                                describe(message, eventId),
-                                handled.reason() != null ? " (" + handled.reason() + ")" : "");
-                    } else if (handled.reason() != null) {
-                        this.out.printf(
-                                "  %s %s: %s%n",
-                                handled.outcome().name().toLowerCase(Locale.ROOT),
-                                describe(message, eventId),
-                                handled.reason());
-                    }
+                Handled handled =
+                        selected < request.limit() && request.selection().selects(eventId, cause)
+                                ? handle(message, eventId, cause, request)
+                                : null;
+                if (handled != null) {
+                    selected++;
                 } else {
                     kept++;
-                    if (action == Action.LIST) {
-                        this.out.printf("  keep   %s%n", describe(message, eventId));
-                    }
                 }
+                print(action, handled, describe(message, eventId));
                 boolean done = handled != null
                         && action != Action.LIST
                         && (handled.outcome() == Outcome.REPLAYED || handled.outcome() == Outcome.DISCARDED);
@@ -301,6 +302,12 @@ public final class DeadLetterReplay {
                     // a dead-letter queue, having no dead-letter exchange of its own, drops the message.
                     move(channel, message, replayExchange(queue), done ? queue : deadLetters, done);
                 }
+                // Told once it is done: a failure before leaves the dead letter where it was, and it is not counted.
+                if (handled != null) {
+                    counts[handled.outcome().ordinal()]++;
+                    each.accept(handled);
+                }
+                examined++;
                 if (action != Action.LIST && (taken + 1) % 100 == 0) {
                     this.out.printf("  %d of %d taken%n", taken + 1, waiting);
                 }
@@ -310,7 +317,13 @@ public final class DeadLetterReplay {
                     counts[Outcome.DISCARDED.ordinal()],
                     kept,
                     counts[Outcome.REFUSED.ordinal()],
-                    counts[Outcome.SKIPPED.ordinal()]);
+                    counts[Outcome.SKIPPED.ordinal()],
+                    waiting - examined);
+            if (result.unexamined() > 0) {
+                this.out.printf(
+                        "%d message(s) of %s were not there to take (another reader held them): run it again%n",
+                        result.unexamined(), deadLetters);
+            }
             this.out.printf(
                     "%s %d message(s)%s; %d kept in %s, %d refused and %d skipped (left there)%n",
                     switch (action) {
@@ -325,6 +338,28 @@ public final class DeadLetterReplay {
                     result.refused(),
                     result.skipped());
             return result;
+        }
+    }
+
+    /**
+     * Says what happened to a dead letter: in a list, each one (kept: not selected); otherwise those refused or
+     * skipped, with the reason.
+     */
+    private void print(Action action, @Nullable Handled handled, String described) {
+        if (action == Action.LIST) {
+            String verb = handled == null
+                    ? "keep"
+                    : switch (handled.outcome()) {
+                        case REFUSED -> "refuse";
+                        case SKIPPED -> "skip";
+                        default -> "replay";
+                    };
+            this.out.printf(
+                    "  %-6s %s%s%n",
+                    verb, described, handled != null && handled.reason() != null ? " (" + handled.reason() + ")" : "");
+        } else if (handled != null && handled.reason() != null) {
+            this.out.printf(
+                    "  %s %s: %s%n", handled.outcome().name().toLowerCase(Locale.ROOT), described, handled.reason());
         }
     }
 
@@ -388,6 +423,16 @@ public final class DeadLetterReplay {
         return newestDeathOf(headers) instanceof Map<?, ?> newest && newest.get("reason") != null
                 ? newest.get("reason").toString()
                 : null;
+    }
+
+    /** When the broker last dead-lettered the message itself (its newest {@code x-death}), {@code null} if never. */
+    static @Nullable Instant newestDeathTime(Map<String, ?> headers) {
+        Object time = newestDeathOf(headers) instanceof Map<?, ?> newest ? newest.get("time") : null;
+        // The client gives a Date; the management API's JSON, seconds.
+        if (time instanceof Date date) {
+            return date.toInstant();
+        }
+        return time instanceof Number seconds ? Instant.ofEpochSecond(seconds.longValue()) : null;
     }
 
     private static @Nullable Object newestDeathOf(Map<String, ?> headers) {

@@ -181,6 +181,7 @@ public final class Demo {
             String service = ShopScenario.SERVICES.get(i).name();
             properties.add("console.services[%d].name=%s".formatted(i, service));
             properties.add("console.services[%d].instances[0]=%s".formatted(i, shop.managementUrl(service)));
+            properties.add("console.services[%d].queues[0]=%s".formatted(i, shop.queue(service)));
         }
         properties.addAll(List.of(
                 "console.users[0].name=operator",

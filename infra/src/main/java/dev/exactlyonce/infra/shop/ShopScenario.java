@@ -24,8 +24,10 @@ import java.util.ArrayList;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ThreadLocalRandom;
@@ -135,6 +137,9 @@ public final class ShopScenario implements AutoCloseable {
                     List.of()));
 
     private static final JsonMapper json = JsonMapper.builder().build();
+
+    /** The ports {@link #freePort} handed out. */
+    private static final Set<Integer> HANDED_OUT = ConcurrentHashMap.newKeySet();
 
     private final Settings settings;
 
@@ -392,6 +397,15 @@ public final class ShopScenario implements AutoCloseable {
         return service.events().contains(OrderService.STATUS_CHANGED)
                 ? this.orderService.events() + this.orders.size()
                 : this.orders.size();
+    }
+
+    /** The queue a service of the shop consumes, such as {@code billing.events}. */
+    public String queue(String service) {
+        return SERVICES.stream()
+                .filter(one -> one.name().equals(service))
+                .findFirst()
+                .orElseThrow()
+                .queue(this.settings.suffix());
     }
 
     /** The management URL of a service of the shop, such as {@code http://127.0.0.1:41234}. */
@@ -986,9 +1000,16 @@ public final class ShopScenario implements AutoCloseable {
      * connection (another service's to the database or the broker) in the seconds before the service binds it, which
      * then fails to start.
      */
+    /**
+     * A port free now, and never handed out before by this process: a port is only bound by the service it is for
+     * once that service starts, so two picks in a row could otherwise both find the same one free.
+     */
     private static int freePort() {
         for (int attempt = 0; attempt < 200; attempt++) {
             int port = ThreadLocalRandom.current().nextInt(20_000, 32_000);
+            if (!HANDED_OUT.add(port)) {
+                continue;
+            }
             try (ServerSocket socket = new ServerSocket(port)) {
                 return port;
             } catch (IOException taken) {
