@@ -191,17 +191,29 @@ public record IdempotencyProperties(
     }
 
     /**
-     * The library's Actuator endpoints, {@code idempotency} and {@code outbox}, under {@code idempotency.endpoint}.
+     * Settings of the library's Actuator endpoints that are gone: their write operations follow the endpoints' access,
+     * read-only by default ({@code management.endpoint.idempotency.access}, {@code management.endpoint.outbox.access}:
+     * {@code unrestricted} to purge, release or skip). Kept only to refuse them, which would otherwise be ignored.
      *
-     * @param purgeEnabled Whether the idempotency endpoint has its write operation, which runs the purge now and so
-     *     deletes rows (POST /actuator/idempotency); off unless the management port is protected.
-     * @param outboxWriteEnabled Whether the outbox endpoint has its write operation, which releases or skips a parked
-     *     event (POST /actuator/outbox/{id}); a skipped event is never published, so off unless the management port
-     *     is protected.
+     * @param purgeEnabled Gone: set management.endpoint.idempotency.access=unrestricted instead.
+     * @param outboxWriteEnabled Gone: set management.endpoint.outbox.access=unrestricted instead.
      */
     public record Endpoint(
-            @DefaultValue("false") boolean purgeEnabled,
-            @DefaultValue("false") boolean outboxWriteEnabled) {}
+            @Nullable Boolean purgeEnabled, @Nullable Boolean outboxWriteEnabled) {
+
+        public Endpoint {
+            if (purgeEnabled != null) {
+                throw new IllegalArgumentException("idempotency.endpoint.purge-enabled is gone: the idempotency"
+                        + " endpoint's purge answers where management.endpoint.idempotency.access is unrestricted"
+                        + " (read-only by default)");
+            }
+            if (outboxWriteEnabled != null) {
+                throw new IllegalArgumentException("idempotency.endpoint.outbox-write-enabled is gone: the outbox"
+                        + " endpoint's release and skip answer where management.endpoint.outbox.access is unrestricted"
+                        + " (read-only by default)");
+            }
+        }
+    }
 
     /**
      * How a guarded batch binding ({@code batch-mode}) gathers its batches, under {@code idempotency.batch}.

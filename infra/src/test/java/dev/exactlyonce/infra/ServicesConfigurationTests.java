@@ -37,9 +37,12 @@ class ServicesConfigurationTests {
         assertThat(yaml.getProperty("management.server.address"))
                 .as("Actuator answering on the loopback interface only, unless the deployment says otherwise")
                 .isEqualTo("127.0.0.1");
-        assertThat(yaml.getProperty("idempotency.endpoint.purge-enabled", "false"))
-                .as("the purge left off")
-                .isEqualTo("false");
+        assertThat(yaml.getProperty("management.endpoint.idempotency.access", "read-only"))
+                .as("the purge left off: the endpoint read-only")
+                .isIn("read-only", "READ_ONLY", "none", "NONE");
+        assertThat(yaml.getProperty("management.endpoints.access.default", "read-only"))
+                .as("nor opened for every endpoint")
+                .isIn("read-only", "READ_ONLY", "none", "NONE");
     }
 
     @ParameterizedTest

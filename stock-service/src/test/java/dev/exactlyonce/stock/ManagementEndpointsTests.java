@@ -80,7 +80,7 @@ class ManagementEndpointsTests {
     }
 
     @Nested
-    @TestPropertySource(properties = "idempotency.endpoint.purge-enabled=true")
+    @TestPropertySource(properties = "management.endpoint.idempotency.access=unrestricted")
     class WithThePurgeEnabled {
 
         @LocalManagementPort

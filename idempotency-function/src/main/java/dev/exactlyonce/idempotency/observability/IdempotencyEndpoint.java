@@ -6,27 +6,30 @@ import dev.exactlyonce.idempotency.jdbc.Dialect;
 import dev.exactlyonce.idempotency.jdbc.TableName;
 import dev.exactlyonce.idempotency.outbox.OutboxBacklog;
 import dev.exactlyonce.idempotency.outbox.OutboxBacklogQuery;
+import dev.exactlyonce.idempotency.retention.ProcessedEventPartitions;
+import dev.exactlyonce.idempotency.retention.ProcessedEventPurge;
 import java.sql.Timestamp;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.List;
 import java.util.UUID;
-import java.util.function.Supplier;
 import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
+import org.springframework.boot.actuate.endpoint.Access;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
 import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
 import org.springframework.boot.actuate.endpoint.annotation.Selector;
+import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * The {@code idempotency} Actuator endpoint: how big the table of processed event ids is (the planner's estimate, and
- * its size on disk), how old its oldest row is, the retention that bounds it, and what waits in the outbox; and, at
- * {@code /actuator/idempotency/<event id>}, what the service knows of one event ({@link Lookup}). It only reads: the
- * purge, which deletes rows, is an operation of {@link PurgingIdempotencyEndpoint}, registered in its place when
- * {@code idempotency.endpoint.purge-enabled} is true.
+ * its size on disk), how old its oldest row is, the retention that bounds it, and what waits in the outbox; at
+ * {@code /actuator/idempotency/<event id>}, what the service knows of one event ({@link Lookup}); and a write operation
+ * that runs the purge now ({@code POST /actuator/idempotency}). The purge deletes rows, so the endpoint's access is
+ * read-only unless {@code management.endpoint.idempotency.access} is {@code unrestricted}.
  */
-@Endpoint(id = "idempotency")
+@Endpoint(id = "idempotency", defaultAccess = Access.READ_ONLY)
 public class IdempotencyEndpoint {
 
     private static final String OLDEST = """
@@ -179,22 +182,29 @@ public class IdempotencyEndpoint {
 
     private final OutboxBacklogQuery outbox;
 
-    private final Supplier<@Nullable LastPurge> lastPurge;
+    private final @Nullable ProcessedEventPurge purge;
+
+    private final @Nullable ProcessedEventPartitions partitions;
 
     public IdempotencyEndpoint(DataSource dataSource, IdempotencyProperties properties) {
-        this(dataSource, properties, () -> null);
+        this(dataSource, properties, null, null);
     }
 
     /**
-     * @param lastPurge this instance's last purge, as its purge (or its partitions' maintenance) last ran
+     * @param purge the service's purge, which the write operation runs; {@code null} when partitioned
+     * @param partitions the partitions' maintenance, when partitioned
      */
     public IdempotencyEndpoint(
-            DataSource dataSource, IdempotencyProperties properties, Supplier<@Nullable LastPurge> lastPurge) {
+            DataSource dataSource,
+            IdempotencyProperties properties,
+            @Nullable ProcessedEventPurge purge,
+            @Nullable ProcessedEventPartitions partitions) {
         this.dataSource = dataSource;
         this.jdbcTemplate = new JdbcTemplate(dataSource);
         this.properties = properties;
         this.outbox = new OutboxBacklogQuery(dataSource);
-        this.lastPurge = lastPurge;
+        this.purge = purge;
+        this.partitions = partitions;
     }
 
     @ReadOperation
@@ -214,7 +224,30 @@ public class IdempotencyEndpoint {
                 this.properties.partitioning().enabled(),
                 this.outbox.read(),
                 deadLetters(),
-                this.lastPurge.get());
+                lastPurge());
+    }
+
+    /** Runs the purge now (in partitioned mode, there is none: old partitions are dropped). */
+    @WriteOperation
+    public ProcessedEventPurge.@Nullable Result purge() {
+        return this.purge != null ? this.purge.purge() : null;
+    }
+
+    /** This instance's last purge, or its last maintenance of the partitions; {@code null} before its first. */
+    private @Nullable LastPurge lastPurge() {
+        ProcessedEventPurge.Run purged = this.purge != null ? this.purge.lastRun() : null;
+        if (purged != null) {
+            return new LastPurge(
+                    purged.at(), purged.result().ran(), purged.result().rows(), List.of());
+        }
+        ProcessedEventPartitions.Run maintained = this.partitions != null ? this.partitions.lastRun() : null;
+        return maintained == null
+                ? null
+                : new LastPurge(
+                        maintained.at(),
+                        maintained.ran(),
+                        0,
+                        maintained.result().dropped());
     }
 
     /** What the service knows of the event of that id. */

@@ -114,8 +114,8 @@ public class IdempotencyOutboxAutoConfiguration {
     }
 
     /**
-     * The {@code outbox} endpoint: the backlog and the parked events; with {@code idempotency.endpoint.outbox-write-enabled},
-     * their release and skip too.
+     * The {@code outbox} endpoint: the backlog and the parked events; their release and skip too, where
+     * {@code management.endpoint.outbox.access} is {@code unrestricted}.
      */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(Endpoint.class)
@@ -124,20 +124,8 @@ public class IdempotencyOutboxAutoConfiguration {
 
         @Bean
         @ConditionalOnAvailableEndpoint
-        @ConditionalOnBooleanProperty(
-                name = "idempotency.endpoint.outbox-write-enabled",
-                havingValue = false,
-                matchIfMissing = true)
-        OutboxEndpoint outboxEndpoint(DataSource dataSource) {
-            return new OutboxEndpoint(new OutboxBacklogQuery(dataSource), new ParkedOutboxEvents(dataSource));
-        }
-
-        /** With its write operations, which publish or drop parked events: only when enabled. */
-        @Bean
-        @ConditionalOnAvailableEndpoint
-        @ConditionalOnBooleanProperty("idempotency.endpoint.outbox-write-enabled")
-        WritableOutboxEndpoint writableOutboxEndpoint(DataSource dataSource, OutboxRelay relay) {
-            return new WritableOutboxEndpoint(
+        OutboxEndpoint outboxEndpoint(DataSource dataSource, OutboxRelay relay) {
+            return new OutboxEndpoint(
                     new OutboxBacklogQuery(dataSource), new ParkedOutboxEvents(dataSource, relay::wake));
         }
     }

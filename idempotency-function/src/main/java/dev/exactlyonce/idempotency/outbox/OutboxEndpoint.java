@@ -1,17 +1,23 @@
 package dev.exactlyonce.idempotency.outbox;
 
 import java.util.List;
+import java.util.UUID;
 import org.jspecify.annotations.Nullable;
+import org.springframework.boot.actuate.endpoint.Access;
+import org.springframework.boot.actuate.endpoint.InvalidEndpointRequestException;
 import org.springframework.boot.actuate.endpoint.annotation.Endpoint;
 import org.springframework.boot.actuate.endpoint.annotation.ReadOperation;
+import org.springframework.boot.actuate.endpoint.annotation.Selector;
+import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
 
 /**
  * The {@code outbox} Actuator endpoint: what waits in the outbox, and the events the relay parked, oldest first (see
- * {@link ParkedOutboxEvents}). It only reads: releasing and skipping parked events are operations of
- * {@link WritableOutboxEndpoint}, registered in its place when {@code idempotency.endpoint.outbox-write-enabled} is
- * true.
+ * {@link ParkedOutboxEvents}); and a write operation that releases or skips a parked event ({@code POST
+ * /actuator/outbox/<event id>} with {@code {"action": "release"}} or {@code {"action": "skip"}}). A skip drops an
+ * event, so the endpoint's access is read-only unless {@code management.endpoint.outbox.access} is
+ * {@code unrestricted}; put the management port behind authentication first.
  */
-@Endpoint(id = "outbox")
+@Endpoint(id = "outbox", defaultAccess = Access.READ_ONLY)
 public class OutboxEndpoint {
 
     /** The most parked events the endpoint lists. */
@@ -27,7 +33,7 @@ public class OutboxEndpoint {
 
     private final OutboxBacklogQuery backlog;
 
-    final ParkedOutboxEvents parked;
+    private final ParkedOutboxEvents parked;
 
     OutboxEndpoint(OutboxBacklogQuery backlog, ParkedOutboxEvents parked) {
         this.backlog = backlog;
@@ -39,5 +45,27 @@ public class OutboxEndpoint {
     public @Nullable Status status() {
         OutboxBacklog backlog = this.backlog.read();
         return backlog != null ? new Status(backlog, this.parked.list(LISTED)) : null;
+    }
+
+    /**
+     * What an action did.
+     *
+     * @param id the event
+     * @param action {@code release} or {@code skip}
+     * @param applied whether it was done: {@code false} when the event is not parked (published, skipped, released or
+     *     never written)
+     */
+    public record Result(UUID id, String action, boolean applied) {}
+
+    /** Releases ({@code release}: tried again) or skips ({@code skip}: never published) a parked event. */
+    @WriteOperation
+    public Result act(@Selector UUID id, String action) {
+        return switch (action) {
+            case "release" -> new Result(id, action, this.parked.release(id));
+            case "skip" -> new Result(id, action, this.parked.skip(id));
+            default ->
+                throw new InvalidEndpointRequestException(
+                        "Unknown action '%s': release or skip".formatted(action), "Unknown action");
+        };
     }
 }

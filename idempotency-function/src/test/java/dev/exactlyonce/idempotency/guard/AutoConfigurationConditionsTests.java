@@ -7,7 +7,6 @@ import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
 import dev.exactlyonce.idempotency.observability.IdempotencyEndpoint;
 import dev.exactlyonce.idempotency.observability.IdempotencyEndpointAutoConfiguration;
 import dev.exactlyonce.idempotency.observability.IdempotencyMetricsAutoConfiguration;
-import dev.exactlyonce.idempotency.observability.PurgingIdempotencyEndpoint;
 import dev.exactlyonce.idempotency.outage.DatabaseAtStartup;
 import dev.exactlyonce.idempotency.outage.IdempotencyOutageAutoConfiguration;
 import dev.exactlyonce.idempotency.outage.Outage;
@@ -79,7 +78,6 @@ class AutoConfigurationConditionsTests {
             assertDefined(context, ProcessedEventPurge.class, 1);
             assertDefined(context, ProcessedEventPartitions.class, 0);
             assertDefined(context, IdempotencyEndpoint.class, 1);
-            assertDefined(context, PurgingIdempotencyEndpoint.class, 0);
             assertThat(context.getBeanFactory().containsBeanDefinition("idempotencyHealthIndicator"))
                     .isTrue();
         });
@@ -118,16 +116,16 @@ class AutoConfigurationConditionsTests {
                 });
     }
 
+    /** The settings that gave the endpoints their write operations are gone: a service that sets one is told so. */
     @Test
-    void theEndpointThatPurgesOnlyWhenItsWriteOperationIsEnabled() {
+    void aSettingOfTheEndpointsThatIsGoneIsRefusedWithItsReplacement() {
         this.runner
                 .withPropertyValues(GUARDED, "idempotency.endpoint.purge-enabled=true")
-                .run(context -> {
-                    assertDefined(context, PurgingIdempotencyEndpoint.class, 1);
-                    assertDefined(context, IdempotencyEndpoint.class, 1);
-                    assertThat(context.getBeanFactory().getType("purgingIdempotencyEndpoint"))
-                            .isEqualTo(PurgingIdempotencyEndpoint.class);
-                });
+                .run(context -> assertThat(context)
+                        .hasFailed()
+                        .getFailure()
+                        .rootCause()
+                        .hasMessageContaining("management.endpoint.idempotency.access is unrestricted"));
     }
 
     @Test

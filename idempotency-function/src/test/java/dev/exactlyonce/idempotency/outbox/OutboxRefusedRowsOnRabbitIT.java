@@ -77,7 +77,7 @@ import tools.jackson.databind.util.RawValue;
             "idempotency.outbox.relay.poll-interval=1h",
             "idempotency.outbox.relay.confirm-timeout=1s",
             "idempotency.outbox.relay.max-attempts=2",
-            "idempotency.endpoint.outbox-write-enabled=true",
+            "management.endpoint.outbox.access=unrestricted",
             "management.endpoints.web.exposure.include=outbox"
         })
 @EnableIdempotencyTestKit(testBinder = false)
@@ -214,7 +214,7 @@ class OutboxRefusedRowsOnRabbitIT {
     OutboxRelay relay;
 
     @Autowired
-    WritableOutboxEndpoint endpoint;
+    OutboxEndpoint endpoint;
 
     @Autowired
     @Qualifier("outboxHealthIndicator")

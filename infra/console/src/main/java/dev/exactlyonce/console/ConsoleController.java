@@ -131,7 +131,7 @@ class ConsoleController {
             flash.addFlashAttribute(
                     "error",
                     ("%s of %s stopped after %d row(s) (%s): is the service's outbox endpoint writable"
-                                    + " (idempotency.endpoint.outbox-write-enabled)?")
+                                    + " (management.endpoint.outbox.access: unrestricted)?")
                             .formatted(
                                     action,
                                     target,

@@ -218,7 +218,7 @@ class ServiceEndpoints {
 
     /**
      * Releases or skips a parked row through the instance's {@code outbox} endpoint (which the service enables with
-     * {@code idempotency.endpoint.outbox-write-enabled}); whether it was applied (not when the row was no longer parked).
+     * {@code management.endpoint.outbox.access: unrestricted}); whether it was applied (not when the row was no longer parked).
      */
     boolean act(URI url, UUID id, String action) {
         JsonNode result = this.http

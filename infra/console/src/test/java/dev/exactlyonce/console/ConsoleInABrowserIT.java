@@ -131,7 +131,7 @@ class ConsoleInABrowserIT {
                         "--management.server.address=127.0.0.1",
                         "--management.endpoints.web.exposure.include=health,idempotency,outbox",
                         "--management.endpoint.health.show-details=always",
-                        "--idempotency.endpoint.outbox-write-enabled=true",
+                        "--management.endpoint.outbox.access=unrestricted",
                         // A first purge at once, for the overview's last purge (the next is an hour later).
                         "--idempotency.purge.initial-delay=100ms");
         serviceManagement =

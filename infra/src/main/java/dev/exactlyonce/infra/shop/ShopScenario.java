@@ -731,7 +731,7 @@ public final class ShopScenario implements AutoCloseable {
                 "idempotency.outbox.relay.enabled=" + !holdRelay,
                 // Parked rows released or skipped from the operator console (infra/demo.sh --console); the management
                 // port answers on the loopback interface only.
-                "idempotency.endpoint.outbox-write-enabled=true"));
+                "management.endpoint.outbox.access=unrestricted"));
         if (!service.emits().isEmpty()) {
             // The relay publishes through the binder of its own that the service's application.yml gives it, as its
             // own user: the consumer's user may not write to the exchange (ShopBrokerUsers).
