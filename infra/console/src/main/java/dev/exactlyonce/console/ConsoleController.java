@@ -212,7 +212,11 @@ class ConsoleController {
             String why =
                     failure instanceof IllegalStateException ? failure.getMessage() : ServiceEndpoints.reason(failure);
             if (!preview) {
-                audit(user, action + " failed part-way", queue + " " + selection, done.done());
+                audit(
+                        user,
+                        action + (done.done() > 0 ? " failed part-way" : " failed"),
+                        queue + " " + selection,
+                        done.done());
             }
             flash.addFlashAttribute(
                     "error",
