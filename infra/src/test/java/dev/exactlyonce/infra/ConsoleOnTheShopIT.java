@@ -11,7 +11,9 @@ import dev.exactlyonce.infra.shop.Report;
 import dev.exactlyonce.infra.shop.ServiceProcess;
 import dev.exactlyonce.infra.shop.ShopDatabases;
 import dev.exactlyonce.infra.shop.ShopScenario;
+import java.io.ByteArrayOutputStream;
 import java.io.IOException;
+import java.io.PrintStream;
 import java.io.UncheckedIOException;
 import java.net.ServerSocket;
 import java.nio.file.Files;
@@ -37,6 +39,8 @@ import org.openqa.selenium.WebElement;
 import org.openqa.selenium.chrome.ChromeDriver;
 import org.openqa.selenium.chrome.ChromeDriverService;
 import org.openqa.selenium.chrome.ChromeOptions;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The operator console, from its jar, on the shop run from theirs (as {@code infra/demo.sh --console} runs them), in
@@ -51,6 +55,8 @@ import org.openqa.selenium.chrome.ChromeOptions;
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
 @EnabledIf("chromeDriverInstalled")
 class ConsoleOnTheShopIT {
+
+    private static final Logger logger = LoggerFactory.getLogger(ConsoleOnTheShopIT.class);
 
     private static final int ORDERS = 12;
 
@@ -95,7 +101,7 @@ class ConsoleOnTheShopIT {
                                 Path.of(System.getProperty("services.dir", "..")),
                                 this.run,
                                 this.logs),
-                        System.out::println)
+                        logger::info)
                 .start();
         this.shop.brokerNames().forEach(this.rabbit::deleteAtExit);
         int port;
@@ -214,7 +220,9 @@ class ConsoleOnTheShopIT {
         }
 
         Report report = this.shop.report();
-        report.print(System.out);
+        ByteArrayOutputStream printed = new ByteArrayOutputStream();
+        report.print(new PrintStream(printed, true, UTF_8));
+        logger.info("The shop's report:\n{}", printed.toString(UTF_8));
         assertThat(report.services())
                 .allSatisfy(service ->
                         assertThat(service.differences()).as(service.service()).isEmpty());
@@ -302,6 +310,6 @@ class ConsoleOnTheShopIT {
         } catch (IOException ex) {
             throw new UncheckedIOException(ex);
         }
-        System.out.println("Screenshot of " + this.browser.getCurrentUrl() + ": " + file.toAbsolutePath());
+        logger.info("Screenshot of {}: {}", this.browser.getCurrentUrl(), file.toAbsolutePath());
     }
 }

@@ -44,6 +44,8 @@ import org.openqa.selenium.WebElement;
 import org.openqa.selenium.chrome.ChromeDriver;
 import org.openqa.selenium.chrome.ChromeDriverService;
 import org.openqa.selenium.chrome.ChromeOptions;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 import org.springframework.boot.builder.SpringApplicationBuilder;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.boot.test.context.SpringBootTest.WebEnvironment;
@@ -82,6 +84,8 @@ import org.springframework.test.context.DynamicPropertySource;
         })
 @EnabledIf("chromeDriverInstalled")
 class ConsoleInABrowserIT {
+
+    private static final Logger logger = LoggerFactory.getLogger(ConsoleInABrowserIT.class);
 
     private static final TestRabbit rabbit = TestRabbit.broker();
 
@@ -452,14 +456,7 @@ class ConsoleInABrowserIT {
         assertThat(this.browser.findElements(By.className("release"))).isEmpty();
 
         // The same, without a browser: the viewer's session and its CSRF token, and a POST of the operator's form.
-        HttpClient http = HttpClient.newBuilder()
-                .cookieHandler(new CookieManager())
-                .followRedirects(HttpClient.Redirect.NEVER)
-                .build();
-        String loginPage = http.send(
-                        HttpRequest.newBuilder(URI.create(url("/login"))).build(), HttpResponse.BodyHandlers.ofString())
-                .body();
-        post(http, "/login", Map.of("username", "victor", "password", "viewer-secret", "_csrf", csrf(loginPage)));
+        HttpClient http = signedIn("victor", "viewer-secret");
         String page = http.send(
                         HttpRequest.newBuilder(URI.create(url("/parked"))).build(),
                         HttpResponse.BodyHandlers.ofString())
@@ -549,14 +546,7 @@ class ConsoleInABrowserIT {
     @Test
     void anOperatorsActionWithoutItsCsrfTokenIsRefused() throws Exception {
         UUID parked = parkARow("csrf-key", "refused");
-        HttpClient http = HttpClient.newBuilder()
-                .cookieHandler(new CookieManager())
-                .followRedirects(HttpClient.Redirect.NEVER)
-                .build();
-        String loginPage = http.send(
-                        HttpRequest.newBuilder(URI.create(url("/login"))).build(), HttpResponse.BodyHandlers.ofString())
-                .body();
-        post(http, "/login", Map.of("username", "olga", "password", "operator-secret", "_csrf", csrf(loginPage)));
+        HttpClient http = signedIn("olga", "operator-secret");
         int deadLetters = rabbit.messageCount(QUEUE + ".dlq");
 
         HttpResponse<String> release = post(
@@ -630,7 +620,7 @@ class ConsoleInABrowserIT {
         Path file = Path.of("target", "console-screenshots", name + ".png");
         Files.createDirectories(file.getParent());
         Files.write(file, ((TakesScreenshot) this.browser).getScreenshotAs(OutputType.BYTES));
-        System.out.println("Screenshot of " + this.browser.getCurrentUrl() + ": " + file.toAbsolutePath());
+        logger.info("Screenshot of {}: {}", this.browser.getCurrentUrl(), file.toAbsolutePath());
     }
 
     private void signIn(String user, String password) {
@@ -658,6 +648,19 @@ class ConsoleInABrowserIT {
 
     private String url(String path) {
         return "http://127.0.0.1:" + this.port + path;
+    }
+
+    /** An HTTP client signed in as the user, through the login form and its CSRF token, following no redirect. */
+    private HttpClient signedIn(String user, String password) throws Exception {
+        HttpClient http = HttpClient.newBuilder()
+                .cookieHandler(new CookieManager())
+                .followRedirects(HttpClient.Redirect.NEVER)
+                .build();
+        String loginPage = http.send(
+                        HttpRequest.newBuilder(URI.create(url("/login"))).build(), HttpResponse.BodyHandlers.ofString())
+                .body();
+        post(http, "/login", Map.of("username", user, "password", password, "_csrf", csrf(loginPage)));
+        return http;
     }
 
     private HttpResponse<String> post(HttpClient http, String path, Map<String, String> form) throws Exception {
