@@ -32,23 +32,12 @@ import tools.jackson.databind.node.ObjectNode;
 import tools.jackson.databind.util.RawValue;
 
 /**
- * Reads and writes the JSON event envelope.
+ * Reads and writes the JSON event envelope, rejecting what is not one with a {@link RejectedMessageException} that
+ * names the reason. See docs/reference.md, "The envelope".
  *
- * <p>{@link #decode(byte[])} checks the envelope itself: a JSON object in UTF-8 with a UUID {@code event_id}, a
- * non-empty {@code event_name}, a {@code payload} object and, when present, an ISO-8601 {@code occurred_at}. Anything
- * else is a {@link RejectedMessageException} that names the reason. {@link #read(byte[])} checks the same, reading the
- * body once as a stream of tokens, and leaves the payload as the bytes it came as, mapped only when asked.
- * {@link #readPayload} maps the payload to the event's type; with the default mapper every record component is
- * required, unknown properties are ignored (producers may add fields), and decimals, written as strings such as
- * {@code "2.000"} or as JSON numbers, map to {@link java.math.BigDecimal} exactly, scale included (never through a
- * {@code double}).
- *
- * <p>What a message costs to read is bounded before it is read ({@link Limits}): a body over the size limit is
- * rejected unparsed; a JSON number anywhere in the body of more digits than the limit, or written with an exponent
- * beyond ten times it, is rejected; and a payload field mapped to a {@code BigDecimal} or a {@code Number} (from a JSON
- * number or a string) is rejected beyond the limit itself, before any arithmetic: {@code 1e100000000} is thirteen
- * characters of JSON, and rounding it writes out a hundred million digits. All are {@link Reason#INVALID_PAYLOAD}. A
- * string in a payload read as a tree ({@code JsonNode}, {@code Map}) is the business function's to bound.
+ * <p>The default mapper requires every record component, ignores unknown properties and maps decimals to
+ * {@link java.math.BigDecimal} exactly. What a message costs to read is bounded before it is read ({@link Limits}):
+ * beyond them it is {@link Reason#INVALID_PAYLOAD}.
  */
 public final class EnvelopeCodec {
 
@@ -127,10 +116,9 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * Reads an envelope as {@link #decode} does, with the same checks and rejections, leaving its payload as the bytes
-     * it came as: read once, as a stream of tokens, and not built into a tree. The guard reads every message so, and
-     * maps the payload ({@link #readPayload(RawPayload, Type, String, UUID)}) only for an event it processes: a copy it
-     * discards costs no more than reading its id.
+     * Reads an envelope as {@link #decode} does, leaving its payload as the bytes it came as, unparsed, so that a copy
+     * the guard discards costs no more than reading its id ({@link #readPayload(RawPayload, Type, String, UUID)} maps
+     * it later).
      *
      * @throws RejectedMessageException when the body is not a valid envelope
      */
@@ -322,11 +310,9 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * Reads a body once, as a stream of tokens: it must be one JSON object in UTF-8 (nothing after it, unless the
-     * mapper allows trailing tokens), within the size limit. Of an envelope it keeps the envelope's fields (the last of
-     * a name given twice, as a tree would) and where its payload is; every JSON number anywhere in it is read, and
-     * checked against the limits: the first refused is kept, with where it is, for {@link Scan#refuseNumber} (an
-     * envelope's id is checked first).
+     * Reads a body once, as a stream of tokens: one JSON object in UTF-8, within the size limit. Of an envelope it
+     * keeps the fields (the last of a name given twice, as a tree would) and where its payload is; the first JSON
+     * number beyond the limits is kept for {@link Scan#refuseNumber}.
      */
     private Scan scan(byte[] body, String what, boolean envelope) {
         if (body.length == 0) {

@@ -10,36 +10,30 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
 import org.springframework.util.unit.DataSize;
 
 /**
- * Configuration of the idempotency guard, under the {@code idempotency} prefix.
+ * Configuration of the idempotency guard, under the {@code idempotency} prefix. See docs/reference.md, "Configuration".
  *
- * @param tableName Name of the table that records processed event ids, in the schema the service's connections use; a
+ * @param tableName Name of the table that records processed event ids, in the schema the service's connections use. A
  *     lower-case SQL identifier of at most 46 characters that is not a reserved word.
- * @param migrateWithFlyway Whether the library creates and migrates its tables with Flyway when the service uses
- *     Flyway: the processed ids' table with its scope and dead-letter tables, and the outbox's tables. Set to false to
- *     create them yourself from the library jar's dev/exactlyonce/idempotency/schema-postgresql.sql
- *     (schema-postgresql-partitioned.sql in partitioned mode, schema-mariadb.sql on MariaDB).
+ * @param migrateWithFlyway Whether the library creates and migrates its tables (the processed ids' and the outbox's)
+ *     with Flyway when the service uses Flyway. Set to false to create them from the library jar's
+ *     dev/exactlyonce/idempotency/schema-*.sql scripts.
  * @param eventId Where the guard reads each message's event id.
- * @param keyScope What an event is recorded as processed for: the whole service (service: a second function bound to
- *     the same event finds it processed and does nothing), or each function (function: every function composed after
- *     the guard processes each event once). It names each binding's scope by default: the empty string for the service,
- *     the functions composed after the guard (such as reserveStock) for a function.
+ * @param keyScope What an event is recorded as processed for: the whole service (service), or each function composed
+ *     after the guard (function). It names each binding's scope by default: the empty string, or the functions.
  * @param retention How long a processed event id is kept: a copy that arrives later is processed again. It must cover
  *     the replay horizon.
  * @param replayHorizon How late a copy of an event can still arrive.
- * @param purge The scheduled purges: of ids older than the retention, and of the outbox rows published longer ago
- *     than idempotency.outbox.retention.
+ * @param purge The scheduled purges of old ids and of published outbox rows.
  * @param partitioning The opt-in range-partitioned table, whose old ids go with whole partitions.
  * @param outage What the guarded bindings do while the database (or another dependency) is unavailable.
  * @param conflicts What the guarded bindings do with a message whose attempts conflict with other transactions.
  * @param endpoint The idempotency Actuator endpoint.
  * @param batch How guarded batch bindings (batch-mode) gather their batches.
  * @param payload What a message may cost to read: its size, the digits of its decimals.
- * @param bindings Per guarded binding (by its name, such as idempotencyGuardreserveStock-in-0): a scope name that stays
- *     the same when functions are renamed or the key scope changes, the scopes whose claims it takes over, and the
- *     event names its routes may carry where routes are not event names.
+ * @param bindings Per guarded binding (by its name, such as idempotencyGuardreserveStock-in-0): a scope name that
+ *     survives renames, the scopes whose claims it takes over, and the event names its routes may carry.
  * @param retiredScopes Scopes whose claims are given up on purpose: the events they recorded are processed again if a
- *     copy arrives. Start-up refuses to run while the table holds claims under a scope that no binding uses, takes over
- *     or retires.
+ *     copy arrives. Start-up refuses a scope with claims that no binding uses, takes over or retires.
  */
 @ConfigurationProperties("idempotency")
 public record IdempotencyProperties(
@@ -94,17 +88,13 @@ public record IdempotencyProperties(
     /**
      * A guarded binding's identity in the table, under {@code idempotency.bindings.<binding>}.
      *
-     * @param scope The scope its claims are recorded under; by default the one key-scope gives it (the empty string, or
-     *     the functions composed after the guard, which change when a function is renamed). Name it explicitly to keep
-     *     it through renames.
-     * @param formerScopes Scopes whose claims become this binding's at start-up (they are copied to its scope, so that
-     *     an instance of the former version still running keeps seeing them): the scope it had before a rename, or
-     *     before key-scope changed ("" for the service's).
-     * @param routes The event names each route of the binding (a routing key or topic) may carry besides the one of
-     *     its own name, where routes are not event names: a Kafka topic of CloudEvents of several types, say
-     *     (routes.customers-ce=shop.customer.registered.v1,shop.customer.updated.v1; a routing key with dots goes in
-     *     brackets: routes[customer.events]=...). The route check then holds a publisher to the names declared for the
-     *     route it may write.
+     * @param scope The scope its claims are recorded under; by default the one key-scope gives it, which changes
+     *     when a function is renamed. Name it explicitly to keep it through renames.
+     * @param formerScopes Scopes whose claims are copied to this binding's scope at start-up: the scope it had
+     *     before a rename, or before key-scope changed ("" for the service's).
+     * @param routes The event names each route of the binding (a routing key or topic) may carry besides its
+     *     own name, where routes are not event names (routes.customers-ce=shop.customer.registered.v1,...; a routing
+     *     key with dots goes in brackets). The route check then holds a publisher to the names declared for its route.
      */
     public record Binding(
             @Nullable String scope,
@@ -191,9 +181,8 @@ public record IdempotencyProperties(
     }
 
     /**
-     * Settings of the library's Actuator endpoints that are gone: their write operations follow the endpoints' access,
-     * read-only by default ({@code management.endpoint.idempotency.access}, {@code management.endpoint.outbox.access}:
-     * {@code unrestricted} to purge, release or skip). Kept only to refuse them, which would otherwise be ignored.
+     * Settings of the library's Actuator endpoints that are gone, kept only to refuse them (they would otherwise be
+     * ignored). See docs/reference.md, "Upgrade notes".
      *
      * @param purgeEnabled Gone: set management.endpoint.idempotency.access=unrestricted instead.
      * @param outboxWriteEnabled Gone: set management.endpoint.outbox.access=unrestricted instead.
@@ -218,11 +207,8 @@ public record IdempotencyProperties(
     /**
      * How a guarded batch binding ({@code batch-mode}) gathers its batches, under {@code idempotency.batch}.
      *
-     * @param maxWait The longest a batch waits for more messages: it is handed on when it is full (batch-size), when no
-     *     next message is there (RabbitMQ: within the binding's receive-timeout, 1 ms unless set), or once this has
-     *     passed since it began, whichever comes first. A batch is then as large as the load makes it, and an event
-     *     waits at most about this long for others. On RabbitMQ it sets the listener container's batch receive timeout;
-     *     a Kafka poll returns the records that are there. 0 leaves the containers' own settings.
+     * @param maxWait The longest a batch waits for more messages: it is handed on when full, when no next message is
+     *     there, or once this has passed, whichever comes first. 0 leaves the listener containers' own settings.
      */
     public record Batch(@DefaultValue("10ms") Duration maxWait) {
 
@@ -239,10 +225,9 @@ public record IdempotencyProperties(
      *
      * @param maxSize The largest message body read. Keep it at or under the broker's own bound (RabbitMQ's
      *     max_message_size, Kafka's max.message.bytes), which bounds what a consumer holds in memory.
-     * @param maxDecimalDigits The most digits a decimal may have, in a JSON number anywhere in the body or in a string
-     *     mapped to a BigDecimal or Number field. A decimal mapped to such a field may have an exponent up to this
-     *     (1e100 and 1e-100 pass, 1e101 does not), a JSON number elsewhere in the body up to ten times this, so that
-     *     any double passes: 1e100000000 is thirteen characters, and rounding it writes out a hundred million digits.
+     * @param maxDecimalDigits The most digits a decimal may have, and the largest exponent of one mapped to a
+     *     BigDecimal or Number field (1e100 passes, 1e101 does not). A JSON number elsewhere in the body may reach ten
+     *     times this.
      */
     public record Payload(
             @DefaultValue("4MB") DataSize maxSize,
@@ -262,14 +247,10 @@ public record IdempotencyProperties(
     }
 
     /**
-     * What the guarded bindings do with a message whose last attempt conflicted with another transaction (a
-     * serialization failure, a deadlock, a lock or statement timeout), under {@code idempotency.conflicts}: not the
-     * message's fault, so it is tried again after a hold that grows from first-hold to longest-hold: in place, on the
-     * consumer thread that holds it, while its {@code outage.max-hold} lasts (the broker sees no return), then given
-     * back to be delivered again with all its attempts.
+     * What the guarded bindings do with a message whose last attempt conflicted with another transaction, under
+     * {@code idempotency.conflicts}: it is held and tried again, then given back. See docs/operations.md, "Runbook".
      *
-     * @param maxGiveBacks How many times a message is tried again so; after that it fails as any message does, and one
-     *     whose every attempt conflicts (a statement that always times out) reaches the dead-letter queue.
+     * @param maxGiveBacks How many times a message is given back so. After that it fails as any message does.
      * @param firstHold The hold before a message that conflicted is tried again the first time; it doubles each time.
      * @param longestHold The longest hold before a message that conflicted is tried again.
      */
@@ -292,28 +273,18 @@ public record IdempotencyProperties(
 
     /**
      * What the guarded bindings do while the database, or another dependency declared as such, is unavailable, under
-     * {@code idempotency.outage}: consumption of every guarded binding halts, each message in hand is held on its
-     * consumer thread (never dead-lettered, its attempts untouched), a probe waits for the database with exponential
-     * back-off, and consumption resumes where it stopped.
+     * {@code idempotency.outage}. See docs/operations.md, "When things go wrong".
      *
      * @param probeInitialInterval The first wait before probing the database.
      * @param probeMaxInterval The longest wait between two probes; processing resumes within about this long after the
      *     database answers again.
-     * @param maxHold How long a consumer thread holds a message before it gives the message back to the broker to be
-     *     delivered again (still never dead-lettered), to respect the broker's own clocks: RabbitMQ closes a channel
-     *     whose delivery stays unacknowledged past its consumer timeout (30 minutes by default), Kafka evicts a
-     *     consumer that does not poll within max.poll.interval.ms (5 minutes by default).
+     * @param maxHold How long a consumer thread holds a message before it gives it back to the broker, never
+     *     dead-lettered. Keep it within RabbitMQ's consumer timeout (30 minutes) and Kafka's max.poll.interval.ms.
      * @param startupWait How long start-up waits for the database before it fails (0s: fail at once).
-     * @param socketTimeout How long a statement of a guarded message's transaction waits for the database's answer
-     *     (the connection's network timeout, for that transaction only), and the outage probe's: a network that drops
-     *     packets without closing the connection (a firewall, a failed switch, a paused virtual machine) is then an
-     *     outage within that long, not a statement blocked for the kernel's TCP timeout (about 15 minutes). The claim
-     *     also bounds its transaction on the server by it: lock waits at half of it, statements at three quarters (a
-     *     conflict of the message, not an outage: keep it well above the longest statement a business function runs),
-     *     idleness at twice (0s: no limit, the driver's default, and no bound on the server). The network bound
-     *     applies from the start of the transaction, which MariaDB's driver sends to the server, where the transaction
-     *     manager is a DataSourceTransactionManager (Spring Boot's); with another (JPA's), from the
-     *     transaction's first statement.
+     * @param socketTimeout How long a guarded message's statements, and the outage probe's, wait for the database's
+     *     answer, so that a silent network is an outage within that long. It also bounds the transaction on the server
+     *     (locks at half, statements at three quarters, idleness at twice; 0s: no bound): keep it above the longest
+     *     statement.
      * @param exceptions Further failures that mean a dependency is down, not that the message is wrong (a payment
      *     provider answering 503, for example): a failure whose chain of causes holds one of them halts consumption as
      *     a database outage does.
@@ -356,11 +327,9 @@ public record IdempotencyProperties(
      * @param whenMissing What to do with a message that carries no event id: reject it to the dead-letter queue (it
      *     cannot be deduplicated), or let it pass-through to the business function unguarded (no claim; a copy of it
      *     would apply twice). An envelope without event_id is malformed and always rejected.
-     * @param routeCheck Whether an event whose name differs from the routing key (RabbitMQ) or the topic (Kafka) it
-     *     arrived by is rejected: a service allowed to publish one routing key could otherwise route, under it, an
-     *     event of another name to every queue bound to that key. A dead letter moved back to its queue is taken only
-     *     if this binding dead-lettered that event, with that body, itself. Turn it off only where routing keys are not
-     *     event names (a fanout exchange).
+     * @param routeCheck Whether an event whose name differs from the routing key (RabbitMQ) or topic (Kafka) it arrived
+     *     by is rejected, so that a publisher of one key cannot route events of other names under it. Turn it off only
+     *     where routing keys are not event names (a fanout exchange).
      */
     public record EventId(
             @DefaultValue("envelope") EventIdSource source,

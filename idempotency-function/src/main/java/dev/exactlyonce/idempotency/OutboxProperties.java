@@ -5,7 +5,7 @@ import org.springframework.boot.context.properties.ConfigurationProperties;
 import org.springframework.boot.context.properties.bind.DefaultValue;
 
 /**
- * Configuration of the outbox, under the {@code idempotency.outbox} prefix.
+ * Configuration of the outbox, under the {@code idempotency.outbox} prefix. See docs/reference.md, "Configuration".
  *
  * @param destination Where the events emitted with Outbox.emit are published: the exchange (RabbitMQ) or topic
  *     (Kafka). A guarded function's events go to the destination of its output binding.
@@ -28,20 +28,16 @@ public record OutboxProperties(
      * @param batchSize The most rows one run publishes before it waits for their confirms and marks them.
      * @param pollInterval How often the relay looks for rows when no commit woke it up (rows written by another
      *     instance, or left by a failed run).
-     * @param linger How long the relay waits, once a commit woke it up, for more commits to join its run: a stream of
-     *     small transactions then costs the relay a transaction per linger rather than one per commit, at the price of
-     *     that much latency. Zero publishes at once.
+     * @param linger How long the relay waits, once a commit woke it up, for more commits to join its run, for one
+     *     transaction per linger rather than per commit. Zero publishes at once.
      * @param confirmTimeout How long a run of the relay waits, in all, for the broker to confirm the rows it sends;
      *     the rows not confirmed by then are sent again by a later run.
      * @param lagBound The age of the oldest publishable row, of a key not parked, past which the outbox health is
-     *     LAGGING. The health is DOWN instead while this instance's relay thread is gone, and PARKED while any row is
-     *     parked; LAGGING and PARKED answer 200 and are left out of the aggregate health.
-     * @param maxAttempts How many times the broker may refuse a row before the relay parks it: the row, and the later
-     *     rows of its key, then wait until an operator releases or skips it (the outbox endpoint, or the infra
-     *     command line). Other keys are never held back by it.
+     *     LAGGING. LAGGING answers 200 and is left out of the aggregate health.
+     * @param maxAttempts How many times the broker may refuse a row before the relay parks it. The row and its key's
+     *     later rows then wait until an operator releases or skips it.
      * @param longestHold The longest the relay waits before it tries again a destination, a route or a key whose rows
-     *     the broker did not take for a reason that is not the row's (it was away, the exchange was missing, the user
-     *     refused): the wait starts at 1 s and doubles up to this.
+     *     the broker did not take for a reason not the row's. The wait starts at 1 s and doubles up to this.
      */
     public record Relay(
             @DefaultValue("true") boolean enabled,

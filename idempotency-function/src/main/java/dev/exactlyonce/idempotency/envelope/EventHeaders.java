@@ -24,12 +24,9 @@ public final class EventHeaders {
     private EventHeaders() {}
 
     /**
-     * The headers of the message at that index of a batch, as a binder delivers a batch: one message whose payload is
-     * the list of the bodies, and whose headers of one value per body are lists as long as the batch (RabbitMQ's
-     * {@code amqp_batchedHeaders}, one map of headers per message; Kafka's {@code kafka_batchConvertedHeaders},
-     * {@code kafka_offset}, {@code kafka_receivedKey} and the like). Each such list is replaced by that message's value
-     * (a map of headers merged in, a missing value left out); the batch's other headers are kept, except its id and
-     * timestamp.
+     * The headers of the message at that index of a batch, as a binder delivers a batch: each header that holds a list
+     * of one value per message (RabbitMQ's {@code amqp_batchedHeaders}, Kafka's {@code kafka_offset} and the like) is
+     * replaced by that message's value; the batch's other headers are kept, except its id and timestamp.
      *
      * @param batch a batch, or a lone message (its headers are then its own)
      * @param index the message's position in the batch

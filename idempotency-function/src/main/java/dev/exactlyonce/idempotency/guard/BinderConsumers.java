@@ -16,16 +16,10 @@ import org.springframework.messaging.support.InterceptableChannel;
 import org.springframework.util.StringUtils;
 
 /**
- * Sets the binder's own consumer properties of a guarded binding, before it is bound, unless the service set them
- * either way, for the binding or as the binder's default, and checks what the binding relies on; first of all a
- * dead-letter queue. The guard rejects malformed messages without retry; without a dead-letter queue the broker would
- * drop them (RabbitMQ discards a rejected message that has nowhere to go, and nothing says it was lost). Where the
- * library cannot give a binding one, start-up fails saying what to set, unless the service switched the dead-letter
- * queue off itself.
- *
- * <p>What is set and checked depends on the binder the binding uses, through its typed consumer properties:
- * the {@link BinderConsumerDefaults} of {@code binder.rabbit} and {@code binder.kafka}. A binding of another binder
- * is left as it is.
+ * Sets the binder's own consumer properties of a guarded binding before it is bound, unless the service set them, and
+ * checks what the binding relies on: first of all a dead-letter queue, without which the broker would drop the
+ * messages the guard rejects. What applies depends on the binding's binder: the {@link BinderConsumerDefaults} of
+ * {@code binder.rabbit} and {@code binder.kafka}. See docs/reference.md, "Configuration".
  */
 public final class BinderConsumers {
 

@@ -23,28 +23,14 @@ import org.springframework.jdbc.BadSqlGrammarException;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * Keeps the scopes of the table's claims consistent with the guarded bindings across deployments. A claim is found
- * only under the scope it was recorded in; a binding whose scope changed (the key scope switched, a function renamed
- * or composed with another) would not see the claims of its events and would apply their copies again.
- *
- * <p>At start-up, in one transaction, under a lock held until it ends (instances starting together take turns),
- * against the registry {@code <table>_scope} of every scope the table holds claims under:
+ * Keeps the scopes of the table's claims consistent with the guarded bindings across deployments. See
+ * docs/reference.md, "Changing scopes between deployments". At start-up, in one transaction under a lock:
  *
  * <ol>
- *   <li>the claims of a scope that a binding declares as a former scope are copied to that binding's scope (to each,
- *       when several bindings declare it), in one statement, and the registry notes where they went. They are copied,
- *       not moved: an instance of the former version still running during a rolling deployment keeps seeing them.
- *       While the scope is declared, each start copies again what such an instance claimed since;
- *   <li>a retired scope is unregistered: the events it recorded are processed again if a copy arrives;
- *   <li>a scope no longer declared whose claims were copied is unregistered (its rows go with the retention);
- *   <li>a scope no binding uses, takes over or retires, that still holds claims, makes start-up fail, saying what to
- *       declare; one without claims left is unregistered;
- *   <li>the bindings' scopes are registered.
+ *   <li>a former scope's claims are copied (not moved) to the scope of each binding that declares it;
+ *   <li>retired scopes, and copied ones no longer declared, are unregistered from {@code <table>_scope};
+ *   <li>a scope with claims that no binding uses, takes over or retires fails start-up; the bindings' are registered.
  * </ol>
- *
- * <p>While a binding lists a former scope that no other binding lists ({@link #takenOver}), it claims under it too
- * ({@link ProcessedEventStore}), so that the instances of both versions of a rolling deployment see each other's
- * claims.
  */
 final class ClaimScopes {
 
@@ -92,9 +78,10 @@ final class ClaimScopes {
     }
 
     /**
-     * The former scopes a binding claims under too, besides its own, while it declares them: those it alone takes
-     * over. A scope that several bindings take over (the service scope, split into function scopes) is claimed under by
-     * none: the first binding to claim an event there would make it a duplicate for the others.
+     * The former scopes a binding claims under too ({@link ProcessedEventStore}), so that both versions of a rolling
+     * deployment see each other's claims: those it alone takes over. A scope that several bindings take over (the
+     * service scope, split into function scopes) is claimed under by none: the first binding to claim an event there
+     * would make it a duplicate for the others.
      */
     static List<String> takenOver(IdempotencyProperties properties, String bindingName, String scope) {
         IdempotencyProperties.Binding settings = properties.bindings().get(bindingName);

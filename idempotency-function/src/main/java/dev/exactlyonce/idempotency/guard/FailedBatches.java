@@ -27,28 +27,10 @@ import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.ErrorMessage;
 
 /**
- * On the error channel of a guarded batch binding, where the binder sends a batch it gives up on: a batch is never
- * dead-lettered whole, only the messages that fail on their own are, each with its own reason.
- *
- * <ul>
- *   <li>a batch whose other messages were processed ({@link PartlyFailedBatch}: messages the guard rejected) has
- *       its failed messages dead-lettered, one error message each;
- *   <li>a batch that failed as a whole after its attempts (the business function threw) has its messages processed
- *       again one at a time, each in a transaction of its own through the binding's input channel, with up to the
- *       binding's {@code max-attempts} attempts each (its back-off and retryable exceptions apply; past a time budget,
- *       one attempt each); those that still fail are dead-lettered, one error message each. A batch of one message
- *       gets the attempts the binder did not make (the Kafka binder does not retry batches). A message that fails
- *       because a dependency is unavailable stops this and gives the batch back ({@link OutageGiveBack}): the events
- *       processed so far are copies when it comes again.
- * </ul>
- *
- * <p>The error message of one failed message is the batch's, cut to that message: its raw message (the binders' header
- * {@code sourceData}, a list of one) and its failure. The binder's own dead-letter handler then publishes it as it
- * publishes any batch, with its reason ({@code x-exception-message} on RabbitMQ, on Kafka the exception headers).
- * Once they are all sent, the batch's own error message goes on with no raw message left, so the binder dead-letters
- * nothing more and the batch is acknowledged. A dead letter the broker does not take gives the batch back instead.
- * (A binder that hands the error channel no raw message per message of the batch gets the batch's error message as
- * it is, and dead-letters the batch whole.)
+ * On the error channel of a guarded batch binding: a batch is never dead-lettered whole, only its messages that fail on
+ * their own are, each with its own reason. Those are the messages the guard rejected ({@link PartlyFailedBatch}), or,
+ * for a batch that failed as a whole, those that fail again when processed one at a time with their attempts. An
+ * outage gives the batch back instead ({@link OutageGiveBack}). See docs/batch-mode.md, "Batch mode".
  */
 final class FailedBatches implements ChannelInterceptor {
 
@@ -91,6 +73,11 @@ final class FailedBatches implements ChannelInterceptor {
         this.giveBack = giveBack;
     }
 
+    /**
+     * Sends the error message of each failed message (the batch's, cut to its raw message) to the binder's handler,
+     * then hands on the batch's own with no raw message left: the binder dead-letters nothing more and acknowledges the
+     * batch. A binder that gives no raw message per message of the batch dead-letters it whole.
+     */
     @Override
     public Message<?> preSend(Message<?> message, MessageChannel errorChannel) {
         if (!(message instanceof ErrorMessage error) || error.getHeaders().containsKey(OF_ONE_MESSAGE)) {

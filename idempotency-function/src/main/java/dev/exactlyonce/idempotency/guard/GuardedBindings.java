@@ -43,25 +43,11 @@ import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.ResourceTransactionManager;
 
 /**
- * Finds the function definitions that contain the guard, checks that the guarantee can hold for each, installs
- * {@link TransactionPerMessage} on its input channel, puts the real failure first in what the binder dead-letters
- * ({@link RealCauseFirst}), sets and checks the binder's consumer properties ({@link BinderConsumers}) and reconciles
- * the table's scopes with the bindings' ({@link ClaimScopes}). Runs once all singletons exist, before the bindings
- * start consuming.
- * Start-up fails, with what to change, when:
- *
- * <ul>
- *   <li>the guard is not the first function of the definition, or has nothing composed after it, or the definition
- *       was not bound;
- *   <li>a function composed after it is not a plain {@code Consumer} or {@code Function} bean, or takes a reactive
- *       input (its work would outlive the transaction), or takes a list where the binding delivers single messages
- *       (or the other way round);
- *   <li>a function composed after it takes text or bytes (the guard hands it a payload mapped to a type);
- *   <li>the last function returns something other than {@link OutgoingEvent}s: its result is written to the outbox in
- *       the message's transaction and published after the commit, never sent before it;
- *   <li>there is no DataSource, or no transaction manager that binds its connection to the thread;
- *   <li>the binding's input is not a channel the transaction can be held around.
- * </ul>
+ * Installs the guard on each binding whose definition contains it, once all singletons exist and before the bindings
+ * consume: checks that the guarantee can hold, installs {@link TransactionPerMessage} and {@link RealCauseFirst}, sets
+ * the binder's consumer properties ({@link BinderConsumers}) and reconciles the scopes ({@link ClaimScopes}). Where
+ * the guarantee could not hold (a last function that returns other than {@link OutgoingEvent}s, say), start-up fails
+ * with what to change; see docs/troubleshooting.md, "Bindings and function definition".
  */
 public final class GuardedBindings implements SmartInitializingSingleton {
 

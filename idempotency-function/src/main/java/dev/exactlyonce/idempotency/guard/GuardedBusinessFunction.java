@@ -12,26 +12,12 @@ import org.springframework.aop.ProxyMethodInvocation;
 import org.springframework.messaging.Message;
 
 /**
- * Decorates a business function composed after the guard:
- *
+ * Decorates a business function composed after the guard; see docs/design.md, "How it works".
  * <ul>
- *   <li>on a duplicate it returns without calling the function. Spring Cloud Function calls the next function of a
- *       composition even when the previous one returned {@code null}, so the guard's {@code null} alone would hand
- *       the business function a {@code null} input. The decision is read from the {@link GuardedInvocation} the guard
- *       marked, never from the input;
- *   <li>on a batch binding whose business function takes one event, Spring Cloud Function calls it with the first
- *       event of the batch; it is then called again with each of the others, in the same transaction (as the payload,
- *       or as the event's message with its headers when the function takes a {@code Message});
- *   <li>what the last function of the composition returns (its {@link OutgoingEvent}s) is written to the outbox, in
- *       the message's transaction, and the function returns {@code null} to the binder: nothing is sent to the output
- *       binding before the commit; the relay publishes the events after it;
- *   <li>an {@link Error} the function throws ({@code AssertionError}, {@code StackOverflowError},
- *       {@code NoClassDefFoundError}, ...) becomes an {@link IdempotencyException} whose cause it is. The message
- *       channel ends a transaction on exceptions only: an {@code Error} would leave it open on the consumer thread,
- *       where the retry would join it and find its own uncommitted claim;
- *   <li>an exception that is an outage (a business statement the database fails, a dependency the service declares)
- *       is thrown as an {@link dev.exactlyonce.idempotency.outage.OutageMet}: the binder spends none of the message's
- *       attempts on it, and the library tries the delivery again in place once the outage ends.
+ *   <li>on a duplicate ({@link GuardedInvocation}) it returns without calling it, though Spring Cloud Function would;
+ *   <li>on a batch binding it calls a function of one event once per event, in the batch's transaction;
+ *   <li>it writes the {@link OutgoingEvent}s the last function returns to the outbox and returns {@code null};
+ *   <li>it rethrows an {@link Error} as an {@link IdempotencyException}, an outage as an {@code OutageMet}.
  * </ul>
  */
 final class GuardedBusinessFunction implements MethodInterceptor {

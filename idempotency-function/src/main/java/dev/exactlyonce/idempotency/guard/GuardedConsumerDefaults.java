@@ -11,20 +11,10 @@ import org.springframework.dao.DataIntegrityViolationException;
 
 /**
  * Sets two consumer properties of every guarded binding, before the binder and Spring Cloud Function read them:
- *
- * <ul>
- *   <li>{@code use-native-decoding}: the guard reads the message body as the binder delivered it and maps the payload
- *       itself. Left to Spring Cloud Function, a JSON body would be converted for the guard's {@code byte[]} input by
- *       the JSON converter, which turns a JSON array into bytes and a JSON string into base64-decoded bytes;
- *   <li>{@code retryable-exceptions}: a {@link RejectedMessageException} is never retried, nor is an
- *       {@link OutageException} (a message given back while a dependency is unavailable), nor an {@link OutageMet}
- *       (an attempt that met an outage, tried again in place by the library without using an attempt), nor a batch
- *       whose other messages were processed ({@link PartlyFailedBatch}); nor, unless the binding's
- *       {@code retryable-exceptions} says otherwise, a {@link DataIntegrityViolationException} (SQLSTATE classes 22
- *       and 23: a value out of range, a constraint broken), which the same data meets again on every attempt: the
- *       message goes to the dead-letter queue at once, and in batch mode costs one attempt of its own, not a retry
- *       loop.
- * </ul>
+ * {@code use-native-decoding}, so that the guard reads the body as delivered (Spring Cloud Function's JSON conversion
+ * would turn a JSON array into bytes); and {@code retryable-exceptions}, so that a {@link RejectedMessageException},
+ * an {@link OutageException}, an {@link OutageMet} and a {@link PartlyFailedBatch} are never retried, nor, unless the
+ * binding says otherwise, a {@link DataIntegrityViolationException}, which the same data meets again.
  */
 final class GuardedConsumerDefaults implements BeanPostProcessor {
 

@@ -14,16 +14,10 @@ import org.springframework.messaging.MessageHandler;
 import org.springframework.util.Assert;
 
 /**
- * The error channel of a guarded binding, registered by the library under the name the binder looks up, so that the
- * binder subscribes its dead-letter handler to it. Like the binder's own, it is publish-subscribe and keeps a
- * {@link LastSubscriberMessageHandler} (the binder's final rethrowing handler) after every other subscriber.
- *
- * <p>The binder also bridges it to the application's global {@code errorChannel}, whose default subscriber logs every
- * error message at ERROR with its stack trace. A {@link RejectedMessageException} is expected input, already logged
- * in one WARN line with its reason: the bridge does not forward it, so a poison message is not an error storm. Nor
- * does it forward a batch whose failed messages were dead-lettered one by one ({@link PartlyFailedBatch}): each of
- * those is forwarded on its own. Every other failure is forwarded, and logged once. A delivery the library settled in
- * place (tried again after an outage, and committed) goes to no subscriber at all.
+ * The error channel of a guarded binding, registered under the name the binder looks up: publish-subscribe, with a
+ * {@link LastSubscriberMessageHandler} (the binder's rethrowing handler) after every other subscriber. Its bridge to
+ * the global {@code errorChannel}, which logs at ERROR, forwards neither a {@link RejectedMessageException} (logged
+ * once at WARN) nor a {@link PartlyFailedBatch} (its messages go on their own), nor a delivery settled in place.
  */
 final class GuardedErrorChannel extends PublishSubscribeChannel {
 

@@ -36,37 +36,12 @@ import org.springframework.messaging.support.MessageBuilder;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 /**
- * The {@code idempotencyGuard} function: composed first, as in
- * {@code spring.cloud.function.definition: idempotencyGuard|reserveStock}, it lets each event through to the
- * business function once.
+ * The {@code idempotencyGuard} function, composed first ({@code idempotencyGuard|reserveStock}): in the message's
+ * transaction it reads the event ({@link RejectedMessageException} if it cannot), claims its id with one statement,
+ * and hands the mapped payload, with {@link EventHeaders}, to the business function on a first delivery only.
  *
- * <p>For each message, inside the transaction the library opened around the composed invocation:
- *
- * <ol>
- *   <li>reads the event (from the envelope, or from headers, see {@code idempotency.event-id.source}); a message that
- *       is not a valid envelope, has no event id or names an event the function does not handle is rejected with a
- *       {@link RejectedMessageException}, before any write, and is never retried;
- *   <li>claims the event (its id and name) with one {@code INSERT ... ON CONFLICT DO NOTHING} into
- *       {@code processed_event};
- *   <li>one row inserted: maps the payload to the business function's input type (a payload that does not map is
- *       rejected too, and the claim rolls back with the transaction) and returns it, with the event id, name and time
- *       as headers ({@link EventHeaders}); the business function runs in the same transaction;
- *   <li>zero rows: the event was already processed; no business function is called, and the message is
- *       acknowledged once the (empty) transaction commits.
- * </ol>
- *
- * <p>On a batch binding ({@code batch-mode}), the guard claims the whole batch with one statement and hands on the
- * payloads of first deliveries only, each once, in one transaction: as a list to a function of a list, or one event at
- * a time to a {@code Consumer} of one payload. A message of the batch that is rejected is set aside, and dead-lettered
- * alone once the rest of the batch has committed.
- *
- * <p>While a message is handled, the logging MDC holds its {@code event_id} and {@code event_name} (for a batch,
- * the ids of its events and their distinct names, comma-separated). A copy discarded is logged at DEBUG: it is the
- * normal case under at-least-once delivery, and the duplicates meter counts it once its transaction commits.
- *
- * <p>If the business function throws, the transaction rolls back with the claim, so the retry processes the event
- * again. If two deliveries of one event run at once, the second claim waits for the first transaction: it finds the
- * row if that one commits, and claims the event if it rolls back.
+ * <p>On a batch binding it claims the whole batch with one statement. See docs/design.md, "How it works", and
+ * docs/batch-mode.md, "Batch mode".
  */
 public final class IdempotencyGuard implements Function<Message<Object>, @Nullable Message<Object>> {
 
@@ -110,9 +85,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     }
 
     /**
-     * The event id the guard reads from a message as the binder delivered it (one message of a batch: its own headers
-     * and body), wherever {@code idempotency.event-id.source} says it is; {@code null} when the message carries none
-     * the guard could read. For tools and tests that follow messages by event id as the guard does.
+     * The event id the guard reads from a message as the binder delivered it, wherever
+     * {@code idempotency.event-id.source} says it is; {@code null} when it carries none. For tools and tests.
      */
     public @Nullable UUID eventIdOf(MessageHeaders headers, byte[] body) {
         try {
@@ -123,12 +97,9 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     }
 
     /**
-     * Guards a message, observed as {@value #OBSERVATION} (the guard's own work: reading the message and claiming its
-     * id), with the binding, the business function and the outcome: {@code processed} (a first delivery, claimed and
-     * handed to the business function; the {@code idempotency.events.processed} counter counts those that committed),
-     * {@code duplicate}, {@code rejected}, {@code passed} (no id, let through as configured) or {@code failed}. A claim
-     * that met an outage is held until the database answers (see {@link TransactionPerMessage}): its observation
-     * includes the hold.
+     * Guards a message, observed as {@value #OBSERVATION} (reading the message and claiming its id, an outage's hold
+     * included) with the binding, the business function and the outcome: {@code processed}, {@code duplicate},
+     * {@code rejected}, {@code passed} (no id, let through) or {@code failed}.
      */
     @Override
     public @Nullable Message<Object> apply(Message<Object> message) {

@@ -10,16 +10,10 @@ import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.ErrorMessage;
 
 /**
- * On a guarded binding's error channel: puts the real failure first in the error message the binder dead-letters.
- *
- * <p>After the last attempt, the binder publishes an error message whose exception wraps the retry's own
- * ("Retry policy for operation ... exhausted"), and the binder's dead-letter handlers record the message of the
- * exception's cause in {@code x-exception-message} (RabbitMQ: the cause's message; Kafka: the exception's message and
- * its cause's). This replaces the wrappers with one {@link MessagingException}, with no message of its own, whose
- * cause is the failure itself, for example
- * {@code NOT_JSON: the message body is not JSON: ...}; the original exception stays attached as a suppressed one, so
- * the recorded stack trace keeps every attempt. A failure whose text the library did not write is shown escaped and
- * cut ({@link FailureText}).
+ * On a guarded binding's error channel: puts the real failure first in the error message the binder dead-letters, so
+ * that {@code x-exception-message} says why rather than "Retry policy ... exhausted". The wrappers become one
+ * {@link MessagingException} whose cause is the failure, the original kept as a suppressed exception; a failure whose
+ * text the library did not write is shown escaped and cut ({@link FailureText}). See docs/operations.md, "Runbook".
  */
 final class RealCauseFirst implements ChannelInterceptor {
 

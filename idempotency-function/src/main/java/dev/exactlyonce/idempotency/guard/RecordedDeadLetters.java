@@ -18,14 +18,11 @@ import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.ErrorMessage;
 
 /**
- * On the error channel of a guarded binding whose binder moves dead letters back to their queue by a path with no
- * route the broker vouches for ({@link EventRoutes#movesDeadLettersBack}, RabbitMQ's replay exchange): records each
- * message about to be dead-lettered, once its route was checked, in the service's own database, so that the guard
- * takes it back when an operator replays it, and takes nothing else that comes that way. A record that cannot be
- * written because the database went away meanwhile (or stopped answering for {@code idempotency.outage.socket-timeout})
- * halts consumption and gives the delivery back, to come again: a dead letter without its record could never be
- * replayed. One the database refuses for another reason (a privilege
- * revoked) is logged at ERROR, and the message dead-lettered unrecorded, rather than given back for ever.
+ * On the error channel of a guarded binding whose binder moves dead letters back by a path with no route the broker
+ * vouches for ({@link EventRoutes#movesDeadLettersBack}): records each message about to be dead-lettered, so that the
+ * guard takes it back when replayed, and nothing else that comes that way. A record that the database cannot write
+ * for an outage gives the delivery back; one it refuses otherwise is logged at ERROR, the message dead-lettered
+ * unrecorded.
  */
 final class RecordedDeadLetters implements ChannelInterceptor {
 

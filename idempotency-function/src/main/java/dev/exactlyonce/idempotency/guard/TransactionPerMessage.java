@@ -38,42 +38,13 @@ import org.springframework.transaction.support.DefaultTransactionDefinition;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 /**
- * Runs each message of a guarded binding in a database transaction of its own.
- *
- * <p>The binding's input channel is a direct channel: the binder's {@code send} runs the whole composed invocation
- * (guard and business functions) on the consumer thread, and only returns once it is done. So:
+ * Runs each message of a guarded binding in a database transaction of its own. See docs/design.md, "How it works".
  *
  * <ol>
- *   <li>{@code preSend} holds the message while an {@link Outage} halts consumption (up to {@code max-hold}, then
- *       gives it back with an {@link OutageException}), then begins the transaction and opens the
- *       {@link GuardedInvocation}. A transaction that cannot begin, or whose first statement (the claim) fails as the
- *       probe's own claim does (the database's condition, never the message's: {@link GuardStatementFailed}), halts
- *       consumption, and is begun again once the database answers, in the same attempt (or, where the binding is
- *       paused or the hold ran out, the message is given back): the attempt that finds the outage uses none of the
- *       message's attempts. An interceptor placed after this one must not count on the transaction its
- *       {@code preSend} ran in: it may be rolled back and begun again (its {@code postSend} runs in the one that
- *       commits). It never joins a transaction
- *       already on the thread: one left open by an earlier message (an {@link Error} escaped it) is rolled back
- *       first, and a database transaction of the caller's own is refused, since the claim must commit with this
- *       message's effect only (a transaction of another resource, such as a Kafka transaction the binder runs, is
- *       not joined and does not matter);
- *   <li>the guard and the business functions run, all on the transaction's connection;
- *   <li>{@code postSend}, reached only when they returned normally, commits; a failed commit throws out of
- *       {@code send}, so the binder does not acknowledge the message. When the guard set aside messages of a batch
- *       (rejected), it then throws a {@link PartlyFailedBatch}, which the binder does not retry: those messages go
- *       to the dead-letter queue one by one ({@link FailedBatches}), the batch's others having committed;
- *   <li>{@code afterSendCompletion} rolls back whatever did not commit (the claim included) and closes the
- *       invocation; a failure that is an outage halts consumption. The binder then retries or dead-letters the
- *       message (an outage is never dead-lettered, see {@link OutageGiveBack}); each attempt is a new {@code send},
- *       so a new transaction.
+ *   <li>{@code preSend} begins it once no {@link Outage} halts consumption ({@link OutageException} past max-hold);
+ *   <li>{@code postSend} commits: a failed commit throws out of {@code send}, so the binder does not acknowledge;
+ *   <li>{@code afterSendCompletion} rolls back what did not commit ({@link OutageGiveBack} for an outage).
  * </ol>
- *
- * <p>Commit happens in {@code postSend} because exceptions thrown by {@code afterSendCompletion} are logged and
- * swallowed by the channel. The channel calls {@code afterSendCompletion} for exceptions only, not for an
- * {@link Error}: the guard and the business functions turn an {@code Error} they throw into an
- * {@link IdempotencyException} (see {@link GuardedBusinessFunction}), so that it ends like any failure.
- * Meters count what committed: processed events and discarded copies of a transaction that rolls back are not
- * counted.
  */
 final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocation.Recovery {
 
@@ -147,10 +118,9 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
     }
 
     /**
-     * Begins the message's transaction once consumption is not halted. Nothing in a message makes a transaction fail to
-     * begin: a refused connection (a role locked out, a password rotated, a database renamed) is the database's
-     * condition, whatever its SQLSTATE. It halts consumption, and the message is held in place until the database
-     * answers, then its transaction begun again: the attempt uses none of the message's attempts.
+     * Begins the message's transaction once consumption is not halted. A transaction that fails to begin is the
+     * database's condition, whatever its SQLSTATE: it halts consumption, and the message is held in place, its
+     * attempt not counted.
      *
      * @throws OutageException once the delivery was held {@code max-hold}, to give it back
      */
@@ -185,13 +155,9 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
     }
 
     /**
-     * The first statement of the message's transaction, its claim, failed. Nothing of the message ran before it, and
-     * the claim is the library's own statement, the same for every message but the id: a failure the database
-     * reported is its condition (a connection handed out dead, a database turned read-only, the claim's insert
-     * revoked, the day's partition missing, a table full) when it is an outage, or when the probe's own claim fails
-     * too; a conflict with another transaction gives the message back, uncounted, and a failure the probe's claim does
-     * not meet is the message's (an id whose day has no partition yet). The transaction is rolled back and begun
-     * again once the database works again for the guard ({@link #begin()}), in the same attempt.
+     * The message's claim, the first statement of its transaction, failed: an outage, or the database's condition when
+     * the probe's own claim fails too, rolls the transaction back and begins it again ({@link #begin()}), in the same
+     * attempt. An interceptor after this one must therefore not count on the transaction its {@code preSend} ran in.
      *
      * @return the new transaction
      * @throws RuntimeException the failure itself when it is a conflict or the message's, or when consumption did not
@@ -225,9 +191,8 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
 
     /**
      * Takes a connection, bounds its network wait ({@code socket-timeout}), and binds it to the thread before the
-     * transaction manager begins on it: MariaDB's driver sends the start of a transaction ({@code set autocommit=0}),
-     * which on a network gone silent would otherwise wait for TCP's timeout, no halt reported. The connection goes back
-     * to the pool once the transaction completed ({@link #releaseConnection()}); the pool resets its network timeout.
+     * transaction manager begins on it: MariaDB's driver sends the start of a transaction to the server, which on a
+     * silent network would otherwise wait for TCP's timeout. It goes back to the pool in {@link #releaseConnection()}.
      */
     private TransactionStatus beginOnABoundedConnection() {
         Connection connection;
@@ -263,11 +228,9 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
     }
 
     /**
-     * Bounds how long a statement of the message's transaction waits for the database's answer (the driver's socket
-     * timeout, for this transaction's connection only: the pool resets it when the connection comes back): a network
-     * that drops packets without closing the connection then fails the statement, an outage, rather than blocking the
-     * consumer thread for the kernel's TCP timeout. The claim bounds the transaction on the server as well
-     * ({@link TransactionBounds}).
+     * Bounds how long a statement of the message's transaction waits for the database's answer, on this transaction's
+     * connection only (the pool resets it), so that a silent network is an outage. The claim bounds the transaction on
+     * the server as well ({@link TransactionBounds}).
      */
     private void bound() {
         Duration timeout = this.outage.socketTimeout();

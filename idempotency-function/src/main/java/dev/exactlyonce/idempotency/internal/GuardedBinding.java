@@ -13,17 +13,15 @@ import org.jspecify.annotations.Nullable;
  * @param businessFunctions the functions composed after the guard
  * @param payloadTypes the payload type of the first business function, per event name
  * @param scope the scope of its claims: {@code ""} for the whole service, or the functions after the guard
- * @param takenOverScopes the former scopes this binding alone takes over ({@code former-scopes}): while they are
- *     declared it claims under them too, so that instances of the former version still running during a rolling
- *     deployment and this one see each other's claims
+ * @param takenOverScopes the former scopes this binding alone takes over ({@code former-scopes}), which it claims
+ *     under too while they are declared
  * @param batch whether the binding delivers batches ({@code batch-mode})
  * @param oneEventPerCall on a batch binding, whether the business function takes one event, not a list: the library
  *     then calls it once per event of the batch, all in the batch's transaction
  * @param outputDestination where the events the last function returns are published (through the outbox): the
  *     destination of the definition's output binding; {@code null} when the last function is a {@code Consumer}
- * @param takesMessages whether a business function takes a {@code Message}: the event's message then carries the
- *     headers the binder delivered; otherwise only the event's own ({@code event_id}, {@code event_name},
- *     {@code occurred_at}), which nothing reads, and the binder's are not copied for each event
+ * @param takesMessages whether a business function takes a {@code Message}: only then does the event's message
+ *     carry the headers the binder delivered, copied for each event
  * @param routeNames the event names each route may carry besides its own name
  *     ({@code idempotency.bindings.<binding>.routes})
  */
@@ -42,7 +40,7 @@ public record GuardedBinding(
 
     /**
      * The scopes it claims under: its own and those it takes over, sorted, so that every instance of every version
-     * claims under them in one order.
+     * claims under them in one order and two versions claiming the same event never deadlock.
      */
     public List<String> claimScopes() {
         if (this.takenOverScopes.isEmpty()) {

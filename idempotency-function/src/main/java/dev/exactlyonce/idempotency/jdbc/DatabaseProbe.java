@@ -17,11 +17,8 @@ import org.springframework.util.ClassUtils;
 
 /**
  * Checks whether the database works again for what the guard does: a write, not a connection alone. It claims an id
- * of its own in the table of processed event ids, in a transaction it rolls back, on a connection of the service's
- * DataSource: a server that accepts connections but is read-only (after a failover), out of disk, or refusing the
- * service's role does not pass. A pool's connections are evicted when a failure says they lead nowhere useful
- * ({@link #evictConnectionsIfStale}), so that connections opened before it (to a server demoted since, say) are not
- * handed out again; a failure to get a connection leaves those the pool has alone.
+ * of its own, in a transaction it rolls back, so that a read-only, full or refusing server does not pass; stale pooled
+ * connections are evicted ({@link #evictConnectionsIfStale}). See docs/operations.md, "When things go wrong".
  */
 public final class DatabaseProbe {
 
@@ -80,13 +77,9 @@ public final class DatabaseProbe {
     }
 
     /**
-     * Lets the pool open new connections for the next borrowers, closing the others as they come back, when the
-     * failure says that the connections the pool has lead nowhere useful: the server they lead to shut them down
-     * (57P01, 57P02), one of them broke (class 08, but 08001 and 08004, which refuse a new one), or that server turned
-     * read-only (25006; MariaDB's 1290 for {@code --read-only}, 1792, 1836): a primary demoted by a failover. A failure
-     * to get a connection (the pool's timeout, too many connections, a login refused, a host not found) says nothing
-     * of those the pool has, which go on working: closing them would turn a busy pool, or a server at its connection
-     * limit, into an empty one.
+     * Has the pool replace its connections when the failure says they lead nowhere useful: shut down by the server,
+     * broken, or to a server turned read-only by a failover. A failure to get a connection says nothing of those the
+     * pool has: closing them would turn a busy pool into an empty one.
      */
     public void evictConnectionsIfStale(Throwable failure) {
         if (HIKARI && isStale(failure)) {

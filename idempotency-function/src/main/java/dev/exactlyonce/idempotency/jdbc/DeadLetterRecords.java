@@ -18,11 +18,8 @@ import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * The events the guard dead-lettered once their route was checked ({@code <table>_dead_letter}), each by its binding,
- * id, name and the SHA-256 of its body. A dead letter moved back to its queue (on RabbitMQ through
- * {@code <queue>.replay}) carries no route the broker vouches for: the guard takes it only when this holds it, so that
- * whoever may write to the replay exchange, or get a message dead-lettered by the broker itself (expired, over a length
- * limit), cannot put an event into the service. Rows older than the dead-letters' retention count as none and are
- * purged.
+ * id, name and the SHA-256 of its body: a dead letter moved back to its queue is taken only when this holds it. Rows
+ * older than the dead letters' retention count as none and are purged. See docs/reference.md, "The envelope".
  *
  * <p>Not API: used by the guard and the purge, and may change in any release.
  */

@@ -24,14 +24,10 @@ import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
- * MariaDB's statements (10.7 or later: the {@code UUID} type, {@code INSERT ... RETURNING}).
- *
- * <p>A claim is {@code INSERT ... ON DUPLICATE KEY UPDATE} of nothing: a duplicate neither raises nor writes, and a
- * concurrent copy waits for the first transaction's lock on the key as on PostgreSQL. MariaDB's row counts cannot say
- * which happened (a driver that asks for found rows, MariaDB Connector/J's default, counts a duplicate as one row), so
- * each claim writes a random 64-bit token that the statement {@code RETURNING}s: the row carries this claim's token
- * only when this claim inserted it. Session locks are named locks ({@code GET_LOCK}), named after the database, the
- * lock and the table, since they are the server's, not the database's.
+ * MariaDB's statements (10.7 or later: the {@code UUID} type, {@code INSERT ... RETURNING}). A claim writes a random
+ * 64-bit token it reads back ({@code RETURNING}), since MariaDB's row counts cannot tell an insert from a duplicate.
+ * Session locks are named locks ({@code GET_LOCK}), named after the database, the lock and the table, since they are
+ * the server's. See docs/design.md, "Guarantees and trade-offs", and docs/reference.md, "Databases".
  */
 public final class MariaDbDialect implements Dialect {
 

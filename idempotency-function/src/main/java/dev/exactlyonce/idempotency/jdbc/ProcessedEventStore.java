@@ -8,26 +8,10 @@ import java.util.UUID;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * The {@code processed_event} table: one row per event this service has processed.
- *
- * <p>The key is the event id, its name and a scope: {@code ""} when the key scope is the service, the function's name
- * when it is the function. The name is part of the key so that an id taken by an event of another name (a neighbour
- * that saw the id and publishes an event of its own with it) does not make the genuine event a duplicate; a producer
- * never gives two of its events one id, so copies of an event still share their key. Rows written before the name was
- * recorded have the name {@code ""} and count as a claim of their id under any name.
- *
- * <p>A claim is one statement run in the caller's transaction, an insert that does nothing on a duplicate key: a row
- * inserted means first delivery; none means the event is already recorded (a duplicate). A concurrent claim of the
- * same event waits for the first transaction to end: it inserts nothing if that one commits, and inserts if it rolls
- * back. No error is raised on a duplicate, so the transaction stays usable (a unique violation would abort it on
- * PostgreSQL). A batch is claimed the same way, with one statement for all its events, in the order of their keys,
- * so that batches sharing events never deadlock. Each database's statements are its {@link Dialect}'s.
- *
- * <p>A binding that takes a former scope over claims under it too: an event is a first delivery only when none of the
- * scopes held it. Instances of the former version, which claim under the former scope alone, and of the new one then
- * see each other's claims (and wait for each other's, as concurrent copies do). Every instance claims under the
- * scopes in one order, their sorted order, whichever is its own, so that instances of two versions claiming the same
- * event never deadlock (a version rolled back during a roll takes the other's scopes over the other way round).
+ * The {@code processed_event} table: one row per event this service has processed, keyed by the event's id, its name
+ * and a scope. A claim is one statement in the caller's transaction that inserts nothing, and raises nothing, on a
+ * duplicate; a batch's is one statement, in the order of its keys. Each database's statements are its
+ * {@link Dialect}'s. See docs/design.md, "Guarantees and trade-offs".
  */
 public abstract sealed class ProcessedEventStore permits PostgresDialect.Claims, MariaDbDialect.Claims {
 

@@ -4,22 +4,11 @@ import java.time.Duration;
 import org.jspecify.annotations.Nullable;
 
 /**
- * The bounds a guarded transaction sets on the server with its claim, derived from
- * {@code idempotency.outage.socket-timeout}, the client's bound:
- *
- * <ul>
- *   <li>a wait for a lock ends after half of it, and a statement after three quarters (so that a lock waited for says
- *       so): each is a conflict of the message, tried again after a back-off and dead-lettered once its tries are
- *       spent, rather than a socket timeout that halts every binding (a claim waiting on another transaction's claim
- *       of the same event, a row another transaction holds, one message's statement that runs too long);
- *   <li>the server ends the transaction once it stays idle twice as long: a client gone without a word, its close lost
- *       in a network freeze, no longer holds its claim for the hours of TCP's keepalive, every redelivery's claim
- *       waiting on it.
- * </ul>
- *
- * A shorter bound the session already has stays. On PostgreSQL they hold for the transaction only, from the statement
- * after the claim on (the claim's own is bounded as the session was); on MariaDB, which has no setting of a
- * transaction's own, for the session.
+ * The bounds a guarded transaction sets on the server with its claim, from {@code idempotency.outage.socket-timeout}:
+ * a lock wait ends at half of it and a statement at three quarters (a conflict of the message, not an outage that
+ * halts every binding), and an idle transaction at twice (a client gone silent no longer holds its claim). A shorter
+ * bound the session has stays. On PostgreSQL they hold for the transaction only, from the statement after the claim;
+ * on MariaDB, for the session. See docs/reference.md, "Configuration".
  */
 public record TransactionBounds(Duration lockTimeout, Duration statementTimeout, Duration idleTimeout) {
 

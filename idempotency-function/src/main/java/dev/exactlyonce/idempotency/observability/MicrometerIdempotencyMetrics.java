@@ -18,49 +18,9 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
 
 /**
- * The library's meters, tagged {@code function} (the functions composed after the guard, for example
- * {@code reserveStock}) where they concern a binding:
- *
- * <ul>
- *   <li>{@value #PROCESSED} (counter): first deliveries committed with their effect;
- *   <li>{@value #DUPLICATES} (counter): copies of processed events discarded;
- *   <li>{@value #REJECTED} (counter, also tagged {@code reason}): messages rejected without retry;
- *   <li>{@value #GUARD} (timer, also tagged {@code binding} and {@code outcome}: {@code processed},
- *       {@code duplicate}, {@code rejected}, {@code passed} or {@code failed}): the guard's own work on a message,
- *       reading it and claiming its id. It is the guard's observation ({@code IdempotencyGuard}), timed by the
- *       service's observation registry (Spring Boot's, which also traces it when tracing is there) or, without one,
- *       by the library's;
- *   <li>{@value #PURGED} (counter, tagged {@code table}): rows the purge deleted;
- *   <li>{@value #PURGE_RUNS} (timer, tagged {@code table} and {@code outcome}, {@code purged} or {@code skipped}):
- *       purge runs;
- *   <li>{@value #PARTITIONS} (counter, tagged {@code table} and {@code action}, {@code created} or
- *       {@code dropped}): partitions the maintenance created or dropped;
- *   <li>{@value #HALTS} (counter): halts of the guarded bindings' consumption for an outage;
- *   <li>{@value #HALTED} (timer): how long each halt lasted, recorded when consumption resumes;
- *   <li>{@value #HALTED_NOW} (gauge, seconds): how long consumption has been halted, 0 while it runs; a halt that
- *       begins within a minute of the last resume counts from the start of the one before (halts that flap show as
- *       one that lasts);
- *   <li>{@value #TRIALS_FAILED} (counter): messages tried once the probe's write went through that met the outage
- *       again (a dependency the probe does not see);
- *   <li>{@value #GIVEN_BACK} (counter): deliveries given back to the broker during an outage, to be delivered again;
- *   <li>{@value #OUTBOX_WRITTEN}, {@value #OUTBOX_PUBLISHED} (counters): events written to the outbox by committed
- *       transactions, and published by the relay (confirmed by the broker; a run whose mark failed publishes its
- *       rows again, and they count again);
- *   <li>{@value #OUTBOX_FAILURES} (counter): runs of the relay that did not publish every row they read (a row
- *       refused, or the broker not answering), their rows left for a later run;
- *   <li>{@value #OUTBOX_LAG} (gauge, seconds): how long the oldest row the relay still tries to publish (of a key
- *       not parked) has waited since it became publishable, as this instance's relay last saw it;
- *   <li>{@value #OUTBOX_PARKED} (gauge): rows the broker refused {@code max-attempts} times, set aside with their
- *       keys' later rows until an operator releases or skips them;
- *   <li>{@value #DEAD_LETTERS_WAITING} (gauge), {@value #DEAD_LETTERS_OLDEST_AGE} and {@value #DEAD_LETTERS_RETENTION}
- *       (gauges, seconds): dead letters still waiting to be replayed, the oldest's age, and the retention past which a
- *       replay of it is refused, as the purge last saw them;
- *   <li>{@value #PROCESSED_OLDEST_AGE} and {@value #PROCESSED_RETENTION} (gauges, seconds): the oldest processed id
- *       kept (its row, or its partition's first day) and the retention, as the purge or the partitions' maintenance
- *       last left the table.
- * </ul>
- *
- * <p>Alert rules for them, with their thresholds explained: {@code infra/prometheus/alerts.yml} and docs/operations.md.
+ * The library's meters, tagged {@code function} (the functions composed after the guard) where they concern a binding.
+ * Each is described in docs/reference.md, "Observability"; alert rules for them are in
+ * {@code infra/prometheus/alerts.yml} and docs/operations.md, "Alerts".
  */
 public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 

@@ -14,27 +14,12 @@ import org.springframework.jdbc.CannotGetJdbcConnectionException;
 import org.springframework.transaction.CannotCreateTransactionException;
 
 /**
- * The database's outages, found anywhere in a failure's chain of causes (and among suppressed exceptions, but those of earlier attempts):
- *
- * <ul>
- *   <li>an {@link SQLException} whose SQLSTATE says the database's condition, not the statement's: class 08
- *       (connection exception), class 53 (insufficient resources: a full disk, out of memory, too many connections),
- *       class 58 (system error: an I/O error), 57P01, 57P02 or 57P03 (the server shuts down or cannot connect now),
- *       or 25006 (read-only transaction: a replica promoted, or a primary demoted, after a failover); on MariaDB,
- *       whose SQLSTATE is often the general HY000, its error codes of the same conditions as well
- *       ({@link MariaDbDialect#isOutage}); the SQLSTATE is read, whatever exception Spring translated it into;
- *   <li>where no SQLSTATE is known: an {@link SQLTransientConnectionException} (the pool's timeout waiting for a
- *       connection), Spring's {@link CannotGetJdbcConnectionException}, {@link CannotCreateTransactionException} and
- *       {@link DataAccessResourceFailureException}. A SQLSTATE in the chain decides alone: Spring translates classes
- *       53, 54, 57 and 58 into {@code DataAccessResourceFailureException}, and some of them are the message's own
- *       (54000, an index row too big), which would otherwise halt consumption on every delivery of it;
- *   <li>a statement of the library's own that failed ({@link GuardStatementFailed}: the transaction could not begin, or
- *       the claim failed, not by a conflict, while the probe's own claim fails too), whatever the SQLSTATE: nothing in
- *       a message makes that fail (a role locked out, a password rotated, the claim's insert revoked, the day's
- *       partition missing, a table full);
- *   <li>the types listed in {@code idempotency.outage.exceptions}, and what the service's {@link OutageClassifier}
- *       beans recognize.
- * </ul>
+ * The database's outages, found anywhere in a failure's chain of causes: an {@link SQLException} whose SQLSTATE says
+ * the database's condition (08, 53, 58, 57P01-57P03, 25006; on MariaDB {@link MariaDbDialect#isOutage}); without one,
+ * an {@link SQLTransientConnectionException}, {@link CannotGetJdbcConnectionException},
+ * {@link CannotCreateTransactionException} or {@link DataAccessResourceFailureException}; a failed statement of the
+ * library's own ({@link GuardStatementFailed}); and what {@code idempotency.outage.exceptions} and
+ * {@link OutageClassifier} beans declare. See docs/operations.md, "When things go wrong".
  */
 public final class DatabaseOutageClassifier implements OutageClassifier {
 
@@ -62,6 +47,10 @@ public final class DatabaseOutageClassifier implements OutageClassifier {
         return matches(failure, 0) || this.classifiers.stream().anyMatch(classifier -> classifier.isOutage(failure));
     }
 
+    /**
+     * A SQLSTATE in the chain decides alone: Spring translates classes 53, 54, 57 and 58 into
+     * {@code DataAccessResourceFailureException}, and some are the message's own (54000, an index row too big).
+     */
     private boolean matches(Throwable failure, int depth) {
         List<SQLException> states = new ArrayList<>();
         if (found(failure, depth, states)) {

@@ -15,18 +15,11 @@ import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.ErrorMessage;
 
 /**
- * First on a guarded binding's error channel, where the binder sends a message it gives up on: a message whose
- * failure is an outage is neither dead-lettered nor logged as an error. It is held on the consumer thread that has it,
- * still unacknowledged, while consumption is halted; each time the probe finds the database answering, it is tried
- * again in place, in a new transaction, through the binding's input channel, without using one of its attempts (an
- * outage met after the claim is an {@link OutageMet}, which the binder does not retry). Once it commits, the delivery
- * is settled: acknowledged, nothing dead-lettered. Only when the delivery was held {@code max-hold} in all (none where
- * the binder pauses the binding) is it given back to the binder with an exception that makes the broker deliver it
- * again: RabbitMQ's {@code ImmediateRequeueAmqpException} (the container requeues it with {@code basic.nack}, which
- * RabbitMQ 4.0 to 4.2 count against a quorum queue's delivery limit, as they count every return), on Kafka any
- * exception (the container seeks back to the record). Which is picked by the binder the binding uses, not by what is
- * on the class path. So a delivery goes back to the broker at most once per {@code max-hold}, whether the probe sees
- * the outage or not (a payment provider down, a business table's disk full).
+ * First on a guarded binding's error channel: a message whose failure is an outage is neither dead-lettered nor logged
+ * as an error, but held on its consumer thread and tried again in place each time the probe finds the database
+ * answering, without using an attempt ({@link OutageMet}). Held {@code max-hold} in all, it is given back for the
+ * broker to deliver again, with the exception the binding's binder needs. See docs/operations.md, "When things go
+ * wrong".
  */
 public final class OutageGiveBack implements ChannelInterceptor {
 

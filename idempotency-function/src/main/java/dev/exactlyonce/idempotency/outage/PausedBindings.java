@@ -17,18 +17,10 @@ import org.springframework.cloud.stream.binding.BindingService;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 
 /**
- * The guarded bindings an outage pauses, through the binder's own pause ({@link Binding#pause()}), where the binder
- * has one (its inbound endpoint is {@code Pausable}): the Kafka binder pauses the container's partitions, and its
- * consumer goes on polling (and so stays in its group) without being handed records, where a thread held in the
- * listener would have to give its record back before {@code max.poll.interval.ms} ran out, again and again while the
- * outage lasts. Nor do batch bindings pause (Spring Kafka's batch retry reports a pause as an error each time): they
- * hold.
- *
- * <p>The RabbitMQ binder has no pause: its consumer threads hold their messages. But RabbitMQ 4.0 to 4.2 count every
- * return of a delivery against a quorum queue's delivery limit, so a binding whose broker counts returns stops
- * taking deliveries ({@link Binding#stop()}: its consumers are cancelled) once it gave one back during the outage,
- * until the probe finds the database answering: a delivery goes back to the broker once per outage, not once per
- * {@code max-hold}. Only the bindings this class paused or stopped are resumed or started again.
+ * The guarded bindings an outage pauses ({@link Binding#pause()}) where the binder can (Kafka's single-record
+ * bindings), or, on a RabbitMQ binder whose broker counts returns, stops ({@link Binding#stop()}) once one gave a
+ * delivery back, so that a delivery goes back once per outage. Only the bindings this class paused or stopped are
+ * resumed or started again. See docs/operations.md, "When things go wrong".
  */
 public final class PausedBindings {
 

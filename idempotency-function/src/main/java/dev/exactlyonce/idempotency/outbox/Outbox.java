@@ -27,21 +27,11 @@ import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 /**
- * Emits events through the outbox: each is written to the {@code outbox_event} table in the caller's database
- * transaction, with its event id (a UUID v7) made now, and published by the relay once that transaction committed. A
- * transaction that rolls back leaves no row and publishes nothing; a row published twice (the relay stopped between
- * publishing and marking it) carries the same event id, so the consumer's guard discards the copy.
- *
- * <p>From a guarded {@code Consumer}, it joins the message's transaction; from a REST controller or any other code,
- * the {@code @Transactional} method's. Outside a transaction on the service's DataSource it refuses: the row would
- * commit alone, whatever happened to the effect. A guarded {@code Function} returns its events instead.
- *
- * <p>The rows of a transaction are written together when it commits, once every callback of its commit ran (a
- * {@code @TransactionalEventListener(phase = BEFORE_COMMIT)} may emit), after locking the transaction's keys until the
- * commit ({@link OutboxStatements#insert}): two transactions that write events of one key take their positions in the
- * order they commit. Once the commit or rollback began (an {@code afterCommit} callback, a listener of the default
- * {@code AFTER_COMMIT} phase), {@code emit} throws: the event could no longer be written with its effect. See
- * {@code docs/outbox.md}.
+ * Emits events through the outbox: each is written to {@code outbox_event} in the caller's database transaction, with
+ * a UUID v7 event id made now, and published by the relay once that transaction committed. Outside a transaction on
+ * the service's DataSource, or once its commit or rollback began, {@code emit} refuses; a guarded {@code Function}
+ * returns its events instead. The rows are written when the transaction commits, its keys locked first
+ * ({@link OutboxStatements#insert}). See docs/outbox.md.
  */
 public final class Outbox {
 
@@ -76,7 +66,8 @@ public final class Outbox {
     }
 
     /**
-     * Writes an event to the outbox, in the caller's transaction, for the destination {@code idempotency.outbox.destination}.
+     * Writes an event to the outbox, in the caller's transaction, for the destination
+     * {@code idempotency.outbox.destination}.
      *
      * @param eventName the event's name (its routing key), such as {@code stock.stock.reserved.v1}
      * @param key what the event is about (the aggregate's id): events of one key are published in the order written
@@ -89,7 +80,8 @@ public final class Outbox {
     }
 
     /**
-     * Writes an event to the outbox, in the caller's transaction, for the destination {@code idempotency.outbox.destination}.
+     * Writes an event to the outbox, in the caller's transaction, for the destination
+     * {@code idempotency.outbox.destination}.
      *
      * @return the event's id
      * @throws IllegalStateException when no transaction on the service's DataSource is under way

@@ -44,30 +44,12 @@ import org.springframework.messaging.support.MessageBuilder;
 import tools.jackson.databind.util.RawValue;
 
 /**
- * Publishes outbox rows through the binder ({@link StreamBridge}, to the row's destination), in the envelope, and
- * waits until the broker has them:
+ * Publishes outbox rows through the binder ({@link StreamBridge}, or the binder's {@link PublishConfirmation}), in the
+ * envelope, and waits until the broker has them.
  *
- * <ul>
- *   <li>RabbitMQ: routing key = the event name, {@code message_id} = the event id, and a publisher confirm per row
- *       (the producer's {@code use-confirm-header}; the connection factory's {@code publisher-confirm-type} must be
- *       {@code correlated}, the library's default, or the relay refuses to start);
- *   <li>Kafka: record key = the row's key, so that the events of a key stay in one partition, in order; each send
- *       waits for the broker's acknowledgement (the producer's {@code sync}; mind {@code acks}, {@code all} by
- *       default since Kafka 3.0), on a thread of its own, so that the rows of up to {@value #MAX_IN_FLIGHT} keys are
- *       in flight together. A send to a partition with no leader waits as long as the producer's {@code
- *       delivery.timeout.ms} (two minutes by default): the run does not wait for it past {@link #PATIENCE}, its key
- *       waits until it returns, its destination is not held while other rows of it were confirmed in the last minute,
- *       and a row it then confirms is marked by the next run that reads it, unsent;
- *   <li>another binder: the send returns once the binder has the message.
- * </ul>
- *
- * <p>What became of each row is told apart ({@link PublishConfirmation.Verdict}): confirmed; refused for what it is
- * (over the broker's size limit, a payload that cannot be sent), which counts an attempt of the row; refused for where
- * it goes (a missing exchange, a routing key the user may not publish, a full queue), which holds its route; not
- * answered (no confirm in time, the broker not reached), which holds its destination. A route or destination held
- * ({@link Holds}) counts no attempt and parks nothing: its keys wait, in order, while other destinations and routes go
- * on. The defaults are set on the destination's producer properties before its first publication, unless the service
- * set them (a {@code routing-key-expression} of its own, for one).
+ * <p>What became of each row ({@link PublishConfirmation.Verdict}) decides what waits: a refused row counts an attempt,
+ * a refused route or an unanswered destination is held ({@link Holds}) and counts none. See docs/outbox.md ("The
+ * relay", "What a failure says of a row").
  */
 final class OutboxPublisher {
 
@@ -141,23 +123,20 @@ final class OutboxPublisher {
     };
 
     /**
-     * The most rows in flight at once. Spring AMQP keeps a channel whose confirms are pending out of its cache (25
-     * channels by default) until they arrive, so each row in flight holds a channel: past the cache, every send would
-     * open and close one.
+     * The most rows in flight at once: each holds a channel until its confirm comes, and past Spring AMQP's channel
+     * cache (25) every send would open and close one.
      */
     static final int MAX_IN_FLIGHT = 20;
 
     /**
      * How long a run waits for an answer when only sends that wait for the broker are left: past it, the run ends
-     * with what it has, and those sends go on (a partition with no leader holds them for minutes, while every other
-     * partition takes rows).
+     * with what it has, and those sends go on (a partition with no leader holds them for minutes).
      */
     static final Duration PATIENCE = Duration.ofSeconds(2);
 
     /**
-     * The most sends that wait for the broker at once, those of ended runs included: a run has {@value
-     * #MAX_IN_FLIGHT} at most, and a send a run left waiting holds its thread, and its key, until the producer gives
-     * it up.
+     * The most sends that wait for the broker at once, those of ended runs included: a send a run left waiting holds
+     * its thread, and its key, until the producer gives it up.
      */
     static final int MAX_WAITING_SENDS = 10 * MAX_IN_FLIGHT;
 
@@ -183,25 +162,20 @@ final class OutboxPublisher {
     private final Map<String, PublishConfirmation> destinations = new ConcurrentHashMap<>();
 
     /**
-     * Where the rows are sent from: a send can block for minutes when the network goes silent (opening a channel waits
-     * for the broker's answer), and a run must end within {@code confirm-timeout} all the same. One thread, so that a
-     * send stuck there holds back the sends of later runs, which then end unanswered, and the relay backs off.
+     * Where the rows are sent from, so that a run ends within {@code confirm-timeout} even when a send blocks in a
+     * silent network. One thread: a send stuck there holds back later runs' sends, and the relay backs off.
      */
     private @Nullable ExecutorService sender;
 
     /**
      * Where the rows of a destination whose send waits for the broker's acknowledgement (Kafka's {@code sync}) are
-     * sent from: a thread per row in flight, so that the rows of different keys are in flight together rather than one
-     * round trip after another (a key's next row is sent once its previous one was acknowledged, whatever the
-     * threads), up to {@value #MAX_WAITING_SENDS}.
+     * sent from: a thread per row in flight, so that different keys' rows are in flight together.
      */
     private @Nullable ExecutorService waitingSenders;
 
     /**
-     * The keys (by {@link Row#orderKey()}) with a send on those threads that has not returned yet: a send can wait
-     * longer than a run (Kafka's {@code delivery.timeout.ms}, two minutes by default), and later runs leave the key
-     * alone until it returns rather than send the same row again beside it. A key leaves it only when its send
-     * returns (or the relay stops).
+     * The keys (by {@link Row#orderKey()}) with a send on those threads that has not returned yet, which can outlive
+     * its run: later runs leave the key alone until it returns rather than send the row again beside it.
      */
     private final Map<String, Object> sending = new ConcurrentHashMap<>();
 
@@ -265,18 +239,10 @@ final class OutboxPublisher {
     }
 
     /**
-     * Publishes the rows, each key's in their order, within {@code confirm-timeout} in all. A row is sent once the
-     * previous row of its key was confirmed (the binder's channels do not keep the order of two messages in flight at
-     * once: on RabbitMQ, a channel whose confirms are pending is not reused), and as soon as it was, up to
-     * {@value #MAX_IN_FLIGHT} rows in flight at once. A key whose next row's destination, route or key is held
-     * ({@link Holds}) waits, and so does one whose earlier send has not returned. A row the broker refuses holds back
-     * the later rows of its key, in this run, and no other; a refused route is held at once. Once a row of a
-     * destination goes unanswered (the timeout passed, or the broker could not be reached), no further row of it is
-     * sent, and the destination is held unless another of its rows was confirmed. A failure that tells nothing counts
-     * as the row's refusal when its destination confirmed rows lately, and holds its key otherwise. The rows are sent
-     * from a thread of the publisher's, so that a send stuck in a silent network does not hold the run past the
-     * timeout either. Once only sends that wait for the broker are in flight and none answered for {@link #PATIENCE},
-     * the run ends: they go on, and hold their keys until they return.
+     * Publishes the rows within {@code confirm-timeout} in all, each key's in order: a key's next row is sent once the
+     * previous one was confirmed (two channels do not keep each other's order), up to {@value #MAX_IN_FLIGHT} in
+     * flight. A key whose row is held ({@link Holds}) or whose earlier send has not returned waits; a refused row holds
+     * back its key's later rows in this run; an unanswered destination sends no further row.
      */
     Published publish(List<Row> rows) {
         long deadline = System.nanoTime() + this.confirmTimeout.toNanos();
@@ -421,10 +387,9 @@ final class OutboxPublisher {
         }
 
         /**
-         * Tells the run what became of a row sent or, once the run ended, keeps a confirmation for the next run that
-         * reads the row. A send that waited for the broker then lets its key go (before the run hears of it, which may
-         * send the key's next row at once; after a late confirmation is kept, so that no run sends the row again), and
-         * wakes the relay up.
+         * Tells the run what became of a row sent or, once the run ended, keeps a confirmation for the next run. A
+         * send that waited for the broker then lets its key go (after a late confirmation is kept, so that no run sends
+         * the row again) and wakes the relay up.
          */
         private void returned(Outcome outcome, @Nullable Object claim) {
             synchronized (this) {
@@ -657,10 +622,8 @@ final class OutboxPublisher {
     }
 
     /**
-     * Sets the destination's producer defaults, before its first publication binds it; says how it confirms. A binding
-     * of the destination's name that the service bound before (its {@code output-bindings}, say) was bound without
-     * them: the relay would take sends it never heard back from for published rows, or wait for confirms that never
-     * come, so it refuses to start instead, unless the service set them itself.
+     * Sets the destination's producer defaults, unless the service set them, before its first publication binds it;
+     * says how it confirms. A binding of that name the service bound before, without them, refuses start-up.
      */
     private PublishConfirmation prepare(String destination) {
         Binder<?, ?, ?> binder =

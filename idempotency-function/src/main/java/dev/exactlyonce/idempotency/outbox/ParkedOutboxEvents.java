@@ -11,15 +11,9 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.util.Assert;
 
 /**
- * The outbox events the relay parked: the broker refused each {@code idempotency.outbox.relay.max-attempts} times, so
- * the relay set it aside, and holds back the later events of its key (their order is kept), while every other key
- * flows. An operator sees them here (or on the {@code outbox} endpoint, the {@code idempotency.outbox.parked} gauge,
- * and the {@code outbox} health), mends the cause (declares the missing exchange, grants the permission), and then
- * releases each (the relay tries it again, and its key's later events after it) or skips it (it is never published,
- * and its key's later events go without it).
- *
- * <p>Used by the {@code outbox} Actuator endpoint and the infra command line; any process with the service's
- * DataSource may use it.
+ * The outbox events the relay parked after the broker refused each {@code max-attempts} times, their keys' later events
+ * held back: an operator releases each (the relay tries it again) or skips it (it is never published). Used by the
+ * {@code outbox} endpoint and the infra command line. See docs/outbox.md ("A row the broker refuses").
  */
 public final class ParkedOutboxEvents {
 

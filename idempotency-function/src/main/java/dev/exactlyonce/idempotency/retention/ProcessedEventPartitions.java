@@ -30,28 +30,14 @@ import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * The daily partitions of the table in partitioned mode: {@code <table>_pYYYYMMDD} holds the event ids whose UUID v7
- * timestamp falls on that day (UTC), from {@code UuidV7.at(day)} inclusive to {@code UuidV7.at(next day)} exclusive.
- *
- * <p>{@link #maintain()}, at start-up and on a schedule, under a session advisory lock (one instance at a time), on a
- * session whose {@code lock_timeout} is {@value #LOCK_TIMEOUT_MS} ms. Nothing it does makes a claim wait:
+ * The daily partitions of the table in partitioned mode ({@code <table>_pYYYYMMDD}: the UUID v7 ids of a UTC day).
+ * See docs/operations.md, "Retention, purge and partitions". {@link #maintain()}, making no claim wait:
  *
  * <ol>
- *   <li>each partition from the oldest day inside the retention to {@code days-ahead} days after today is created as a
- *       plain table, then attached. {@code CREATE TABLE ... PARTITION OF} would take an ACCESS EXCLUSIVE lock on the
- *       parent, queued behind any open transaction (billing's holds one for an HTTP call) with every claim queued
- *       behind it; {@code ATTACH PARTITION} takes SHARE UPDATE EXCLUSIVE, which claims never conflict with. An attach
- *       that times out waiting for a lock is attached by the next run (partitions are made days ahead);
- *   <li>the partitions whose day is older than the retention are detached concurrently and dropped: their ids go in
- *       one statement, whatever their number, without deleting rows;
- *   <li>what an interrupted run left behind is finished: a table of the window left unattached is attached; a
- *       partition left "pending detach" by an interrupted {@code DETACH ... CONCURRENTLY} is finalized and dropped; an
- *       old one detached but not dropped is dropped.
+ *   <li>creates each partition of the window as a plain table, then attaches it;
+ *   <li>detaches (concurrently) and drops the partitions older than the retention;
+ *   <li>finishes what an interrupted run left: attaches, finalizes a pending detach, drops.
  * </ol>
- *
- * <p>A duplicate is caught whenever it arrives: its id places it in the partition of its first copy. The guard
- * rejects an event id that is not a UUID v7, or whose day has no partition (older than the retention, that is beyond
- * the replay horizon, or further ahead than {@code days-ahead}): no partition could hold it.
  */
 public final class ProcessedEventPartitions {
 
@@ -59,6 +45,7 @@ public final class ProcessedEventPartitions {
 
     private static final DateTimeFormatter DAY = DateTimeFormatter.BASIC_ISO_DATE;
 
+    /** The maintenance session's {@code lock_timeout}: what times out is done by the next run. */
     static final long LOCK_TIMEOUT_MS = 5_000;
 
     /** The tables named {@code <table>_pYYYYMMDD} in the table's schema, attached or not. */
@@ -158,7 +145,10 @@ public final class ProcessedEventPartitions {
         return this.lastRun;
     }
 
-    /** Creates the partitions the window needs and drops those older than the retention, as of now. */
+    /**
+     * Creates the partitions the window needs and drops those older than the retention, as of now, under a session lock
+     * (one instance at a time).
+     */
     public Result maintain() {
         return maintain(this.clock.instant());
     }

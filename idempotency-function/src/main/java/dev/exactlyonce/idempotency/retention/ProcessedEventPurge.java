@@ -17,20 +17,14 @@ import org.slf4j.LoggerFactory;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * Deletes the processed event ids older than the retention, without blocking the guard.
+ * Deletes the processed event ids older than the retention, without blocking the guard; see docs/operations.md,
+ * "Retention, purge and partitions". On a schedule, or now with {@link #purge()}:
  *
  * <ol>
- *   <li>takes a session lock of the database for the table on a connection of its own; if another instance of
- *       the service holds it, this run does nothing (the lock goes with the connection, so a crashed instance never
- *       keeps it);
- *   <li>reads the cutoff once, from the database's clock: now less the retention;
- *   <li>deletes the oldest rows before the cutoff in batches of {@code batch-size}, each batch one statement in a
- *       transaction of its own (auto-commit), so it holds row locks on one batch at most and never on the rows the
- *       guard is inserting (they are new);
- *   <li>stops at the first batch that deletes fewer rows than the batch size, releases the lock, logs one line.
+ *   <li>takes the table's session lock on a connection of its own, or does nothing if another instance holds it;
+ *   <li>reads the cutoff once, from the database's clock;
+ *   <li>deletes the oldest rows before it, {@code batch-size} per auto-committed statement, until a batch falls short.
  * </ol>
- *
- * <p>Runs on a schedule ({@code idempotency.purge.interval}); {@link #purge()} runs it now.
  */
 public final class ProcessedEventPurge {
 

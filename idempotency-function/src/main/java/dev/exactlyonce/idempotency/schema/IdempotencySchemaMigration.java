@@ -11,19 +11,11 @@ import org.springframework.beans.factory.InitializingBean;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * Migrates the library's tables (the processed ids, the scope registry, the outbox) with the library's own Flyway
- * migrations, after the service's migrations, with the service's Flyway connection and schemas. It is a database
- * initializer to Spring Boot ({@link IdempotencyDatabaseInitializerDetector}): it runs after the service's Flyway
- * migrations, and the beans that depend on database initialization wait for it.
- *
- * <p>The migrations keep a history table of their own, so their versions never clash with the service's and a new
- * library version brings its migrations without the service copying anything. Each table name has its own history:
- * {@value #HISTORY_TABLE} for the default table, {@code <table>_schema_history} for any other, so that a renamed
- * table, or a second service's table in the same schema, is created too (Flyway computes a migration's checksum
- * before it substitutes the table name, so one history shared by two names would count the second as migrated). The
- * first run baselines at version 0 when the schema already holds the service's tables, or at version 1 when it holds
- * the table itself (created from {@code schema-postgresql.sql}, or by the shared history of an earlier library
- * version). The partitioned table has migrations of its own: the mode is chosen before the table is created.
+ * Migrates the library's tables with its own Flyway migrations, after the service's, with the service's Flyway
+ * connection and schemas: a database initializer to Spring Boot ({@link IdempotencyDatabaseInitializerDetector}).
+ * Each table name has a history table of its own ({@value #HISTORY_TABLE} for the default one): Flyway checksums a
+ * migration before it substitutes the name, so one history shared by two names would count the second as migrated.
+ * See docs/design.md, "How it works".
  */
 final class IdempotencySchemaMigration implements InitializingBean {
 

@@ -14,31 +14,10 @@ import org.springframework.cloud.stream.binder.kafka.properties.KafkaConsumerPro
 import org.springframework.core.env.Environment;
 
 /**
- * What the library sets and checks on a guarded Kafka binding (see {@link BinderConsumers}):
- *
- * <ul>
- *   <li>a dead-letter topic, {@code enable-dlq} (the topic {@code error.<destination>.<group>});
- *   <li>the dead-letter producer's serializers: {@code DeadLetterSerializer} (bytes as they are, strings as UTF-8), so
- *       that a rejected record, key included, is written to the dead-letter topic as it came (without serializers, a
- *       record with a key fails to be dead-lettered and is skipped), unless the service set them; a consumer that
- *       deserializes keys or values to anything else, without serializers set for its dead letters, is refused;
- *   <li>the container's error handler: a record given back during an outage is sought back to every second, without
- *       limit, where the container's error handler would skip it (after ten failures with a dead-letter topic, at once
- *       without), losing it. Any other failure that reaches the container is handled as the binder's own handler does:
- *       {@value #ERROR_HANDLER} with a dead-letter topic, {@value #ERROR_HANDLER_WITHOUT_DLQ} without. A batch binding
- *       with a dead-letter topic gets {@value #BATCH_ERROR_HANDLER}, which delivers the batch again every second,
- *       without limit: its failed records go to the dead-letter topic through the binding's error channel, so what
- *       reaches the container is a batch given back during an outage (or a dead letter that could not be published),
- *       never one to skip; without a dead-letter topic, {@value #BATCH_ERROR_HANDLER_WITHOUT_DLQ} does the same for a
- *       batch given back and skips any other failure. A single-record binding on a transactional binder gets
- *       {@value #TRANSACTIONAL_ERROR_HANDLER} ({@link TransactionalGiveBacks}), which gives back outages and
- *       conflicts and leaves every other failure to the binder's after-rollback processor;
- *   <li>a dead letter the binder could not publish, which it only logs ({@link KafkaDeadLetterSends}), fails the
- *       delivery: the record is delivered again after a back-off that grows to half a minute (a batch every
- *       second), rather than skipped, lost;
- *   <li>a hold during an outage that fits in the consumer's {@code max.poll.interval.ms}, or start-up fails; unset,
- *       the library sets it to the hold and a minute more, where the client's default (5 minutes) is shorter.
- * </ul>
+ * What the library sets and checks on a guarded Kafka binding (see {@link BinderConsumers}): a dead-letter topic and
+ * its producer's serializers, an error handler that never skips a record given back during an outage, a failed
+ * dead-letter send that fails the delivery ({@link KafkaDeadLetterSends}), and a hold that fits in
+ * {@code max.poll.interval.ms}. See docs/reference.md, "Swapping binders".
  */
 final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsumerProperties> {
 
@@ -127,7 +106,12 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
         fitHoldInPollInterval(consumer, binding);
     }
 
-    /** The error handler (see the class's description), unless the binding names its own. */
+    /**
+     * The error handler, unless the binding names its own: it seeks back, without limit, to a record or batch given
+     * back during an outage, where the binder's own handler would skip it, and handles other failures as the binder's
+     * own does. A single-record binding on a transactional binder gets {@value #TRANSACTIONAL_ERROR_HANDLER}
+     * ({@link TransactionalGiveBacks}).
+     */
     private static void setErrorHandler(
             KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding, boolean transactional) {
         if (consumer.getCommonErrorHandlerBeanName() != null) {
@@ -145,14 +129,10 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
     }
 
     /**
-     * The dead-letter producer writes a rejected record as it came. The guard reads records natively
-     * ({@code use-native-decoding}), so the binder hands that producer the record's key and value as the consumer's
-     * deserializers made them, and needs serializers for them: without, a record with a key fails to be
-     * dead-lettered, and once the error handler gives up it is skipped, lost. {@code DeadLetterSerializer} writes
-     * bytes (the binder's default) and strings back as they came, unless the service set serializers, for the
-     * binding's dead letters or for the binder's producers; a consumer that deserializes to anything else is refused at
-     * start-up, since only the service knows how to write its keys and values back. So is a transactional binder
-     * without serializers for its transactional producer, which writes the dead letters then.
+     * Gives the dead-letter producer serializers that write a rejected record back as it came
+     * ({@code DeadLetterSerializer}: bytes and strings), unless the service set them: the guard reads records natively,
+     * and without them a record with a key is not dead-lettered but skipped. A consumer that deserializes to anything
+     * else, or a transactional binder whose producer has none, is refused at start-up.
      */
     private void setDeadLetterSerializers(KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
         if (!consumer.isEnableDlq()) {
@@ -215,14 +195,9 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
     }
 
     /**
-     * A consumer that does not poll within {@code max.poll.interval.ms} leaves its group, and its partitions go to the
-     * others (or wait, with one consumer), a rebalance each time a delivery is held that long during an outage. A
-     * delivery is held at most {@code max-hold} in all (a batch binding's: a single-message binding is paused instead,
-     * see {@code PausedBindings}, but may be bound by a binder that cannot pause it); the trial a held delivery takes at
-     * the end of its hold then waits up to the pool's {@code connection-timeout} for a connection and up to
-     * {@code socket-timeout} for its claim's answer: all of it must fit in the interval, with the records of the same
-     * poll processed before it. Unset, the interval is set to the hold and {@link #POLL_ROOM} more, when the client's
-     * default is shorter.
+     * Refuses a hold that does not fit in {@code max.poll.interval.ms} (a consumer that does not poll within it leaves
+     * its group), or, where unset and the client's default is shorter, sets it to the hold and {@link #POLL_ROOM} more.
+     * The hold counts a held delivery's last trial: the pool's {@code connection-timeout} and {@code socket-timeout}.
      */
     private void fitHoldInPollInterval(KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
         Duration held = this.outage.maxHold().plus(this.connectionWait).plus(this.outage.socketTimeout());

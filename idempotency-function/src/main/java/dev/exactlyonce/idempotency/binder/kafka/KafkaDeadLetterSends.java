@@ -28,17 +28,10 @@ import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.support.ChannelInterceptor;
 
 /**
- * The dead letters the Kafka binder could not publish. The binder sends a rejected record to the dead-letter topic and,
- * when that send fails (a record the producer refuses as too large, a topic that is not there or that the service may
- * not write, a broker that does not acknowledge in time), logs it at ERROR and goes on: the record's offset is
- * committed, and the record is lost, neither applied nor dead-lettered.
- *
- * <p>This watches the binder's producers (a {@link ClientFactoryCustomizer}: each send of a record that carries the
- * binder's {@code x-original-topic}, {@code -partition} and {@code -offset} headers, which only its dead letters do)
- * and remembers each that failed by the record it came from. On the binding's error channel, once the binder's
- * handler returned, it fails the delivery of such a record ({@link NotPublished}): the container's error handler
- * delivers it again after a back-off that grows to half a minute, for as long as its dead letter cannot be published,
- * and each failure is said at WARN. A batch binding gives its batch back, delivered again every second.
+ * The dead letters the Kafka binder could not publish, which it only logs, committing the offset of a record then
+ * lost. This watches the binder's producers (a {@link ClientFactoryCustomizer}) for failed sends of dead letters, and,
+ * on the binding's error channel, fails the delivery of such a record ({@link NotPublished}) so that it is delivered
+ * again after a back-off. See docs/operations.md, "When things go wrong".
  */
 final class KafkaDeadLetterSends implements ClientFactoryCustomizer {
 

@@ -21,19 +21,10 @@ import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.cloud.stream.binder.rabbit.properties.RabbitConsumerProperties;
 
 /**
- * What the library sets and checks on a guarded RabbitMQ binding (see {@link BinderConsumers}):
- *
- * <ul>
- *   <li>a dead-letter queue, {@code auto-bind-dlq} (the queue {@code <queue>.dlq}; the binder's
- *       {@code republish-to-dlq}, on by default, records the reason in the dead letter's headers); refused where the
- *       queue was declared earlier without one (the broker refuses (406) to declare an existing queue again with a
- *       dead-letter exchange);
- *   <li>a binding that declares no exchange ({@code declare-exchange: false}, {@code declare-dlx: false}: the service's
- *       broker user may not configure them) finds them at start-up, or start-up fails saying which is missing;
- *   <li>batches gathered by the listener container, with a bound on how long a batch waits
- *       ({@link #setBatchDefaults});
- *   <li>the queue bound with the names of the events the functions map ({@link #setRoutingKeys}).
- * </ul>
+ * What the library sets and checks on a guarded RabbitMQ binding (see {@link BinderConsumers}): a dead-letter queue
+ * ({@code auto-bind-dlq}), the exchanges a binding that declares none needs, batches with a bound on their wait
+ * ({@link #setBatchDefaults}), and the queue bound with the names of the events the functions map
+ * ({@link #setRoutingKeys}). See docs/reference.md, "Configuration".
  */
 final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsumerProperties> {
 
@@ -141,16 +132,10 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
     }
 
     /**
-     * Batches: the listener container gathers them ({@code enable-batching}; without it the binder delivers batches of
-     * one), up to {@value #BATCH_SIZE} messages unless {@code batch-size} is set, with twice that many in flight unless
-     * {@code prefetch} is set (the next batch arrives while one commits). A batch takes the messages that are there: it
-     * is handed on as soon as no next message comes within {@value #RECEIVE_TIMEOUT_MS} ms unless
-     * {@code receive-timeout} is set (the container's own default, one second, would hold a lone event that long), and
-     * at the latest {@code idempotency.batch.max-wait} after it began ({@link RabbitContainers}). So a batch is as
-     * large as the load makes it: one event at a low rate, full under a backlog. The container checks a batch's age
-     * between two messages only, so a {@code receive-timeout} longer than {@code max-wait} is lowered to it: a batch
-     * waits at most {@code max-wait} plus {@code receive-timeout}. Its messages go to the dead-letter queue one by one
-     * only if the binder republishes them ({@code republish-to-dlq}, its default): otherwise it rejects a batch whole.
+     * Batches: gathered by the listener container ({@code enable-batching}), up to {@value #BATCH_SIZE} messages with
+     * twice that prefetched, each handed on once no next message comes within {@value #RECEIVE_TIMEOUT_MS} ms, or
+     * {@code idempotency.batch.max-wait} after it began ({@link RabbitContainers}); each unless set. A
+     * {@code receive-timeout} longer than {@code max-wait} is lowered to it. See docs/batch-mode.md, "Batch mode".
      */
     private void setBatchDefaults(RabbitConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
         if (!binding.isSet("enable-batching")) {

@@ -20,22 +20,14 @@ import org.springframework.cloud.stream.config.ListenerContainerCustomizer;
 import org.springframework.util.ErrorHandler;
 
 /**
- * What the library sets on the RabbitMQ binder's listener containers:
+ * What the library sets on the RabbitMQ binder's listener containers (the binder applies every
+ * {@code ListenerContainerCustomizer} bean, the service's too):
  *
  * <ul>
- *   <li>a delivery the library gives back to the broker (an outage, a conflict) is not logged by the container: its
- *       error handler would log each give-back at WARN with a stack trace, every {@code max-hold} while an outage
- *       lasts, where the halt is said once when it begins and once when it ends. Other failures reach the container's
- *       error handler as before;
- *   <li>a delivery's route is the broker's: headers a publisher set under the names the binder gives the routing key,
- *       the exchange and the queue a message arrived by are removed before the binder maps them;
- *   <li>the age of a batch, on guarded batch bindings: a batch is handed on when it is full or once
- *       {@code idempotency.batch.max-wait} has passed since the container started gathering it, whichever comes first.
- *       Without it, a batch is handed on only when full or when no message comes for a whole {@code receive-timeout},
- *       so at a steady low rate every event waits about the time a batch takes to fill.
+ *   <li>a delivery given back to the broker (an outage, a conflict) is not logged at WARN with a stack trace;
+ *   <li>headers a publisher set under the binder's names of the route (routing key, exchange, queue) are removed;
+ *   <li>on guarded batch bindings, a batch is handed on once {@code idempotency.batch.max-wait} has passed.
  * </ul>
- *
- * <p>The RabbitMQ binder applies every {@code ListenerContainerCustomizer} bean, the service's own as well.
  */
 final class RabbitContainers implements ListenerContainerCustomizer<MessageListenerContainer> {
 

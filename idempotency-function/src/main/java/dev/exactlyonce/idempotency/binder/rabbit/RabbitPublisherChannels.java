@@ -12,21 +12,11 @@ import org.springframework.amqp.rabbit.connection.PublisherCallbackChannelFactor
 import org.springframework.amqp.rabbit.connection.PublisherCallbackChannelImpl;
 
 /**
- * Publisher channels whose nacks say why the broker closed the channel, every time.
- *
- * <p>When the broker closes a channel for what was published on it (a missing exchange, a routing key the user may
- * not publish, a message over the size limit), Spring AMQP nacks the channel's pending confirms twice over, and the
- * first nack to run is the one the publisher sees: once from the channel's shutdown, with the broker's reply, and once
- * from the publishing side closing the channel it found closed, with the text {@code Channel closed by application}.
- * Which comes first depends on the threads' timing, and on a loaded machine it is often the second: the relay could
- * not tell the broker's refusal of a row from a connection lost, took the row for unanswered, and neither counted its
- * attempts nor held only its key back. These channels nack with the close's own reason in both cases.
- *
- * <p>Set on the publishing connection factory of the binder the outbox publishes through (the binder publishes on the
- * connection factory's publisher factory), so the service's other publishers on it get these channels too; channels
- * opened before (cached by a publication that came first) keep Spring AMQP's until they close. A service that set a
- * {@code publisherChannelFactory} of its own on that factory has it replaced; a connection factory that does not
- * cache channels is left as it is, and its nacks may lack the broker's reason.
+ * Publisher channels whose nacks say why the broker closed the channel, every time. Spring AMQP nacks a closed
+ * channel's pending confirms twice, with the broker's reason and with {@code Channel closed by application}, either
+ * first; these nack with the close's own reason both times, so that the relay tells a refused row from a lost
+ * connection. Set on the publisher factory of the outbox binder's caching connection factory, the service's other
+ * publishers there included. See docs/outbox.md ("A row the broker refuses").
  */
 final class RabbitPublisherChannels {
 
