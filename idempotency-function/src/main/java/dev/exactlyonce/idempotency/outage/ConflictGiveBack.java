@@ -1,11 +1,8 @@
 package dev.exactlyonce.idempotency.outage;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties;
-import dev.exactlyonce.idempotency.internal.Backoff;
 import java.time.Duration;
 import java.util.Arrays;
-import java.util.LinkedHashMap;
-import java.util.Map;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -27,13 +24,10 @@ import org.springframework.messaging.support.ErrorMessage;
  * pauses: Kafka seeks back to the record): a broker that counts each return (RabbitMQ's quorum queues) sees none for a
  * storm of conflicts shorter than {@code max-hold}.
  *
- * <p>A message is known again by its body: a broker redelivers the same bytes. What it counts is kept for the last
- * {@value #REMEMBERED} messages that conflicted. A batch is not given back here: its events are tried one by one
- * ({@code FailedBatches} of the guard).
+ * <p>A message is known again by its body: a broker redelivers the same bytes ({@link ConflictHolds}). A batch is not
+ * given back here: its events are tried one by one ({@code FailedBatches} of the guard).
  */
 public final class ConflictGiveBack implements ChannelInterceptor {
-
-    static final int REMEMBERED = 10_000;
 
     private static final Logger logger = LoggerFactory.getLogger(ConflictGiveBack.class);
 
@@ -43,18 +37,9 @@ public final class ConflictGiveBack implements ChannelInterceptor {
 
     private final int maxGiveBacks;
 
-    private final Duration firstHold;
-
-    private final Duration longestHold;
+    private final ConflictHolds holds;
 
     private final OutageGiveBack giveBack;
-
-    private final Map<Body, Integer> givenBack = new LinkedHashMap<>(16, 0.75f, true) {
-        @Override
-        protected boolean removeEldestEntry(Map.Entry<Body, Integer> eldest) {
-            return size() > REMEMBERED;
-        }
-    };
 
     /**
      * @param giveBack how the binding gives a delivery back to its binder
@@ -63,8 +48,7 @@ public final class ConflictGiveBack implements ChannelInterceptor {
         this.giveBack = giveBack;
         this.bindingName = bindingName;
         this.maxGiveBacks = settings.maxGiveBacks();
-        this.firstHold = settings.firstHold();
-        this.longestHold = settings.longestHold();
+        this.holds = new ConflictHolds(settings);
     }
 
     @Override
@@ -77,23 +61,22 @@ public final class ConflictGiveBack implements ChannelInterceptor {
         Body body = new Body(Arrays.hashCode(bytes), bytes.length);
         ErrorMessage conflicted = error;
         while (true) {
-            int times = count(body);
-            if (times > this.maxGiveBacks) {
+            Duration hold = this.holds.next(body);
+            if (hold == null) {
+                this.holds.forget(body);
                 logger.warn(
                         "A message of {} conflicted with other transactions on every attempt of {} tries; it fails as"
                                 + " any message does (idempotency.conflicts.max-give-backs={})",
                         this.bindingName,
-                        times,
+                        this.maxGiveBacks + 1,
                         this.maxGiveBacks);
                 return conflicted;
             }
-            Duration hold = hold(times);
             logger.debug(
-                    "A message of {} conflicted with another transaction on its last attempt; tried again in {} ({}"
-                            + " of {})",
+                    "A message of {} conflicted with another transaction on its last attempt; tried again in {} (at"
+                            + " most {} times)",
                     this.bindingName,
                     hold,
-                    times,
                     this.maxGiveBacks);
             boolean inPlace = this.giveBack.holdLeft().compareTo(hold) > 0;
             try {
@@ -114,9 +97,7 @@ public final class ConflictGiveBack implements ChannelInterceptor {
                         conflicted.getPayload());
             }
             if (OutageGiveBack.isSettled(after)) {
-                synchronized (this.givenBack) {
-                    this.givenBack.remove(body);
-                }
+                this.holds.forget(body);
                 return after;
             }
             if (!(after instanceof ErrorMessage next) || !DatabaseOutageClassifier.isConflict(next.getPayload())) {
@@ -124,22 +105,6 @@ public final class ConflictGiveBack implements ChannelInterceptor {
             }
             conflicted = next;
         }
-    }
-
-    /** How many times the message conflicted, this one included; forgotten once past the limit. */
-    private int count(Body body) {
-        synchronized (this.givenBack) {
-            int times = this.givenBack.merge(body, 1, Integer::sum);
-            if (times > this.maxGiveBacks) {
-                this.givenBack.remove(body);
-            }
-            return times;
-        }
-    }
-
-    /** first-hold before the first try again, doubling, up to longest-hold. */
-    private Duration hold(int times) {
-        return Backoff.after(times, this.firstHold, this.longestHold);
     }
 
     private static @Nullable Object body(ErrorMessage error) {

@@ -2,7 +2,6 @@ package dev.exactlyonce.idempotency.outage;
 
 import dev.exactlyonce.idempotency.IdempotencyException;
 import dev.exactlyonce.idempotency.IdempotencyProperties;
-import dev.exactlyonce.idempotency.internal.Backoff;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import dev.exactlyonce.idempotency.jdbc.DatabaseProbe;
 import java.sql.Connection;
@@ -12,6 +11,7 @@ import javax.sql.DataSource;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.config.BeanPostProcessor;
+import org.springframework.util.backoff.BackOffExecution;
 
 /**
  * Waits for the database at start-up, before anything uses it (the service's migrations, the library's, the scope
@@ -54,8 +54,9 @@ public final class DatabaseAtStartup implements BeanPostProcessor {
 
     private void awaitAnswer(DataSource dataSource, String beanName) {
         long start = System.nanoTime();
-        Duration interval = this.settings.probeInitialInterval();
+        BackOffExecution intervals = Outage.probeIntervals(this.settings.probeInitialInterval(), this.settings);
         while (true) {
+            Duration interval = Duration.ofMillis(intervals.nextBackOff());
             SQLException failure;
             try (Connection connection = dataSource.getConnection()) {
                 return;
@@ -84,7 +85,6 @@ public final class DatabaseAtStartup implements BeanPostProcessor {
                 Thread.currentThread().interrupt();
                 throw new IdempotencyException("Interrupted while waiting for the database at start-up", ex);
             }
-            interval = Backoff.doubled(interval, this.settings.probeMaxInterval());
         }
     }
 }

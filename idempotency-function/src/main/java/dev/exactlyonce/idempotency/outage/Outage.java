@@ -2,7 +2,6 @@ package dev.exactlyonce.idempotency.outage;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.OutageClassifier;
-import dev.exactlyonce.idempotency.internal.Backoff;
 import dev.exactlyonce.idempotency.internal.BatchMessages;
 import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
@@ -19,6 +18,8 @@ import org.springframework.beans.factory.DisposableBean;
 import org.springframework.context.SmartLifecycle;
 import org.springframework.integration.IntegrationMessageHeaderAccessor;
 import org.springframework.messaging.Message;
+import org.springframework.util.backoff.BackOffExecution;
+import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
  * An outage of what the guarded bindings depend on, shared by every guarded binding of the service:
@@ -257,7 +258,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         this.running = true;
         if (this.halt != null) {
             // Started again while halted (a context stopped and started): a probe takes over from the one stop() ended.
-            startProbe(this.settings.probeInitialInterval());
+            startProbeFrom(this.settings.probeInitialInterval());
         }
     }
 
@@ -313,6 +314,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
             // trial.
             return;
         }
+        BackOffExecution intervals = null;
         Duration firstInterval = Duration.ZERO;
         Instant countedFrom = Instant.EPOCH;
         boolean trialFailedNow = false;
@@ -330,7 +332,13 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                 this.lastReported = System.nanoTime();
                 Duration running = Duration.between(this.lastResumed, now);
                 boolean soonAfterTheLast = running.compareTo(this.settings.probeMaxInterval()) <= 0;
-                firstInterval = soonAfterTheLast ? longer(this.lastInterval) : this.settings.probeInitialInterval();
+                intervals = probeIntervals(
+                        soonAfterTheLast ? this.lastInterval : this.settings.probeInitialInterval(), this.settings);
+                if (soonAfterTheLast) {
+                    // Past the interval the last halt reached.
+                    intervals.nextBackOff();
+                }
+                firstInterval = Duration.ofMillis(intervals.nextBackOff());
                 // Halts that flap show on the gauge as one that lasts.
                 countedFrom = running.compareTo(REPORT_EVERY) <= 0 ? this.countedFrom : now;
                 this.countedFrom = countedFrom;
@@ -339,7 +347,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         if (trialFailedNow) {
             this.metrics.trialFailed();
         }
-        if (!halts) {
+        if (!halts || intervals == null) {
             return;
         }
         logger.warn(
@@ -352,7 +360,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         // Connections opened before the failure (to a server since demoted to read-only, say) are not handed out again.
         this.probe.evictConnectionsIfStale(failure);
         try {
-            startProbe(firstInterval);
+            startProbe(intervals, firstInterval);
         } catch (RuntimeException | Error ex) {
             synchronized (this.lock) {
                 this.halt = null;
@@ -362,12 +370,18 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         }
     }
 
-    private void startProbe(Duration firstInterval) {
+    /** Starts a probe whose first check is {@code first} from now. */
+    private void startProbeFrom(Duration first) {
+        BackOffExecution intervals = probeIntervals(first, this.settings);
+        startProbe(intervals, Duration.ofMillis(intervals.nextBackOff()));
+    }
+
+    private void startProbe(BackOffExecution intervals, Duration firstInterval) {
         Thread previous = this.probeThread;
         if (previous != null) {
             previous.interrupt();
         }
-        Thread probe = new Thread(() -> probe(firstInterval), this.probeThreadName);
+        Thread probe = new Thread(() -> probe(intervals, firstInterval), this.probeThreadName);
         probe.setDaemon(true);
         this.probeThread = probe;
         probe.start();
@@ -468,7 +482,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         logger.warn(
                 "The outage probe of the guarded bindings {} ended while they are halted; it starts again",
                 this.bindingNames);
-        startProbe(this.lastInterval);
+        startProbeFrom(this.lastInterval);
     }
 
     /**
@@ -500,7 +514,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         }
     }
 
-    private void probe(Duration firstInterval) {
+    private void probe(BackOffExecution intervals, Duration firstInterval) {
         Duration interval = firstInterval;
         boolean trialFailedBefore = false;
         // The probe alone pauses and resumes the bindings the binder can pause, so that a pause never lands after the
@@ -529,7 +543,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                 // The probe goes on whatever fails in it: only a resume or the service stopping ends it.
                 logger.debug("The outage probe failed; next check in {}", interval, ex);
             }
-            interval = longer(interval);
+            interval = Duration.ofMillis(intervals.nextBackOff());
         }
     }
 
@@ -652,8 +666,11 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         this.metrics.resumed(halted);
     }
 
-    private Duration longer(Duration interval) {
-        return Backoff.doubled(interval, this.settings.probeMaxInterval());
+    /** The probe's intervals: {@code first}, then twice as long each time, up to {@code probe-max-interval}. */
+    static BackOffExecution probeIntervals(Duration first, IdempotencyProperties.Outage settings) {
+        ExponentialBackOff intervals = new ExponentialBackOff(first.toMillis(), 2);
+        intervals.setMaxInterval(settings.probeMaxInterval().toMillis());
+        return intervals.start();
     }
 
     private static String describe(Throwable failure) {

@@ -1,6 +1,5 @@
 package dev.exactlyonce.idempotency.outbox;
 
-import dev.exactlyonce.idempotency.internal.Backoff;
 import java.time.Duration;
 import java.time.Instant;
 import java.util.Comparator;
@@ -10,6 +9,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
+import org.springframework.util.backoff.BackOffExecution;
+import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
  * What the relay waits out, in this process: a destination the broker does not answer for (away, or its connection
@@ -56,8 +57,16 @@ final class Holds {
      * @param since when the first failure of this hold was
      * @param failures how many failures in a row
      * @param until when it is tried again
+     * @param waits the waits before it is tried again, the next one after {@code until}
      */
-    record Held(Kind kind, String name, String reason, Instant since, int failures, Instant until) {}
+    record Held(
+            Kind kind,
+            String name,
+            String reason,
+            Instant since,
+            int failures,
+            Instant until,
+            BackOffExecution waits) {}
 
     private final Map<String, Held> held = new ConcurrentHashMap<>();
 
@@ -66,9 +75,14 @@ final class Holds {
 
     private final Duration longest;
 
+    /** The waits of a hold: 1 s, 2 s, 4 s, ... up to the longest. */
+    private final ExponentialBackOff waits;
+
     /** @param longest the longest wait before a hold is tried again */
     Holds(Duration longest) {
         this.longest = longest;
+        this.waits = new ExponentialBackOff(1_000, 2);
+        this.waits.setMaxInterval(longest.toMillis());
     }
 
     /** Whether the row waits: its destination, its route or its key is held and not due yet. */
@@ -108,9 +122,18 @@ final class Holds {
         };
         Instant now = Instant.now();
         Held hold = this.held.compute(kind + "\n" + (kind == Kind.KEY ? row.orderKey() : name), (id, before) -> {
-            int failures = before == null ? 1 : before.failures() + 1;
-            Duration wait = Backoff.after(failures, Duration.ofSeconds(1), this.longest);
-            return new Held(kind, name, reason, before == null ? now : before.since(), failures, now.plus(wait));
+            if (before == null) {
+                BackOffExecution waits = this.waits.start();
+                return new Held(kind, name, reason, now, 1, now.plusMillis(waits.nextBackOff()), waits);
+            }
+            return new Held(
+                    kind,
+                    name,
+                    reason,
+                    before.since(),
+                    before.failures() + 1,
+                    now.plusMillis(before.waits().nextBackOff()),
+                    before.waits());
         });
         if (hold.failures() == 1 && kind != Kind.KEY) {
             logger.warn(

@@ -1,7 +1,6 @@
 package dev.exactlyonce.idempotency.outbox;
 
 import dev.exactlyonce.idempotency.OutboxProperties;
-import dev.exactlyonce.idempotency.internal.Backoff;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
 import dev.exactlyonce.idempotency.jdbc.Dialect;
 import java.time.Duration;
@@ -27,6 +26,8 @@ import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.TransactionStatus;
 import org.springframework.transaction.support.DefaultTransactionDefinition;
+import org.springframework.util.backoff.BackOffExecution;
+import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
  * Publishes the outbox's committed rows, then marks them published.
@@ -75,6 +76,9 @@ public final class OutboxRelay implements SmartLifecycle {
     static final int MAX_RETRY_SECONDS = 30;
 
     static final Duration MAX_RETRY_DELAY = Duration.ofSeconds(MAX_RETRY_SECONDS);
+
+    /** The wait after a failed run, doubling after each failed run in a row. */
+    private static final Duration FIRST_RETRY_DELAY = Duration.ofSeconds(1);
 
     /** The longest a key whose row the broker refused is held back before the row is tried again. */
     static final int MAX_KEY_BACKOFF_SECONDS = 60;
@@ -417,6 +421,7 @@ public final class OutboxRelay implements SmartLifecycle {
 
     private void relay() {
         int failures = 0;
+        BackOffExecution retries = null;
         // A thread given up by stop() (its run outlasted the wait) ends once it sees it is no longer the relay's.
         while (this.running && Thread.currentThread() == this.thread) {
             Run run;
@@ -433,12 +438,16 @@ public final class OutboxRelay implements SmartLifecycle {
                     logger.error("A run of the outbox relay failed with an error; it tries again", ex);
                 }
                 failures++;
-                backOff(failures, ex.toString());
+                if (retries == null) {
+                    retries = retries().start();
+                }
+                backOff(failures, Duration.ofMillis(retries.nextBackOff()), ex.toString());
                 continue;
             }
             if (failures > 0) {
                 logger.info("The outbox relay publishes again, after {} failed run(s)", failures);
                 failures = 0;
+                retries = null;
             }
             awaitWork(run);
         }
@@ -456,9 +465,8 @@ public final class OutboxRelay implements SmartLifecycle {
         return grown.compareTo(waiting) >= 0 ? grown : waiting;
     }
 
-    /** Says the first of failed runs in a row, and waits longer after each: see {@link #retryDelay}. */
-    private void backOff(int failures, String failure) {
-        Duration retry = retryDelay(failures);
+    /** Logs the first of the failed runs in a row, then waits {@code retry}. */
+    private void backOff(int failures, Duration retry, String failure) {
         if (failures == 1) {
             logger.warn(
                     "A run of the outbox relay failed; its rows stay unpublished (any it sent go out again, with their"
@@ -485,7 +493,7 @@ public final class OutboxRelay implements SmartLifecycle {
             wait = earliest(wait, CONTENDED_RETRY);
         }
         if (run.unanswered() && run.published() > 0) {
-            wait = earliest(wait, retryDelay(1));
+            wait = earliest(wait, FIRST_RETRY_DELAY);
         }
         if (run.heldOnly()) {
             // A hold that ended since the run (none ends ahead any more) is tried at once: waiting for the poll, deaf
@@ -507,9 +515,11 @@ public final class OutboxRelay implements SmartLifecycle {
         }
     }
 
-    /** After failures in a row: 1 s, 2 s, 4 s, ... up to {@link #MAX_RETRY_DELAY}, whatever wakes the relay up. */
-    static Duration retryDelay(int failures) {
-        return Backoff.after(failures, Duration.ofSeconds(1), MAX_RETRY_DELAY);
+    /** The waits after failed runs in a row: 1 s, 2 s, 4 s, ... up to {@link #MAX_RETRY_DELAY}, whatever wakes it. */
+    private static ExponentialBackOff retries() {
+        ExponentialBackOff retries = new ExponentialBackOff(FIRST_RETRY_DELAY.toMillis(), 2);
+        retries.setMaxInterval(MAX_RETRY_DELAY.toMillis());
+        return retries;
     }
 
     /** Waits that long, or until the relay stops. */

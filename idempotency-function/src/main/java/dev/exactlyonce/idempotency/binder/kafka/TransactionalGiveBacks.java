@@ -1,16 +1,14 @@
 package dev.exactlyonce.idempotency.binder.kafka;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties;
-import dev.exactlyonce.idempotency.internal.Backoff;
 import dev.exactlyonce.idempotency.internal.Failures;
+import dev.exactlyonce.idempotency.outage.ConflictHolds;
 import dev.exactlyonce.idempotency.outage.DatabaseOutageClassifier;
 import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
 import java.time.Duration;
 import java.util.ArrayList;
-import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 import org.apache.kafka.clients.consumer.Consumer;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.springframework.core.log.LogAccessor;
@@ -53,24 +51,20 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
 
     private static final Duration OUTAGE_HOLD = Duration.ofSeconds(1);
 
-    /** How many records' conflicts are remembered (the last ones to conflict). */
-    private static final int REMEMBERED = 10_000;
-
     private final Outage outage;
 
     private final IdempotencyProperties.Conflicts conflicts;
 
-    /** How many times each record conflicted, by group, partition and offset. */
-    private final Map<String, Integer> conflicted = new LinkedHashMap<>(16, 0.75f, true) {
-        @Override
-        protected boolean removeEldestEntry(Map.Entry<String, Integer> eldest) {
-            return size() > REMEMBERED;
-        }
-    };
+    /**
+     * The holds of each record that conflicted, by group, partition and offset. Kept past the limit, while the
+     * after-rollback processor counts the record's attempts (else each of them would start the give-backs again).
+     */
+    private final ConflictHolds holds;
 
     TransactionalGiveBacks(Outage outage, IdempotencyProperties.Conflicts conflicts) {
         this.outage = outage;
         this.conflicts = conflicts;
+        this.holds = new ConflictHolds(conflicts);
     }
 
     @Override
@@ -119,32 +113,23 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
         if (!DatabaseOutageClassifier.isConflict(thrown)) {
             return new OwnFailure(thrown);
         }
-        int times =
-                count(container.getGroupId() + " " + record.topic() + "-" + record.partition() + "@" + record.offset());
-        if (times <= this.conflicts.maxGiveBacks()) {
+        Duration hold = this.holds.next(
+                container.getGroupId() + " " + record.topic() + "-" + record.partition() + "@" + record.offset());
+        if (hold != null) {
             return new GivenBack(
-                    "A conflict with another transaction (%s), %d of %d: given back to be delivered again"
-                            .formatted(cause, times, this.conflicts.maxGiveBacks()),
-                    Backoff.after(times, this.conflicts.firstHold(), this.conflicts.longestHold()));
+                    "A conflict with another transaction (%s): given back to be delivered again in %s (at most %d times)"
+                            .formatted(cause, hold, this.conflicts.maxGiveBacks()),
+                    hold);
         }
         logger.warn(() -> ("A record of group %s conflicted with other transactions on every attempt of %d tries; it"
                         + " fails as any record does (idempotency.conflicts.max-give-backs=%d)")
-                .formatted(container.getGroupId(), times, this.conflicts.maxGiveBacks()));
+                .formatted(container.getGroupId(), this.conflicts.maxGiveBacks() + 1, this.conflicts.maxGiveBacks()));
         // Its cause told, not chained: on the error channel, a conflict would be given back again.
         return new KafkaException(
-                "A conflict with another transaction on each of %d tries: %s".formatted(times, cause),
+                "A conflict with another transaction on each of %d tries: %s"
+                        .formatted(this.conflicts.maxGiveBacks() + 1, cause),
                 KafkaException.Level.DEBUG,
                 null);
-    }
-
-    /**
-     * How many times the record conflicted, this one included. Kept past the limit, while the after-rollback processor
-     * counts the record's attempts (else each of them would start the give-backs again); the oldest are forgotten.
-     */
-    private int count(String record) {
-        synchronized (this.conflicted) {
-            return this.conflicted.merge(record, 1, Integer::sum);
-        }
     }
 
     /**
