@@ -10,6 +10,11 @@ import dev.exactlyonce.infra.shop.ShopDatabases;
 class ThreeSourcesOfDuplicatesOnMariaDbIT extends ThreeSourcesOfDuplicatesIT {
 
     @Override
+    String server() {
+        return "mariadb";
+    }
+
+    @Override
     ShopDatabases.Server database() {
         TestMariaDb mariaDb = TestMariaDb.server();
         return new ShopDatabases.Server(

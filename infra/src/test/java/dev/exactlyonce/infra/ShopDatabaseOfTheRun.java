@@ -1,0 +1,71 @@
+package dev.exactlyonce.infra;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.jspecify.annotations.Nullable;
+
+/**
+ * Which database server the end-to-end shop runs on in this build: one per build, since each costs CI a minute and a
+ * half, alternating from one commit to the next (by the parity of the commit's count of ancestors), both outside a git
+ * checkout. {@code -Dshop.database=postgresql|mariadb|both} chooses.
+ */
+final class ShopDatabaseOfTheRun {
+
+    static final String PROPERTY = "shop.database";
+
+    private static final List<String> CHOICES = List.of("postgresql", "mariadb", "both");
+
+    private ShopDatabaseOfTheRun() {}
+
+    /** Whether this build runs the shop on that server ({@code postgresql} or {@code mariadb}). */
+    static boolean includes(String server) {
+        String chosen = chosen();
+        return chosen.equals("both") || chosen.equals(server);
+    }
+
+    /** Why a build does not run the shop on that server, and how to make it. */
+    static String skipped(String server) {
+        return "This build runs the end-to-end shop on %s only (the commit's parity; the next commit runs the other):"
+                        .formatted(chosen())
+                + " -D%s=%s or both runs it on %s".formatted(PROPERTY, server, server);
+    }
+
+    private static String chosen() {
+        String chosen = System.getProperty(PROPERTY, "").strip();
+        if (!chosen.isEmpty()) {
+            if (!CHOICES.contains(chosen)) {
+                throw new IllegalArgumentException(
+                        "-D%s takes one of %s, not '%s'".formatted(PROPERTY, CHOICES, chosen));
+            }
+            return chosen;
+        }
+        Long commits = commitCount();
+        if (commits == null) {
+            return "both";
+        }
+        return commits % 2 == 0 ? "postgresql" : "mariadb";
+    }
+
+    /** How many commits lead to the checkout's HEAD; {@code null} outside a git checkout, or without git. */
+    private static @Nullable Long commitCount() {
+        try {
+            Process git = new ProcessBuilder("git", "rev-list", "--count", "HEAD")
+                    .directory(Path.of(System.getProperty("services.dir", "..")).toFile())
+                    .redirectErrorStream(true)
+                    .start();
+            String out = new String(git.getInputStream().readAllBytes(), StandardCharsets.UTF_8).strip();
+            if (!git.waitFor(10, TimeUnit.SECONDS) || git.exitValue() != 0) {
+                return null;
+            }
+            return Long.parseLong(out);
+        } catch (IOException | NumberFormatException ex) {
+            return null;
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            return null;
+        }
+    }
+}
