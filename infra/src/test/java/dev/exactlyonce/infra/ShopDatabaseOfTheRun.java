@@ -20,17 +20,23 @@ final class ShopDatabaseOfTheRun {
 
     private ShopDatabaseOfTheRun() {}
 
-    /** Whether this build runs the shop on that server ({@code postgresql} or {@code mariadb}). */
-    static boolean includes(String server) {
-        String chosen = chosen();
-        return chosen.equals("both") || chosen.equals(server);
+    /** Why a build skips the shop on a server, and how to have it run there. */
+    static final String SKIPPED = "This build runs the end-to-end shop on the other database server (one per build,"
+            + " alternating from one commit to the next): -D" + PROPERTY + "=both runs both";
+
+    /** Whether this build runs the shop on PostgreSQL. */
+    static boolean postgresql() {
+        return includes("postgresql");
     }
 
-    /** Why a build does not run the shop on that server, and how to make it. */
-    static String skipped(String server) {
-        return "This build runs the end-to-end shop on %s only (the commit's parity; the next commit runs the other):"
-                        .formatted(chosen())
-                + " -D%s=%s or both runs it on %s".formatted(PROPERTY, server, server);
+    /** Whether this build runs the shop on MariaDB. */
+    static boolean mariadb() {
+        return includes("mariadb");
+    }
+
+    private static boolean includes(String server) {
+        String chosen = chosen();
+        return chosen.equals("both") || chosen.equals(server);
     }
 
     private static String chosen() {

@@ -13,10 +13,10 @@ import java.sql.Connection;
 import java.sql.SQLException;
 import java.util.concurrent.ThreadLocalRandom;
 import org.junit.jupiter.api.AfterAll;
-import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.api.TestInstance;
+import org.junit.jupiter.api.condition.EnabledIf;
 
 /**
  * The three services run together from their jars on real RabbitMQ and PostgreSQL while every ordinary source of
@@ -28,16 +28,14 @@ import org.junit.jupiter.api.TestInstance;
  * two ({@link ShopDatabaseOfTheRun}).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
+@EnabledIf(
+        value = "dev.exactlyonce.infra.ShopDatabaseOfTheRun#postgresql",
+        disabledReason = ShopDatabaseOfTheRun.SKIPPED)
 class ThreeSourcesOfDuplicatesIT {
 
     private static final int ORDERS = 200;
 
     private ShopScenario shop;
-
-    /** The kind of database server the shop runs on. */
-    String server() {
-        return "postgresql";
-    }
 
     /** The database server the shop runs on. */
     ShopDatabases.Server database() {
@@ -53,7 +51,6 @@ class ThreeSourcesOfDuplicatesIT {
 
     @BeforeAll
     void start() throws Exception {
-        Assumptions.assumeTrue(ShopDatabaseOfTheRun.includes(server()), () -> ShopDatabaseOfTheRun.skipped(server()));
         TestRabbit rabbit = TestRabbit.broker();
         String run = "_it" + Integer.toHexString(ThreadLocalRandom.current().nextInt(0x1000, 0x10000));
         this.shop = new ShopScenario(
@@ -73,9 +70,6 @@ class ThreeSourcesOfDuplicatesIT {
 
     @AfterAll
     void stop() throws Exception {
-        if (this.shop == null) {
-            return;
-        }
         this.shop.close();
         this.shop.databases().drop();
         this.shop.dropBrokerUsers();

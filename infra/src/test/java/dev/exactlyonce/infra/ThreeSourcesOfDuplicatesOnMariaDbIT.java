@@ -2,17 +2,14 @@ package dev.exactlyonce.infra;
 
 import dev.exactlyonce.idempotency.test.TestMariaDb;
 import dev.exactlyonce.infra.shop.ShopDatabases;
+import org.junit.jupiter.api.condition.EnabledIf;
 
 /**
  * {@link ThreeSourcesOfDuplicatesIT} on a real MariaDB: the same services, from the same jars, with nothing but the
  * JDBC URL changed (each carries MariaDB's driver and its tables in MariaDB's SQL).
  */
+@EnabledIf(value = "dev.exactlyonce.infra.ShopDatabaseOfTheRun#mariadb", disabledReason = ShopDatabaseOfTheRun.SKIPPED)
 class ThreeSourcesOfDuplicatesOnMariaDbIT extends ThreeSourcesOfDuplicatesIT {
-
-    @Override
-    String server() {
-        return "mariadb";
-    }
 
     @Override
     ShopDatabases.Server database() {
