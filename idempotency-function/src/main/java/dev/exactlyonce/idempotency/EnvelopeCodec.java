@@ -564,7 +564,7 @@ public final class EnvelopeCodec {
             throw new RejectedMessageException(
                     reason,
                     eventId,
-                    "the envelope's %s is not a non-empty string: %s".formatted(field, Printable.of(scan.json(value))));
+                    "the envelope's %s is not a non-empty string: %s".formatted(field, LogSafe.of(scan.json(value))));
         }
         return text;
     }
@@ -575,7 +575,7 @@ public final class EnvelopeCodec {
             throw new RejectedMessageException(
                     Reason.INVALID_EVENT_ID,
                     null,
-                    "the envelope's event_id is not a UUID: '%s'".formatted(Printable.of(text)));
+                    "the envelope's event_id is not a UUID: '%s'".formatted(LogSafe.of(text)));
         }
         return eventId;
     }
@@ -592,8 +592,7 @@ public final class EnvelopeCodec {
             throw new RejectedMessageException(
                     Reason.INVALID_OCCURRED_AT,
                     eventId,
-                    "the envelope's occurred_at is not an ISO-8601 instant: %s"
-                            .formatted(Printable.of(scan.json(value))),
+                    "the envelope's occurred_at is not an ISO-8601 instant: %s".formatted(LogSafe.of(scan.json(value))),
                     ex);
         }
     }

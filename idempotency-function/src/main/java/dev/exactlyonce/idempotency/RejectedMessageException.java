@@ -55,7 +55,7 @@ public class RejectedMessageException extends IdempotencyException {
         // Escaped whole: what the library quotes of a message is cut and escaped already, but a parser's message
         // quotes the message's text raw. It goes into the dead letter's header, log lines and operators' terminals;
         // so does the cause, in the stack trace: it is kept escaped.
-        super(reason + ": " + Printable.escaped(message), EscapedCause.of(cause, 0));
+        super(reason + ": " + LogSafe.escaped(message), EscapedCause.of(cause, 0));
         this.reason = reason;
         this.eventId = eventId;
     }
@@ -86,7 +86,7 @@ public class RejectedMessageException extends IdempotencyException {
             if (cause == null || depth > 16) {
                 return null;
             }
-            String message = cause.getMessage() != null ? ": " + Printable.escaped(cause.getMessage()) : "";
+            String message = cause.getMessage() != null ? ": " + LogSafe.escaped(cause.getMessage()) : "";
             EscapedCause escaped = new EscapedCause(
                     cause.getClass().getName() + message,
                     cause.getCause() != cause ? of(cause.getCause(), depth + 1) : null);

@@ -44,7 +44,7 @@ record BinderAdapters(
 
     /**
      * The binding's extended consumer properties, whose type says the binder, as for the consumer defaults
-     * ({@link BinderConsumers}): a binder the service wraps, or a proxy of it, has them too.
+     * ({@link ConsumerSettings}): a binder the service wraps, or a proxy of it, has them too.
      */
     private static @Nullable Object consumerProperties(Object binder, String bindingName) {
         return binder instanceof ExtendedPropertiesBinder<?, ?, ?> extended

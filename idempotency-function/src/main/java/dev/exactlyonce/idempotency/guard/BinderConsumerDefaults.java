@@ -3,7 +3,7 @@ package dev.exactlyonce.idempotency.guard;
 /**
  * What the library sets and checks on a guarded binding's consumer properties for one binder, through the binder's
  * own typed properties: picked by the type of the binding's extended consumer properties, that is by the binder the
- * binding uses, not by what is on the class path. See {@link BinderConsumers}.
+ * binding uses, not by what is on the class path. See {@link ConsumerSettings}.
  *
  * <p>Not API: implemented by the library's binder packages, and may change in any release.
  *
@@ -15,5 +15,5 @@ public interface BinderConsumerDefaults<P> {
     Class<P> propertiesType();
 
     /** Sets the defaults the service did not set, and refuses what the binding cannot run with. */
-    void apply(P properties, BinderConsumers.ConsumerBinding binding);
+    void apply(P properties, ConsumerSettings.ConsumerBinding binding);
 }

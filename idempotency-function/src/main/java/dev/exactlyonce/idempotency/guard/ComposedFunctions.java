@@ -17,7 +17,7 @@ import org.springframework.util.ClassUtils;
 /**
  * What a definition composes after the guard, read from the function catalog and checked once at start-up: the
  * payload type the first function takes, whether the binding delivers batches to it, and where the events the last
- * one returns are published. Refuses what the guarantee cannot hold with (see {@link GuardedBindings}).
+ * one returns are published. Refuses what the guarantee cannot hold with (see {@link GuardInstaller}).
  */
 final class ComposedFunctions {
 

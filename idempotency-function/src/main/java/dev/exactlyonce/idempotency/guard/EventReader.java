@@ -6,7 +6,7 @@ import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.IdempotencyProperties.EventId;
 import dev.exactlyonce.idempotency.IdempotencyProperties.EventIdSource;
 import dev.exactlyonce.idempotency.IdempotencyProperties.MissingEventId;
-import dev.exactlyonce.idempotency.Printable;
+import dev.exactlyonce.idempotency.LogSafe;
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
@@ -107,7 +107,7 @@ final class EventReader {
                     event.eventId(),
                     ("the event name '%s' holds characters other than letters, digits, '.', '-' and '_', or is longer"
                                     + " than 255")
-                            .formatted(Printable.of(event.eventName())));
+                            .formatted(LogSafe.of(event.eventName())));
         }
         if (this.settings.routeCheck() && routes != null) {
             String route = routeOf.get();
@@ -134,7 +134,7 @@ final class EventReader {
                                         + ".routes)")
                                 .formatted(
                                         event.eventName(),
-                                        Printable.of(route),
+                                        LogSafe.of(route),
                                         carried.isEmpty() ? "" : ", nor one of the names declared for it, " + carried));
             }
         }
@@ -205,7 +205,7 @@ final class EventReader {
             throw new RejectedMessageException(
                     Reason.INVALID_EVENT_ID,
                     null,
-                    "the message's event id (%s) is not a UUID: '%s'".formatted(describeSource(), Printable.of(text)));
+                    "the message's event id (%s) is not a UUID: '%s'".formatted(describeSource(), LogSafe.of(text)));
         }
         return eventId;
     }
@@ -251,7 +251,7 @@ final class EventReader {
             throw new RejectedMessageException(
                     Reason.INVALID_OCCURRED_AT,
                     eventId,
-                    "the event time is not an ISO-8601 instant: " + Printable.of(time),
+                    "the event time is not an ISO-8601 instant: " + LogSafe.of(time),
                     ex);
         }
     }

@@ -14,7 +14,7 @@ import org.springframework.messaging.Message;
 /**
  * Decorates a business function composed after the guard; see docs/design.md, "How it works".
  * <ul>
- *   <li>on a duplicate ({@link GuardedInvocation}) it returns without calling it, though Spring Cloud Function would;
+ *   <li>on a duplicate ({@link MessageTransaction}) it returns without calling it, though Spring Cloud Function would;
  *   <li>on a batch binding it calls a function of one event once per event, in the batch's transaction;
  *   <li>it writes the {@link OutgoingEvent}s the last function returns to the outbox and returns {@code null};
  *   <li>it rethrows an {@link Error} as an {@link IdempotencyException}, an outage as an {@code OutageMet}.
@@ -36,20 +36,20 @@ final class GuardedBusinessFunction implements MethodInterceptor {
         if (method.getParameterCount() != 1 || !FUNCTIONAL_METHODS.contains(method.getName())) {
             return invocation.proceed();
         }
-        if (GuardedInvocation.skipsBusinessFunctions()) {
+        if (MessageTransaction.skipsBusinessFunctions()) {
             return null;
         }
         try {
-            List<GuardedInvocation.Delivery> moreEvents = GuardedInvocation.takeMoreEvents(this.functionName);
+            List<MessageTransaction.Delivery> moreEvents = MessageTransaction.takeMoreEvents(this.functionName);
             if (moreEvents.isEmpty()) {
-                return GuardedInvocation.emit(this.functionName, invocation.proceed());
+                return MessageTransaction.emit(this.functionName, invocation.proceed());
             }
             // Cloned before it proceeds, so that each call of the function goes through the same advice.
             MethodInvocation next = ((ProxyMethodInvocation) invocation).invocableClone();
             boolean messages = invocation.getArguments()[0] instanceof Message<?>;
-            Object result = GuardedInvocation.emit(this.functionName, invocation.proceed());
-            for (GuardedInvocation.Delivery event : moreEvents) {
-                GuardedInvocation.emit(
+            Object result = MessageTransaction.emit(this.functionName, invocation.proceed());
+            for (MessageTransaction.Delivery event : moreEvents) {
+                MessageTransaction.emit(
                         this.functionName,
                         ((ProxyMethodInvocation) next)
                                 .invocableClone(messages ? event.message().get() : event.payload())
@@ -59,7 +59,7 @@ final class GuardedBusinessFunction implements MethodInterceptor {
         } catch (Error error) {
             throw thrown(this.functionName, error);
         } catch (RuntimeException ex) {
-            throw GuardedInvocation.thrown(ex);
+            throw MessageTransaction.thrown(ex);
         }
     }
 

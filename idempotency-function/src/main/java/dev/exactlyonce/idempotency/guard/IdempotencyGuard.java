@@ -103,7 +103,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
      */
     @Override
     public @Nullable Message<Object> apply(Message<Object> message) {
-        GuardedInvocation invocation = currentInvocation();
+        MessageTransaction invocation = currentInvocation();
         GuardedBinding binding = invocation.binding();
         Observation observation = Observation.createNotStarted(OBSERVATION, this.observations)
                 .contextualName("idempotency guard " + binding.bindingName())
@@ -129,7 +129,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         }
     }
 
-    private @Nullable Message<Object> guard(Message<Object> message, GuardedInvocation invocation) {
+    private @Nullable Message<Object> guard(Message<Object> message, MessageTransaction invocation) {
         byte[] body = body(message.getPayload());
         IncomingEvent event = this.reader.read(
                 message.getHeaders(),
@@ -177,7 +177,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
      * envelope, an event the binding does not handle, a payload that does not map) is set aside, its claim undone,
      * and the rest of the batch goes on: the library dead-letters it alone once the batch's transaction commits.
      */
-    private @Nullable Message<Object> guardBatch(Message<Object> delivered, GuardedInvocation invocation) {
+    private @Nullable Message<Object> guardBatch(Message<Object> delivered, MessageTransaction invocation) {
         // A binder that hands on a lone message as it is (a test binder, say) delivers a batch of one.
         Message<Object> message = delivered.getPayload() instanceof List<?>
                 ? delivered
@@ -198,7 +198,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                         () -> this.store.claimAll(read.firstCopies().keySet(), binding));
         FirstDeliveries first = firstDeliveries(delivered, read, claimed, invocation);
         takenBack(read, bodies, claimed, invocation);
-        List<GuardedInvocation.Delivery> firstDeliveries = first.deliveries();
+        List<MessageTransaction.Delivery> firstDeliveries = first.deliveries();
         int duplicates = bodies.size() - invocation.rejected().size() - firstDeliveries.size();
         invocation.countDuplicates(duplicates);
         logger.debug(
@@ -218,7 +218,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
             return firstDeliveries.get(0).message().get();
         }
         return MessageBuilder.<Object>withPayload(firstDeliveries.stream()
-                        .map(GuardedInvocation.Delivery::payload)
+                        .map(MessageTransaction.Delivery::payload)
                         .toList())
                 .copyHeaders(message.getHeaders())
                 .build();
@@ -229,7 +229,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
      * after the claims, in the batch's transaction.
      */
     private void takenBack(
-            Read read, List<?> bodies, Set<ProcessedEventStore.Key> claimed, GuardedInvocation invocation) {
+            Read read, List<?> bodies, Set<ProcessedEventStore.Key> claimed, MessageTransaction invocation) {
         for (ProcessedEventStore.Key key : claimed) {
             Integer index = read.firstCopies().get(key);
             Checked checked = index != null ? read.events().get(index) : null;
@@ -248,7 +248,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
      */
     private record Read(List<@Nullable Checked> events, Map<ProcessedEventStore.Key, Integer> firstCopies) {}
 
-    private Read read(Message<Object> delivered, List<?> bodies, GuardedInvocation invocation) {
+    private Read read(Message<Object> delivered, List<?> bodies, MessageTransaction invocation) {
         List<@Nullable Checked> events = new ArrayList<>(bodies.size());
         Map<ProcessedEventStore.Key, Integer> firstCopies = new LinkedHashMap<>();
         for (int index = 0; index < bodies.size(); index++) {
@@ -283,7 +283,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
      * The batch's events, those moved back to the queue as dead letters that the guard did not record set aside
      * (rejected). The first statement of the batch's transaction, as the claim is otherwise.
      */
-    private Read recordedOnly(Read read, List<?> bodies, GuardedInvocation invocation) {
+    private Read recordedOnly(Read read, List<?> bodies, MessageTransaction invocation) {
         Map<Integer, RejectedMessageException> unrecorded = invocation.firstStatement(() -> {
             Map<Integer, RejectedMessageException> refused = new HashMap<>();
             for (int index = 0; index < read.events().size(); index++) {
@@ -398,15 +398,15 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     /**
      * The first deliveries of a batch, in their order, and how many of them have no id (they pass through unguarded).
      */
-    private record FirstDeliveries(List<GuardedInvocation.Delivery> deliveries, int unguarded) {}
+    private record FirstDeliveries(List<MessageTransaction.Delivery> deliveries, int unguarded) {}
 
     /**
      * The events of the batch to hand to the business function: the first copy of each id claimed now, and each
      * event without an id. A payload that does not map is set aside (rejected), its claim undone.
      */
     private FirstDeliveries firstDeliveries(
-            Message<Object> delivered, Read read, Set<ProcessedEventStore.Key> claimed, GuardedInvocation invocation) {
-        List<GuardedInvocation.Delivery> firstDeliveries = new ArrayList<>(claimed.size());
+            Message<Object> delivered, Read read, Set<ProcessedEventStore.Key> claimed, MessageTransaction invocation) {
+        List<MessageTransaction.Delivery> firstDeliveries = new ArrayList<>(claimed.size());
         int unguarded = 0;
         for (int index = 0; index < read.events().size(); index++) {
             Checked checked = read.events().get(index);
@@ -434,7 +434,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                 // The event's message is built only for a function that takes one, or the first event of the batch,
                 // which the guard returns; with the headers of its message where a business function takes a Message.
                 boolean headers = invocation.binding().takesMessages();
-                firstDeliveries.add(new GuardedInvocation.Delivery(
+                firstDeliveries.add(new MessageTransaction.Delivery(
                         payload,
                         () -> eventMessage(payload, event, headers ? headersOf(delivered, position) : Map.of())));
             } catch (RejectedMessageException ex) {
@@ -509,8 +509,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                         .formatted(payload.getClass().getName()));
     }
 
-    private GuardedInvocation currentInvocation() {
-        GuardedInvocation invocation = GuardedInvocation.current();
+    private MessageTransaction currentInvocation() {
+        MessageTransaction invocation = MessageTransaction.current();
         if (invocation == null || !TransactionSynchronizationManager.hasResource(this.dataSource)) {
             throw new IllegalStateException(NAME + " ran outside the transaction the library opens around a guarded"
                     + " binding, so its claim could not commit with the business effect. Compose it first in"

@@ -44,8 +44,8 @@ public class IdempotencyGuardAutoConfiguration {
     }
 
     @Bean
-    static GuardedConsumerDefaults idempotencyGuardedBindingConsumers(Environment environment) {
-        return new GuardedConsumerDefaults(FunctionDefinitions.guardedBindingNames(environment));
+    static GuardedConsumerProperties idempotencyGuardedBindingConsumers(Environment environment) {
+        return new GuardedConsumerProperties(FunctionDefinitions.guardedBindingNames(environment));
     }
 
     /**
@@ -86,7 +86,7 @@ public class IdempotencyGuardAutoConfiguration {
     }
 
     @Bean
-    GuardedBindings idempotencyGuardedBindings(
+    GuardInstaller idempotencyGuardedBindings(
             Environment environment,
             IdempotencyProperties properties,
             ConfigurableListableBeanFactory beanFactory,
@@ -99,7 +99,7 @@ public class IdempotencyGuardAutoConfiguration {
             ObjectProvider<BinderGiveBack> giveBacks,
             ObjectProvider<EventRoutes> routes,
             ObjectProvider<IdempotencyMetrics> metrics) {
-        return new GuardedBindings(
+        return new GuardInstaller(
                 environment.getProperty(FunctionDefinitions.PROPERTY, ""),
                 properties,
                 beanFactory,

@@ -7,7 +7,7 @@ import java.util.stream.Collectors;
 
 /**
  * The messages of a batch that failed, by their index in the batch, while the others were processed: they go to the
- * dead-letter queue one by one ({@link FailedBatches}), each with its own reason, and are not retried with
+ * dead-letter queue one by one ({@link FailedBatchSplitter}), each with its own reason, and are not retried with
  * the batch.
  */
 final class PartlyFailedBatch extends IdempotencyException {

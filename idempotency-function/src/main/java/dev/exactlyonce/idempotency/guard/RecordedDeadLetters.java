@@ -1,6 +1,6 @@
 package dev.exactlyonce.idempotency.guard;
 
-import dev.exactlyonce.idempotency.Printable;
+import dev.exactlyonce.idempotency.LogSafe;
 import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import dev.exactlyonce.idempotency.outage.BinderGiveBack;
 import dev.exactlyonce.idempotency.outage.Outage;
@@ -77,7 +77,7 @@ final class RecordedDeadLetters implements ChannelInterceptor {
                                 + " that table",
                         this.binding.bindingName(),
                         this.table,
-                        Printable.of(String.valueOf(ex.getMessage())));
+                        LogSafe.of(String.valueOf(ex.getMessage())));
                 return message;
             }
             // The database went away: the delivery comes back once it answers, and is recorded then.
@@ -91,7 +91,7 @@ final class RecordedDeadLetters implements ChannelInterceptor {
 
     /**
      * Whether the binder dead-letters one message for this error message: a batch whose failed messages were
-     * dead-lettered one by one ({@link FailedBatches}) goes on with no received message left.
+     * dead-lettered one by one ({@link FailedBatchSplitter}) goes on with no received message left.
      */
     private static boolean deadLettersOne(ErrorMessage error) {
         Object source = error.getHeaders().get(IntegrationMessageHeaderAccessor.SOURCE_DATA);

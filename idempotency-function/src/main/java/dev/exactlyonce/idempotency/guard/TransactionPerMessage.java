@@ -46,7 +46,7 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
  *   <li>{@code afterSendCompletion} rolls back what did not commit ({@link OutageGiveBack} for an outage).
  * </ol>
  */
-final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocation.Recovery {
+final class TransactionPerMessage implements ChannelInterceptor, MessageTransaction.Recovery {
 
     private static final Logger logger = LoggerFactory.getLogger(TransactionPerMessage.class);
 
@@ -102,7 +102,7 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
 
     @Override
     public Message<?> preSend(Message<?> message, MessageChannel channel) {
-        GuardedInvocation.rollBackAbandoned();
+        MessageTransaction.rollBackAbandoned();
         releaseConnection();
         if (TransactionSynchronizationManager.hasResource(this.dataSource)) {
             throw new IdempotencyException(("The thread delivering a message of %s already runs a transaction on the"
@@ -112,7 +112,7 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
                     .formatted(this.binding.bindingName()));
         }
         this.outage.delivering(message);
-        GuardedInvocation.open(this.binding, this.transactionManager, begin(), this.outbox, this.routes, this);
+        MessageTransaction.open(this.binding, this.transactionManager, begin(), this.outbox, this.routes, this);
         logger.debug("Began the transaction of a message of {}", this.binding.bindingName());
         return message;
     }
@@ -260,7 +260,7 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
 
     @Override
     public void postSend(Message<?> message, MessageChannel channel, boolean sent) {
-        GuardedInvocation invocation = current();
+        MessageTransaction invocation = current();
         try {
             this.transactionManager.commit(invocation.transaction());
         } catch (RuntimeException ex) {
@@ -290,7 +290,7 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
     @Override
     public void afterSendCompletion(
             Message<?> message, MessageChannel channel, boolean sent, @Nullable Exception failure) {
-        GuardedInvocation invocation = current();
+        MessageTransaction invocation = current();
         if (failure == null && !BatchMessages.isPartOfBatch(message)) {
             // Committed: the delivery ended (a message of a batch tried alone is the batch's, which goes on).
             this.outage.delivered();
@@ -320,7 +320,7 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
      * The message ended without meeting an outage: the database works, if its claim went through; a message rejected
      * before it says nothing of the database, and leaves a trial to the next message.
      */
-    private void answered(GuardedInvocation invocation) {
+    private void answered(MessageTransaction invocation) {
         if (invocation.reachedTheDatabase()) {
             this.outage.worked();
         } else {
@@ -366,8 +366,8 @@ final class TransactionPerMessage implements ChannelInterceptor, GuardedInvocati
                 rejected.getMessage());
     }
 
-    private GuardedInvocation current() {
-        GuardedInvocation invocation = GuardedInvocation.current();
+    private MessageTransaction current() {
+        MessageTransaction invocation = MessageTransaction.current();
         if (invocation == null || invocation.binding() != this.binding) {
             throw new IllegalStateException("No guarded invocation of " + this.binding.bindingName() + " is open");
         }

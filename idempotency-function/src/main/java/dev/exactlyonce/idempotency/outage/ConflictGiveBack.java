@@ -25,7 +25,7 @@ import org.springframework.messaging.support.ErrorMessage;
  * storm of conflicts shorter than {@code max-hold}.
  *
  * <p>A message is known again by its body: a broker redelivers the same bytes ({@link ConflictHolds}). A batch is not
- * given back here: its events are tried one by one ({@code FailedBatches} of the guard).
+ * given back here: its events are tried one by one ({@code FailedBatchSplitter} of the guard).
  */
 public final class ConflictGiveBack implements ChannelInterceptor {
 

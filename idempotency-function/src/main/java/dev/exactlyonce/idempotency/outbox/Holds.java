@@ -86,12 +86,12 @@ final class Holds {
     }
 
     /** Whether the row waits: its destination, its route or its key is held and not due yet. */
-    boolean holds(OutboxPublisher.Row row) {
+    boolean holds(OutboxSender.Row row) {
         return holds(row.destination(), row.eventName(), row.orderKey());
     }
 
     /**
-     * Whether a row of that destination and event name, of that key ({@link OutboxPublisher.Row#orderKey()}), waits.
+     * Whether a row of that destination and event name, of that key ({@link OutboxSender.Row#orderKey()}), waits.
      */
     boolean holds(String destination, String eventName, String orderKey) {
         Instant now = Instant.now();
@@ -114,7 +114,7 @@ final class Holds {
     }
 
     /** Holds the row's destination, route or key (by {@code kind}) one step longer than before. */
-    void hold(Kind kind, OutboxPublisher.Row row, String reason) {
+    void hold(Kind kind, OutboxSender.Row row, String reason) {
         String name = switch (kind) {
             case DESTINATION -> row.destination();
             case ROUTE -> route(row);
@@ -155,7 +155,7 @@ final class Holds {
     }
 
     /** Lets the row's destination, route and key go: the broker confirmed the row. */
-    void confirmed(OutboxPublisher.Row row) {
+    void confirmed(OutboxSender.Row row) {
         Instant now = Instant.now();
         this.confirmed.put(row.destination(), now);
         release(Kind.DESTINATION, row.destination(), now);
@@ -207,7 +207,7 @@ final class Holds {
                 .count();
     }
 
-    private static String route(OutboxPublisher.Row row) {
+    private static String route(OutboxSender.Row row) {
         return route(row.destination(), row.eventName());
     }
 

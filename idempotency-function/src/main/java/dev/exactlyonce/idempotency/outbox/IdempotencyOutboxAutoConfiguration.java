@@ -90,7 +90,7 @@ public class IdempotencyOutboxAutoConfiguration {
                 ObjectProvider<IdempotencyMetrics> metrics) {
             return new OutboxRelay(
                     dataSource,
-                    new OutboxPublisher(
+                    new OutboxSender(
                             streamBridge,
                             binderFactory,
                             bindings,
@@ -109,8 +109,8 @@ public class IdempotencyOutboxAutoConfiguration {
     @Bean
     @DependsOnDatabaseInitialization
     @ConditionalOnMissingBean
-    OutboxPublishers idempotencyOutboxPublishers(DataSource dataSource, OutboxProperties properties) {
-        return new OutboxPublishers(dataSource, properties.relay().enabled());
+    OutboxPublisherRegistration idempotencyOutboxPublishers(DataSource dataSource, OutboxProperties properties) {
+        return new OutboxPublisherRegistration(dataSource, properties.relay().enabled());
     }
 
     /**

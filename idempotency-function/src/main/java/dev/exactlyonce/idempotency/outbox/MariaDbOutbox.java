@@ -254,13 +254,13 @@ final class MariaDbOutbox implements OutboxStatements {
     }
 
     @Override
-    public List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey) {
+    public List<OutboxSender.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey) {
         List<Object> parameters = new ArrayList<>(keys.size() * 3);
         keys.forEach(head -> parameters.addAll(List.of(head.destination(), head.key(), perKey)));
         return OutboxStatements.withoutHeldKeys(jdbc.query(
                 String.join(" UNION ALL ", Collections.nCopies(keys.size(), PENDING)) + " ORDER BY 7",
                 (row, index) -> new Pending(
-                        new OutboxPublisher.Row(
+                        new OutboxSender.Row(
                                 row.getObject(1, UUID.class),
                                 row.getString(2),
                                 row.getString(3),
@@ -288,11 +288,11 @@ final class MariaDbOutbox implements OutboxStatements {
     @Override
     public void holdBack(
             JdbcTemplate jdbc,
-            List<OutboxPublisher.Refusal> refusals,
+            List<OutboxSender.Refusal> refusals,
             int maxAttempts,
             int maxBackOffSeconds,
             RowCallbackHandler refused) {
-        for (OutboxPublisher.Refusal refusal : refusals) {
+        for (OutboxSender.Refusal refusal : refusals) {
             jdbc.update(
                     REFUSED,
                     refusal.reason(),

@@ -45,7 +45,7 @@ import org.springframework.util.backoff.ExponentialBackOff;
  *       {@code batch-size}. It selects by {@code published_at IS NULL}, never by a position past the last one
  *       published: a transaction that wrote a row before another but commits after it is published by the next run,
  *       not skipped;
- *   <li>publishes them ({@link OutboxPublisher}) and waits for the broker's answers, {@code confirm-timeout} at most;
+ *   <li>publishes them ({@link OutboxSender}) and waits for the broker's answers, {@code confirm-timeout} at most;
  *   <li>marks the rows the broker confirmed; for a row it refused, counts the attempt and holds its key back, for 1 s,
  *       2 s, ... up to {@value #MAX_KEY_BACKOFF_SECONDS} s, or parks it after {@code max-attempts}; and commits. The
  *       later rows of a refused or unanswered row's key wait; other keys go on.
@@ -134,7 +134,7 @@ public final class OutboxRelay implements SmartLifecycle {
 
     private final PlatformTransactionManager transactions;
 
-    private final OutboxPublisher publisher;
+    private final OutboxSender publisher;
 
     private final String destination;
 
@@ -171,7 +171,7 @@ public final class OutboxRelay implements SmartLifecycle {
 
     OutboxRelay(
             DataSource dataSource,
-            OutboxPublisher publisher,
+            OutboxSender publisher,
             String destination,
             OutboxProperties.Relay properties,
             IdempotencyMetrics metrics) {
@@ -259,9 +259,9 @@ public final class OutboxRelay implements SmartLifecycle {
         this.scanFrom = first.next();
         Set<String> read = new HashSet<>();
         List<OutboxStatements.Head> all = new ArrayList<>(heads.heads());
-        all.forEach(head -> read.add(OutboxPublisher.Row.orderKey(head.destination(), head.key())));
+        all.forEach(head -> read.add(OutboxSender.Row.orderKey(head.destination(), head.key())));
         first.heads().stream()
-                .filter(head -> read.add(OutboxPublisher.Row.orderKey(head.destination(), head.key())))
+                .filter(head -> read.add(OutboxSender.Row.orderKey(head.destination(), head.key())))
                 .forEach(all::add);
         return all;
     }
@@ -284,7 +284,7 @@ public final class OutboxRelay implements SmartLifecycle {
                 continue;
             }
             lag = Math.max(lag, head.waited());
-            String key = OutboxPublisher.Row.orderKey(head.destination(), head.key());
+            String key = OutboxSender.Row.orderKey(head.destination(), head.key());
             if (holds.holds(head.destination(), head.eventName(), key) || this.publisher.sending(key)) {
                 held++;
             } else {
@@ -332,13 +332,13 @@ public final class OutboxRelay implements SmartLifecycle {
         List<OutboxStatements.Head> ours =
                 keys.stream().filter(head -> locked.contains(head.partition())).toList();
         int share = (this.batchSize + ours.size() - 1) / ours.size();
-        List<OutboxPublisher.Row> rows = sql().pending(this.jdbc, ours, share);
+        List<OutboxSender.Row> rows = sql().pending(this.jdbc, ours, share);
         boolean more = rows.stream()
-                .collect(Collectors.groupingBy(OutboxPublisher.Row::orderKey, Collectors.counting()))
+                .collect(Collectors.groupingBy(OutboxSender.Row::orderKey, Collectors.counting()))
                 .values()
                 .stream()
                 .anyMatch(count -> count >= share);
-        OutboxPublisher.Published published = this.publisher.publish(rows);
+        OutboxSender.Published published = this.publisher.publish(rows);
         // Counted as they went out: a run whose mark then fails published them all the same (and its next run
         // publishes them again, counted again).
         this.metrics.outboxPublished(published.confirmed().size());
@@ -378,7 +378,7 @@ public final class OutboxRelay implements SmartLifecycle {
     }
 
     /** Counts the refused rows' attempts and holds their keys back, or parks them. */
-    private void holdBack(List<OutboxPublisher.Refusal> refusals) {
+    private void holdBack(List<OutboxSender.Refusal> refusals) {
         sql().holdBack(this.jdbc, refusals, this.maxAttempts, MAX_KEY_BACKOFF_SECONDS, row -> {
             Duration retry = Duration.ofMillis((long) (row.getDouble(5) * 1000));
             if (row.getBoolean(4)) {
@@ -404,10 +404,10 @@ public final class OutboxRelay implements SmartLifecycle {
         });
     }
 
-    private static String reasonOf(List<OutboxPublisher.Refusal> refusals, UUID id) {
+    private static String reasonOf(List<OutboxSender.Refusal> refusals, UUID id) {
         return refusals.stream()
                 .filter(refusal -> refusal.row().id().equals(id))
-                .map(OutboxPublisher.Refusal::reason)
+                .map(OutboxSender.Refusal::reason)
                 .findFirst()
                 .orElse("");
     }

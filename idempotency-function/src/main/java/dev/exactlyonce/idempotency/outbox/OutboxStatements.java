@@ -30,10 +30,10 @@ interface OutboxStatements {
     }
 
     /** The rows of the keys whose first row is not held back, from the rows read with whether each is held. */
-    static List<OutboxPublisher.Row> withoutHeldKeys(List<Pending> rows) {
+    static List<OutboxSender.Row> withoutHeldKeys(List<Pending> rows) {
         Set<String> held = new HashSet<>();
         Set<String> seen = new HashSet<>();
-        List<OutboxPublisher.Row> ready = new ArrayList<>(rows.size());
+        List<OutboxSender.Row> ready = new ArrayList<>(rows.size());
         for (Pending pending : rows) {
             String key = pending.row().orderKey();
             if (seen.add(key) && pending.held()) {
@@ -47,7 +47,7 @@ interface OutboxStatements {
     }
 
     /** A pending row, and whether it is held back (refused and waiting for its next attempt, or parked). */
-    record Pending(OutboxPublisher.Row row, boolean held) {}
+    record Pending(OutboxSender.Row row, boolean held) {}
 
     /**
      * A row to write: the event's id, its destination, its key, its name, its payload (a JSON object) and when it was
@@ -128,7 +128,7 @@ interface OutboxStatements {
      * The oldest unpublished rows of each of the keys, up to {@code perKey} of each, in the order written; none of a
      * key whose head was refused and waits for its next attempt, or was parked, meanwhile (by another relay).
      */
-    List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey);
+    List<OutboxSender.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey);
 
     /** Marks the rows published. */
     void markPublished(JdbcTemplate jdbc, List<UUID> ids);
@@ -140,7 +140,7 @@ interface OutboxStatements {
      */
     void holdBack(
             JdbcTemplate jdbc,
-            List<OutboxPublisher.Refusal> refusals,
+            List<OutboxSender.Refusal> refusals,
             int maxAttempts,
             int maxBackOffSeconds,
             RowCallbackHandler refused);

@@ -197,11 +197,11 @@ final class PostgresOutbox implements OutboxStatements {
     }
 
     @Override
-    public List<OutboxPublisher.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey) {
+    public List<OutboxSender.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey) {
         return OutboxStatements.withoutHeldKeys(jdbc.query(
                 PENDING,
                 (row, index) -> new Pending(
-                        new OutboxPublisher.Row(
+                        new OutboxSender.Row(
                                 row.getObject(1, UUID.class),
                                 row.getString(2),
                                 row.getString(3),
@@ -222,7 +222,7 @@ final class PostgresOutbox implements OutboxStatements {
     @Override
     public void holdBack(
             JdbcTemplate jdbc,
-            List<OutboxPublisher.Refusal> refusals,
+            List<OutboxSender.Refusal> refusals,
             int maxAttempts,
             int maxBackOffSeconds,
             RowCallbackHandler refused) {
@@ -232,7 +232,7 @@ final class PostgresOutbox implements OutboxStatements {
                 maxBackOffSeconds,
                 maxAttempts,
                 refusals.stream().map(refusal -> refusal.row().id()).toArray(UUID[]::new),
-                refusals.stream().map(OutboxPublisher.Refusal::reason).toArray(String[]::new));
+                refusals.stream().map(OutboxSender.Refusal::reason).toArray(String[]::new));
     }
 
     @Override

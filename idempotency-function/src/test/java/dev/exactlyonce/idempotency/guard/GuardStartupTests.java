@@ -100,7 +100,7 @@ class GuardStartupTests {
     @Test
     void aCorrectDefinitionStarts() {
         try (ConfigurableApplicationContext context = start("idempotencyGuard|recordThing")) {
-            assertThat(context.getBean(GuardedBindings.class).bindings())
+            assertThat(context.getBean(GuardInstaller.class).bindings())
                     .singleElement()
                     .satisfies(binding -> {
                         assertThat(binding.bindingName()).isEqualTo("idempotencyGuardrecordThing-in-0");
@@ -165,7 +165,7 @@ class GuardStartupTests {
         try (ConfigurableApplicationContext context = start(
                 "idempotencyGuard|recordThing",
                 "spring.cloud.stream.bindings.idempotencyGuardrecordThing-in-0.consumer.batch-mode=true")) {
-            assertThat(context.getBean(GuardedBindings.class).bindings())
+            assertThat(context.getBean(GuardInstaller.class).bindings())
                     .singleElement()
                     .satisfies(binding -> {
                         assertThat(binding.batch()).isTrue();
@@ -277,7 +277,7 @@ class GuardStartupTests {
     void aServiceThatDoesNotUseTheGuardNeedsNoDataSource() {
         try (ConfigurableApplicationContext context =
                 start("recordThing", "spring.autoconfigure.exclude=" + DataSourceAutoConfiguration.class.getName())) {
-            assertThat(context.getBean(GuardedBindings.class).bindings()).isEmpty();
+            assertThat(context.getBean(GuardInstaller.class).bindings()).isEmpty();
         }
     }
 

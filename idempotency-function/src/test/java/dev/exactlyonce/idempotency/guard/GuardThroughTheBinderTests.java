@@ -77,7 +77,7 @@ class GuardThroughTheBinderTests {
     PlatformTransactionManager transactionManager;
 
     @Autowired
-    GuardedBindings guardedBindings;
+    GuardInstaller guardedBindings;
 
     @Autowired
     DataSource dataSource;
@@ -309,13 +309,13 @@ class GuardThroughTheBinderTests {
         // What an invocation leaves on the consumer thread when a Throwable escapes every catch of the channel: its
         // transaction, with the event's effect written, and the invocation itself, still bound.
         TransactionStatus transaction = this.transactionManager.getTransaction(new DefaultTransactionDefinition());
-        GuardedInvocation.open(
+        MessageTransaction.open(
                 this.guardedBindings.bindings().get(0),
                 this.transactionManager,
                 transaction,
                 null,
                 null,
-                new GuardedInvocation.Recovery() {
+                new MessageTransaction.Recovery() {
                     @Override
                     public TransactionStatus beginAgain(TransactionStatus failed, RuntimeException failure) {
                         throw failure;
@@ -340,7 +340,7 @@ class GuardThroughTheBinderTests {
                 .as("the abandoned transaction rolled back, not committed with the next message")
                 .isZero();
         assertThat(transaction.isCompleted()).isTrue();
-        assertThat(GuardedInvocation.current()).isNull();
+        assertThat(MessageTransaction.current()).isNull();
         assertThat(TransactionSynchronizationManager.isActualTransactionActive())
                 .isFalse();
     }

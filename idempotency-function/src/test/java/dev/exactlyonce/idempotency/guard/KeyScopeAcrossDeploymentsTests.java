@@ -169,7 +169,7 @@ public class KeyScopeAcrossDeploymentsTests {
         updatedVersion.addAll(List.of(updatedProperties));
         try (ConfigurableApplicationContext former = start(RECORD);
                 ConfigurableApplicationContext updated = start(updatedVersion.toArray(String[]::new))) {
-            assertThat(updated.getBean(GuardedBindings.class).bindings())
+            assertThat(updated.getBean(GuardInstaller.class).bindings())
                     .singleElement()
                     .satisfies(binding -> assertThat(binding.batch()).isEqualTo(updatedProperties.length > 0));
             EventEnvelope<ThingHappened> first = Things.thingHappened();
@@ -249,7 +249,7 @@ public class KeyScopeAcrossDeploymentsTests {
 
     /** Delivers the event to each guarded binding of the service. */
     private static void deliver(ConfigurableApplicationContext service, EventEnvelope<ThingHappened> event) {
-        for (GuardedBinding binding : service.getBean(GuardedBindings.class).bindings()) {
+        for (GuardedBinding binding : service.getBean(GuardInstaller.class).bindings()) {
             String destination =
                     service.getBean(BindingServiceProperties.class).getBindingDestination(binding.bindingName());
             service.getBean(InputDestination.class)

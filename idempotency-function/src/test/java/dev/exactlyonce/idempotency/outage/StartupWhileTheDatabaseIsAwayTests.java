@@ -7,7 +7,7 @@ import static org.awaitility.Awaitility.await;
 import dev.exactlyonce.idempotency.Deployment;
 import dev.exactlyonce.idempotency.IdempotencyException;
 import dev.exactlyonce.idempotency.ThingHappened;
-import dev.exactlyonce.idempotency.guard.GuardedBindings;
+import dev.exactlyonce.idempotency.guard.GuardInstaller;
 import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.test.TcpProxy;
 import dev.exactlyonce.idempotency.test.TestDatabase;
@@ -57,7 +57,7 @@ class StartupWhileTheDatabaseIsAwayTests {
         this.postgres.restore();
 
         try (ConfigurableApplicationContext service = starting.get(60, TimeUnit.SECONDS)) {
-            assertThat(service.getBean(GuardedBindings.class).bindings()).hasSize(1);
+            assertThat(service.getBean(GuardInstaller.class).bindings()).hasSize(1);
         }
     }
 

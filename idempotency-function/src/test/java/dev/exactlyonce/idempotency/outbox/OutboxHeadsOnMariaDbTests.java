@@ -86,7 +86,7 @@ class OutboxHeadsOnMariaDbTests {
                         .toList();
 
         assertThat(MariaDbOutbox.INSTANCE.pending(jdbc, asked, 10))
-                .extracting(OutboxPublisher.Row::key)
+                .extracting(OutboxSender.Row::key)
                 .containsOnly("key-7");
     }
 }

@@ -102,7 +102,7 @@ class OutboxHeadsTests {
                 .filter(head -> head.key().equals("parked") || head.key().equals("key-7"))
                 .toList();
         assertThat(PostgresOutbox.INSTANCE.pending(jdbc, asked, 10))
-                .extracting(OutboxPublisher.Row::key)
+                .extracting(OutboxSender.Row::key)
                 .containsOnly("key-7");
     }
 

@@ -24,7 +24,7 @@ class OutboxLockTablesOnMariaDbTests {
     void theLibrarysSchemaHasEveryLockRow() {
         DataSource dataSource = schema();
 
-        assertThatCode(() -> new OutboxPublishers(dataSource, true).afterPropertiesSet())
+        assertThatCode(() -> new OutboxPublisherRegistration(dataSource, true).afterPropertiesSet())
                 .doesNotThrowAnyException();
     }
 
@@ -34,7 +34,7 @@ class OutboxLockTablesOnMariaDbTests {
         new JdbcTemplate(dataSource).update("DROP TABLE outbox_key");
 
         assertThatExceptionOfType(StartupRefusal.class)
-                .isThrownBy(() -> new OutboxPublishers(dataSource, true).afterPropertiesSet())
+                .isThrownBy(() -> new OutboxPublisherRegistration(dataSource, true).afterPropertiesSet())
                 .withMessageContaining("no outbox_key table")
                 .satisfies(refusal -> assertThat(refusal.action()).contains("schema-mariadb.sql"));
     }
@@ -45,7 +45,7 @@ class OutboxLockTablesOnMariaDbTests {
         new JdbcTemplate(dataSource).update("DELETE FROM outbox_relay_lock");
 
         assertThatExceptionOfType(StartupRefusal.class)
-                .isThrownBy(() -> new OutboxPublishers(dataSource, true).afterPropertiesSet())
+                .isThrownBy(() -> new OutboxPublisherRegistration(dataSource, true).afterPropertiesSet())
                 .withMessageContaining("outbox_relay_lock holds 0 of its 256 rows");
     }
 
@@ -54,7 +54,7 @@ class OutboxLockTablesOnMariaDbTests {
         DataSource dataSource = schema();
         new JdbcTemplate(dataSource).update("DELETE FROM outbox_relay_lock");
 
-        assertThatCode(() -> new OutboxPublishers(dataSource, false).afterPropertiesSet())
+        assertThatCode(() -> new OutboxPublisherRegistration(dataSource, false).afterPropertiesSet())
                 .doesNotThrowAnyException();
     }
 

@@ -915,7 +915,7 @@ class OutboxOnRabbitIT {
     private OutboxRelay otherInstancesRelay(DataSource dataSource) {
         return new OutboxRelay(
                 dataSource,
-                new OutboxPublisher(
+                new OutboxSender(
                         this.streamBridge,
                         this.binderFactory,
                         this.bindings,

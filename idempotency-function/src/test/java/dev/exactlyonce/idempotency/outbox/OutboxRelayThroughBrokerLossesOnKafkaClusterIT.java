@@ -211,7 +211,7 @@ class OutboxRelayThroughBrokerLossesOnKafkaClusterIT {
                         .filter(thread -> Arrays.stream(thread.getValue())
                                 .noneMatch(frame -> frame.getClassName().contains("SynchronousQueue"))))
                 .as("the relay's threads with a send under way: one per key of the stuck partition, and the run's own")
-                .hasSizeLessThanOrEqualTo(stuck.size() + OutboxPublisher.MAX_IN_FLIGHT);
+                .hasSizeLessThanOrEqualTo(stuck.size() + OutboxSender.MAX_IN_FLIGHT);
 
         cluster.control("start", "1");
         await().atMost(Duration.ofMinutes(3))

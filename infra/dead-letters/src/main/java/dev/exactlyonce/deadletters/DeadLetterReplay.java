@@ -6,7 +6,7 @@ import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
 import com.rabbitmq.client.ReturnListener;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
-import dev.exactlyonce.idempotency.Printable;
+import dev.exactlyonce.idempotency.LogSafe;
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.binder.rabbit.RabbitDeadLetters;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
@@ -114,7 +114,7 @@ public final class DeadLetterReplay {
             }
             return (this.eventIds.isEmpty() ? "" : "event(s) " + this.eventIds)
                     + (this.eventIds.isEmpty() || this.cause == null ? "" : " of ")
-                    + (this.cause == null ? "" : "cause " + Printable.of(this.cause));
+                    + (this.cause == null ? "" : "cause " + LogSafe.of(this.cause));
         }
     }
 
@@ -391,7 +391,7 @@ public final class DeadLetterReplay {
         Map<String, Object> headers = message.getProps().getHeaders();
         Object count = headers != null ? headers.get(REPLAY_COUNT) : null;
         if (count != null && !(count instanceof Number)) {
-            return "its %s header is not a number (%s)".formatted(REPLAY_COUNT, Printable.of(count.toString()));
+            return "its %s header is not a number (%s)".formatted(REPLAY_COUNT, LogSafe.of(count.toString()));
         }
         String death = brokersDeath(headers, queue);
         if (death != null) {
@@ -547,6 +547,6 @@ public final class DeadLetterReplay {
         return "%s: %s"
                 .formatted(
                         eventId != null ? eventId : "(no event id)",
-                        reason != null ? Printable.of(reason.toString()) : "");
+                        reason != null ? LogSafe.of(reason.toString()) : "");
     }
 }

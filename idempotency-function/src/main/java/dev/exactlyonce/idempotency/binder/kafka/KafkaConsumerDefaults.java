@@ -2,7 +2,7 @@ package dev.exactlyonce.idempotency.binder.kafka;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.guard.BinderConsumerDefaults;
-import dev.exactlyonce.idempotency.guard.BinderConsumers;
+import dev.exactlyonce.idempotency.guard.ConsumerSettings;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import java.time.Duration;
 import java.util.List;
@@ -14,7 +14,7 @@ import org.springframework.cloud.stream.binder.kafka.properties.KafkaConsumerPro
 import org.springframework.core.env.Environment;
 
 /**
- * What the library sets and checks on a guarded Kafka binding (see {@link BinderConsumers}): a dead-letter topic and
+ * What the library sets and checks on a guarded Kafka binding (see {@link ConsumerSettings}): a dead-letter topic and
  * its producer's serializers, an error handler that never skips a record given back during an outage, a failed
  * dead-letter send that fails the delivery ({@link KafkaDeadLetterSends}), and a hold that fits in
  * {@code max.poll.interval.ms}. See docs/reference.md, "Swapping binders".
@@ -89,7 +89,7 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
     }
 
     @Override
-    public void apply(KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+    public void apply(KafkaConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         binding.requireDeadLetters(
                 "enable-dlq",
                 consumer.isEnableDlq(),
@@ -113,7 +113,7 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
      * ({@link TransactionalGiveBacks}).
      */
     private static void setErrorHandler(
-            KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding, boolean transactional) {
+            KafkaConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding, boolean transactional) {
         if (consumer.getCommonErrorHandlerBeanName() != null) {
             return;
         }
@@ -134,7 +134,7 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
      * and without them a record with a key is not dead-lettered but skipped. A consumer that deserializes to anything
      * else, or a transactional binder whose producer has none, is refused at start-up.
      */
-    private void setDeadLetterSerializers(KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+    private void setDeadLetterSerializers(KafkaConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (!consumer.isEnableDlq()) {
             return;
         }
@@ -199,7 +199,7 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
      * its group), or, where unset and the client's default is shorter, sets it to the hold and {@link #POLL_ROOM} more.
      * The hold counts a held delivery's last trial: the pool's {@code connection-timeout} and {@code socket-timeout}.
      */
-    private void fitHoldInPollInterval(KafkaConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+    private void fitHoldInPollInterval(KafkaConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         Duration held = this.outage.maxHold().plus(this.connectionWait).plus(this.outage.socketTimeout());
         Duration pollInterval;
         try {

@@ -1,6 +1,6 @@
 package dev.exactlyonce.idempotency.binder.kafka;
 
-import dev.exactlyonce.idempotency.Printable;
+import dev.exactlyonce.idempotency.LogSafe;
 import java.lang.reflect.InvocationHandler;
 import java.lang.reflect.InvocationTargetException;
 import java.lang.reflect.Proxy;
@@ -84,7 +84,7 @@ final class KafkaDeadLetterSends implements ClientFactoryCustomizer {
                                         + " a back-off, until its dead letter is published",
                                 origin,
                                 bindingName,
-                                Printable.of(failure.toString()));
+                                LogSafe.of(failure.toString()));
                         throw new NotPublished(
                                 "The dead letter of %s (%s) was not published".formatted(origin, bindingName), failure);
                     }

@@ -1,7 +1,7 @@
 package dev.exactlyonce.idempotency.binder.rabbit;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties;
-import dev.exactlyonce.idempotency.guard.GuardedBindings;
+import dev.exactlyonce.idempotency.guard.GuardInstaller;
 import dev.exactlyonce.idempotency.guard.IdempotencyGuardAutoConfiguration;
 import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.beans.factory.ObjectProvider;
@@ -51,7 +51,7 @@ public class IdempotencyRabbitAutoConfiguration {
     @Bean
     RabbitContainers idempotencyRabbitContainers(
             IdempotencyProperties properties,
-            ObjectProvider<GuardedBindings> guardedBindings,
+            ObjectProvider<GuardInstaller> guardedBindings,
             BindingServiceProperties bindings) {
         return new RabbitContainers(properties.batch().maxWait(), guardedBindings, bindings);
     }

@@ -3,7 +3,7 @@ package dev.exactlyonce.idempotency.binder.rabbit;
 import com.rabbitmq.client.Channel;
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.guard.BinderConsumerDefaults;
-import dev.exactlyonce.idempotency.guard.BinderConsumers;
+import dev.exactlyonce.idempotency.guard.ConsumerSettings;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import java.io.IOException;
 import java.time.Duration;
@@ -21,7 +21,7 @@ import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.cloud.stream.binder.rabbit.properties.RabbitConsumerProperties;
 
 /**
- * What the library sets and checks on a guarded RabbitMQ binding (see {@link BinderConsumers}): a dead-letter queue
+ * What the library sets and checks on a guarded RabbitMQ binding (see {@link ConsumerSettings}): a dead-letter queue
  * ({@code auto-bind-dlq}), the exchanges a binding that declares none needs, batches with a bound on their wait
  * ({@link #setBatchDefaults}), and the queue bound with the names of the events the functions map
  * ({@link #setRoutingKeys}). See docs/reference.md, "Configuration".
@@ -61,7 +61,7 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
     }
 
     @Override
-    public void apply(RabbitConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+    public void apply(RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         binding.requireDeadLetters(
                 "auto-bind-dlq",
                 consumer.isAutoBindDlq(),
@@ -86,7 +86,7 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
      * routing keys are event names: the route check on, a topic or direct exchange, a binding neither partitioned nor a
      * super stream. A queue declared earlier keeps the bindings it had: RabbitMQ adds bindings, it never removes them.
      */
-    private void setRoutingKeys(RabbitConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+    private void setRoutingKeys(RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (binding.eventNames().isEmpty()
                 && this.routeCheck
                 && consumer.getBindingRoutingKey() == null
@@ -137,7 +137,7 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
      * {@code idempotency.batch.max-wait} after it began ({@link RabbitContainers}); each unless set. A
      * {@code receive-timeout} longer than {@code max-wait} is lowered to it. See docs/batch-mode.md, "Batch mode".
      */
-    private void setBatchDefaults(RabbitConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+    private void setBatchDefaults(RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (!binding.isSet("enable-batching")) {
             consumer.setEnableBatching(true);
         }
@@ -181,7 +181,7 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
      * partitioned binding) counts as no.
      */
     private void refuseQueueWithoutDeadLetters(
-            RabbitConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+            RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (binding.partitioned()) {
             return;
         }
@@ -208,7 +208,7 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
      * Fails start-up when a binding that declares no exchange does not find it: its destination exchange(s)
      * ({@code declare-exchange: false}), or its dead-letter exchange ({@code declare-dlx: false}).
      */
-    private void checkExchanges(RabbitConsumerProperties consumer, BinderConsumers.ConsumerBinding binding) {
+    private void checkExchanges(RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         List<String> expected = new ArrayList<>();
         if (!consumer.isDeclareExchange()) {
             binding.destinations().forEach(destination -> expected.add(consumer.getPrefix() + destination));

@@ -1,6 +1,6 @@
 package dev.exactlyonce.idempotency.binder.rabbit;
 
-import dev.exactlyonce.idempotency.guard.GuardedBindings;
+import dev.exactlyonce.idempotency.guard.GuardInstaller;
 import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import java.time.Duration;
 import java.util.List;
@@ -39,12 +39,12 @@ final class RabbitContainers implements ListenerContainerCustomizer<MessageListe
 
     private final Duration maxWait;
 
-    private final ObjectProvider<GuardedBindings> guardedBindings;
+    private final ObjectProvider<GuardInstaller> guardedBindings;
 
     private final BindingServiceProperties bindings;
 
     public RabbitContainers(
-            Duration maxWait, ObjectProvider<GuardedBindings> guardedBindings, BindingServiceProperties bindings) {
+            Duration maxWait, ObjectProvider<GuardInstaller> guardedBindings, BindingServiceProperties bindings) {
         this.maxWait = maxWait;
         this.guardedBindings = guardedBindings;
         this.bindings = bindings;
@@ -94,7 +94,7 @@ final class RabbitContainers implements ListenerContainerCustomizer<MessageListe
     }
 
     private boolean isGuardedBatchGroup(String group) {
-        GuardedBindings guarded = this.guardedBindings.getIfAvailable();
+        GuardInstaller guarded = this.guardedBindings.getIfAvailable();
         return guarded != null
                 && guarded.bindings().stream()
                         .filter(GuardedBinding::batch)

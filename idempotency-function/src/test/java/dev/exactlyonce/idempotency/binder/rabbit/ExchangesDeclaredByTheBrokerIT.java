@@ -6,7 +6,7 @@ import static org.assertj.core.api.Assertions.assertThatThrownBy;
 import dev.exactlyonce.idempotency.Deployment;
 import dev.exactlyonce.idempotency.IdempotencyException;
 import dev.exactlyonce.idempotency.ThingHappened;
-import dev.exactlyonce.idempotency.guard.GuardedBindings;
+import dev.exactlyonce.idempotency.guard.GuardInstaller;
 import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
@@ -48,7 +48,7 @@ class ExchangesDeclaredByTheBrokerIT {
         rabbit.directExchange(exchange + ".dlx");
 
         try (ConfigurableApplicationContext service = start(exchange)) {
-            assertThat(service.getBean(GuardedBindings.class).bindings()).hasSize(1);
+            assertThat(service.getBean(GuardInstaller.class).bindings()).hasSize(1);
         }
     }
 

@@ -1,7 +1,7 @@
 package dev.exactlyonce.idempotency.guard;
 
 import dev.exactlyonce.idempotency.IdempotencyException;
-import dev.exactlyonce.idempotency.Printable;
+import dev.exactlyonce.idempotency.LogSafe;
 import dev.exactlyonce.idempotency.internal.Failures;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageChannel;
@@ -15,7 +15,7 @@ import org.springframework.messaging.support.ErrorMessage;
  * {@link MessagingException} whose cause is the failure, the original kept as a suppressed exception; a failure whose
  * text the library did not write is shown escaped and cut ({@link FailureText}). See docs/operations.md, "Runbook".
  */
-final class RealCauseFirst implements ChannelInterceptor {
+final class DeadLetterCauseUnwrapper implements ChannelInterceptor {
 
     @Override
     public Message<?> preSend(Message<?> message, MessageChannel channel) {
@@ -43,13 +43,13 @@ final class RealCauseFirst implements ChannelInterceptor {
      * The failure as the dead letter's {@code x-exception-message} shows it: the library's own as they are (a
      * rejection's text is escaped and cut already); any other failure's text, which a business function or a
      * dependency wrote (a payment provider's answer, quoted by an HTTP client's exception), escaped and cut by
-     * {@link Printable}, so that it forges no line in a log or a terminal that shows it, and holds no more than a line.
+     * {@link LogSafe}, so that it forges no line in a log or a terminal that shows it, and holds no more than a line.
      */
     private static Throwable shown(Throwable real) {
         String text = real.getMessage();
         if (real instanceof IdempotencyException
                 || text == null
-                || Printable.of(text).equals(text)) {
+                || LogSafe.of(text).equals(text)) {
             return real;
         }
         return new FailureText(real);
@@ -59,7 +59,7 @@ final class RealCauseFirst implements ChannelInterceptor {
     static final class FailureText extends RuntimeException {
 
         FailureText(Throwable failure) {
-            super(failure.getClass().getName() + ": " + Printable.of(failure.getMessage()), failure, false, false);
+            super(failure.getClass().getName() + ": " + LogSafe.of(failure.getMessage()), failure, false, false);
         }
     }
 }

@@ -16,11 +16,11 @@ import org.springframework.dao.DataIntegrityViolationException;
  * an {@link OutageException}, an {@link OutageMet} and a {@link PartlyFailedBatch} are never retried, nor, unless the
  * binding says otherwise, a {@link DataIntegrityViolationException}, which the same data meets again.
  */
-final class GuardedConsumerDefaults implements BeanPostProcessor {
+final class GuardedConsumerProperties implements BeanPostProcessor {
 
     private final Set<String> bindingNames;
 
-    GuardedConsumerDefaults(Set<String> bindingNames) {
+    GuardedConsumerProperties(Set<String> bindingNames) {
         this.bindingNames = Set.copyOf(bindingNames);
     }
 

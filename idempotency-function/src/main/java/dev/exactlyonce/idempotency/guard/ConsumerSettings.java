@@ -21,9 +21,9 @@ import org.springframework.util.StringUtils;
  * messages the guard rejects. What applies depends on the binding's binder: the {@link BinderConsumerDefaults} of
  * {@code binder.rabbit} and {@code binder.kafka}. See docs/reference.md, "Configuration".
  */
-public final class BinderConsumers {
+public final class ConsumerSettings {
 
-    private static final Logger logger = LoggerFactory.getLogger(BinderConsumers.class);
+    private static final Logger logger = LoggerFactory.getLogger(ConsumerSettings.class);
 
     private final Environment environment;
 
@@ -34,7 +34,7 @@ public final class BinderConsumers {
     /** One per binder the library knows, registered by its auto-configuration; a binding gets its binder's. */
     private final List<BinderConsumerDefaults<?>> binders;
 
-    BinderConsumers(
+    ConsumerSettings(
             Environment environment, BindingServiceProperties bindings, List<BinderConsumerDefaults<?>> binders) {
         this.environment = environment;
         this.configuration = Binder.get(environment);
@@ -104,18 +104,21 @@ public final class BinderConsumers {
 
         @Nullable
         public String group() {
-            return BinderConsumers.this.bindings.getBindingProperties(this.name).getGroup();
+            return ConsumerSettings.this
+                    .bindings
+                    .getBindingProperties(this.name)
+                    .getGroup();
         }
 
         public boolean batch() {
-            return BinderConsumers.this
+            return ConsumerSettings.this
                     .bindings
                     .getConsumerProperties(this.name)
                     .isBatchMode();
         }
 
         public boolean partitioned() {
-            return BinderConsumers.this
+            return ConsumerSettings.this
                     .bindings
                     .getConsumerProperties(this.name)
                     .isPartitioned();
@@ -123,7 +126,7 @@ public final class BinderConsumers {
 
         /** The binding's destinations (a RabbitMQ exchange, a Kafka topic), as many as it names. */
         public List<String> destinations() {
-            return Stream.of(BinderConsumers.this
+            return Stream.of(ConsumerSettings.this
                             .bindings
                             .getBindingDestination(this.name)
                             .split(","))
@@ -147,8 +150,8 @@ public final class BinderConsumers {
          * relaxed form (an environment variable) where the binding name can only keep its case between brackets.
          */
         private boolean isSet(String prefix, String relaxedPrefix, String property) {
-            return BinderConsumers.this.environment.containsProperty(prefix + ".consumer." + property)
-                    || BinderConsumers.this
+            return ConsumerSettings.this.environment.containsProperty(prefix + ".consumer." + property)
+                    || ConsumerSettings.this
                             .configuration
                             .bind(relaxedPrefix + ".consumer." + property, String.class)
                             .isBound();

@@ -27,11 +27,11 @@ import org.springframework.transaction.TransactionStatus;
  * for a business function that takes one event of a batch at a time, the events after the first). Opened and closed by
  * {@link TransactionPerMessage}; at most one per thread.
  */
-final class GuardedInvocation {
+final class MessageTransaction {
 
-    private static final Logger logger = LoggerFactory.getLogger(GuardedInvocation.class);
+    private static final Logger logger = LoggerFactory.getLogger(MessageTransaction.class);
 
-    private static final ThreadLocal<GuardedInvocation> CURRENT = new ThreadLocal<>();
+    private static final ThreadLocal<MessageTransaction> CURRENT = new ThreadLocal<>();
 
     private final GuardedBinding binding;
 
@@ -58,7 +58,7 @@ final class GuardedInvocation {
 
     private List<Delivery> moreEvents = List.of();
 
-    private GuardedInvocation(
+    private MessageTransaction(
             GuardedBinding binding,
             PlatformTransactionManager transactionManager,
             TransactionStatus transaction,
@@ -86,15 +86,15 @@ final class GuardedInvocation {
         RuntimeException thrown(RuntimeException failure);
     }
 
-    static GuardedInvocation open(
+    static MessageTransaction open(
             GuardedBinding binding,
             PlatformTransactionManager transactionManager,
             TransactionStatus transaction,
             @Nullable Outbox outbox,
             @Nullable EventRoutes routes,
             Recovery recovery) {
-        GuardedInvocation invocation =
-                new GuardedInvocation(binding, transactionManager, transaction, outbox, routes, recovery);
+        MessageTransaction invocation =
+                new MessageTransaction(binding, transactionManager, transaction, outbox, routes, recovery);
         CURRENT.set(invocation);
         return invocation;
     }
@@ -124,11 +124,11 @@ final class GuardedInvocation {
 
     /** What a failure of the business functions on this thread is thrown as ({@link Recovery#thrown}). */
     static RuntimeException thrown(RuntimeException failure) {
-        GuardedInvocation current = CURRENT.get();
+        MessageTransaction current = CURRENT.get();
         return current != null ? current.recovery.thrown(failure) : failure;
     }
 
-    static @Nullable GuardedInvocation current() {
+    static @Nullable MessageTransaction current() {
         return CURRENT.get();
     }
 
@@ -138,7 +138,7 @@ final class GuardedInvocation {
      * callback, which is where an invocation ends. Its transaction must not be joined by the next message.
      */
     static void rollBackAbandoned() {
-        GuardedInvocation abandoned = CURRENT.get();
+        MessageTransaction abandoned = CURRENT.get();
         if (abandoned == null) {
             return;
         }
@@ -159,7 +159,7 @@ final class GuardedInvocation {
 
     /** Whether every event of the invocation on this thread is a copy: its business functions must not run. */
     static boolean skipsBusinessFunctions() {
-        GuardedInvocation current = CURRENT.get();
+        MessageTransaction current = CURRENT.get();
         return current != null && current.skipBusinessFunctions;
     }
 
@@ -215,7 +215,7 @@ final class GuardedInvocation {
      * they are no longer there (another decorated function it calls takes none).
      */
     static List<Delivery> takeMoreEvents(String functionName) {
-        GuardedInvocation current = CURRENT.get();
+        MessageTransaction current = CURRENT.get();
         if (current == null
                 || current.moreEvents.isEmpty()
                 || !current.binding.businessFunctions().get(0).equals(functionName)) {
@@ -235,7 +235,7 @@ final class GuardedInvocation {
      * @throws IdempotencyException when the last function returned something other than events
      */
     static @Nullable Object emit(String functionName, @Nullable Object result) {
-        GuardedInvocation current = CURRENT.get();
+        MessageTransaction current = CURRENT.get();
         if (current == null
                 || result == null
                 || current.binding.outputDestination() == null

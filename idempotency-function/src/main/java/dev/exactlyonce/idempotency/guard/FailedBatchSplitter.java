@@ -32,12 +32,12 @@ import org.springframework.messaging.support.ErrorMessage;
  * for a batch that failed as a whole, those that fail again when processed one at a time with their attempts. An
  * outage gives the batch back instead ({@link OutageGiveBack}). See docs/batch-mode.md, "Batch mode".
  */
-final class FailedBatches implements ChannelInterceptor {
+final class FailedBatchSplitter implements ChannelInterceptor {
 
     /** Marks the error message of one failed message of a batch, which goes to the binder's handler as it is. */
     private static final String OF_ONE_MESSAGE = "idempotency_failedMessageOfBatch";
 
-    private static final Logger logger = LoggerFactory.getLogger(FailedBatches.class);
+    private static final Logger logger = LoggerFactory.getLogger(FailedBatchSplitter.class);
 
     private final GuardedBinding binding;
 
@@ -58,7 +58,7 @@ final class FailedBatches implements ChannelInterceptor {
      *     attempt, so that the consumer thread returns within the broker's clocks (RabbitMQ's consumer timeout, Kafka's
      *     {@code max.poll.interval.ms})
      */
-    FailedBatches(
+    FailedBatchSplitter(
             GuardedBinding binding,
             MessageChannel input,
             ConsumerProperties consumer,

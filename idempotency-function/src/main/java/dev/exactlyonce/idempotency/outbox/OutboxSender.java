@@ -51,7 +51,7 @@ import tools.jackson.databind.util.RawValue;
  * a refused route or an unanswered destination is held ({@link Holds}) and counts none. See docs/outbox.md ("The
  * relay", "What a failure says of a row").
  */
-final class OutboxPublisher {
+final class OutboxSender {
 
     /** A row of the outbox, to publish. */
     record Row(UUID id, String destination, String key, String eventName, String payload, Instant occurredAt) {
@@ -194,7 +194,7 @@ final class OutboxPublisher {
     /** Counts the relay's stops: a run under way when the relay stops ends at once. */
     private final AtomicInteger closings = new AtomicInteger();
 
-    OutboxPublisher(
+    OutboxSender(
             StreamBridge streamBridge,
             BinderFactory binderFactory,
             BindingServiceProperties bindings,
@@ -325,7 +325,7 @@ final class OutboxPublisher {
             // A key's first row that a send of an ended run confirmed is marked, not sent again.
             this.keys.values().forEach(key -> {
                 while (!key.isEmpty()
-                        && OutboxPublisher.this.lateConfirmed.remove(key.peek().id())) {
+                        && OutboxSender.this.lateConfirmed.remove(key.peek().id())) {
                     confirmed(key.poll());
                 }
             });
@@ -339,7 +339,7 @@ final class OutboxPublisher {
         }
 
         /**
-         * Sends the first row of each key that is ready, up to {@value OutboxPublisher#MAX_IN_FLIGHT} in flight,
+         * Sends the first row of each key that is ready, up to {@value OutboxSender#MAX_IN_FLIGHT} in flight,
          * leaving out the keys whose next row waits.
          *
          * @return the rows in flight
@@ -347,7 +347,7 @@ final class OutboxPublisher {
         int sendReady() {
             while (this.inFlight.size() < MAX_IN_FLIGHT && !this.ready.isEmpty()) {
                 Row row = this.ready.poll().peek();
-                if (this.unanswered.containsKey(row.destination()) || OutboxPublisher.this.holds.holds(row)) {
+                if (this.unanswered.containsKey(row.destination()) || OutboxSender.this.holds.holds(row)) {
                     this.waiting++;
                 } else {
                     start(row);
@@ -360,7 +360,7 @@ final class OutboxPublisher {
             boolean waits = waitsForTheBroker(row.destination());
             // This send's claim on its key: a send of another run, or of before a stop, lets go of its own only.
             Object claim = new Object();
-            if (waits && OutboxPublisher.this.sending.putIfAbsent(row.orderKey(), claim) != null) {
+            if (waits && OutboxSender.this.sending.putIfAbsent(row.orderKey(), claim) != null) {
                 // A send of an earlier run is still waiting for the broker: the key waits for it, and the relay is
                 // woken up when it returns.
                 this.waiting++;
@@ -374,7 +374,7 @@ final class OutboxPublisher {
                 // Every waiting send's thread is taken (by sends of partitions with no leader), or the relay stops:
                 // the key waits for a later run.
                 if (waits) {
-                    OutboxPublisher.this.sending.remove(row.orderKey(), claim);
+                    OutboxSender.this.sending.remove(row.orderKey(), claim);
                 }
                 this.waiting++;
                 return;
@@ -397,14 +397,14 @@ final class OutboxPublisher {
                     lateConfirmed(outcome.row().id());
                 }
                 if (claim != null) {
-                    OutboxPublisher.this.sending.remove(outcome.row().orderKey(), claim);
+                    OutboxSender.this.sending.remove(outcome.row().orderKey(), claim);
                 }
                 if (!this.ended) {
                     this.outcomes.add(outcome);
                 }
             }
             if (claim != null) {
-                OutboxPublisher.this.returned.run();
+                OutboxSender.this.returned.run();
             }
         }
 
@@ -425,7 +425,7 @@ final class OutboxPublisher {
                 }
                 case ROW_REFUSED -> this.refused.add(new Refusal(row, failure));
                 case ROUTE_REFUSED -> {
-                    OutboxPublisher.this.holds.hold(Holds.Kind.ROUTE, row, failure);
+                    OutboxSender.this.holds.hold(Holds.Kind.ROUTE, row, failure);
                     heldFor(failure);
                 }
                 case UNANSWERED -> unanswered(row, failure);
@@ -436,7 +436,7 @@ final class OutboxPublisher {
         private void confirmed(Row row) {
             this.confirmed.add(row.id());
             this.confirming.add(row.destination());
-            OutboxPublisher.this.holds.confirmed(row);
+            OutboxSender.this.holds.confirmed(row);
         }
 
         private void unanswered(Row row, String failure) {
@@ -467,7 +467,7 @@ final class OutboxPublisher {
             for (Outcome outcome = this.outcomes.poll(); outcome != null; outcome = this.outcomes.poll()) {
                 take(outcome);
             }
-            Holds holds = OutboxPublisher.this.holds;
+            Holds holds = OutboxSender.this.holds;
             if (givenUp != null) {
                 for (Row row : List.copyOf(this.inFlight)) {
                     if (sendsGoOn && holds.confirmedLately(row.destination())) {

@@ -32,9 +32,9 @@ import org.springframework.jdbc.core.JdbcTemplate;
  *   <li>a scope with claims that no binding uses, takes over or retires fails start-up; the bindings' are registered.
  * </ol>
  */
-final class ClaimScopes {
+final class ScopeRegistry {
 
-    private static final Logger logger = LoggerFactory.getLogger(ClaimScopes.class);
+    private static final Logger logger = LoggerFactory.getLogger(ScopeRegistry.class);
 
     private static final String LOCK = "dev.exactlyonce.idempotency.scopes";
 
@@ -60,7 +60,7 @@ final class ClaimScopes {
 
     private final Dialect dialect;
 
-    ClaimScopes(DataSource dataSource, IdempotencyProperties properties) {
+    ScopeRegistry(DataSource dataSource, IdempotencyProperties properties) {
         this.dataSource = dataSource;
         this.tableName = properties.tableName();
         this.registry = registryOf(this.tableName);
@@ -247,7 +247,7 @@ final class ClaimScopes {
 
     private void copy(JdbcTemplate jdbc, String scope, List<String> heirs) {
         int copied = this.dialect.copyClaims(jdbc, this.tableName, scope, heirs);
-        String targets = heirs.stream().map(ClaimScopes::quoted).collect(Collectors.joining(", "));
+        String targets = heirs.stream().map(ScopeRegistry::quoted).collect(Collectors.joining(", "));
         jdbc.update(NOTE_COPIED.formatted(this.registry), targets, scope);
         if (copied > 0) {
             logger.info(
@@ -279,7 +279,7 @@ final class ClaimScopes {
                                 + " claimed there (a replay, a relay's republication) would be applied a second time")
                         .formatted(
                                 this.tableName,
-                                unaccounted.stream().map(ClaimScopes::quoted).collect(Collectors.joining(", ")),
+                                unaccounted.stream().map(ScopeRegistry::quoted).collect(Collectors.joining(", ")),
                                 scopes.entrySet().stream()
                                         .map(entry -> quoted(entry.getValue()) + " for " + entry.getKey())
                                         .collect(Collectors.joining(", "))),

@@ -44,14 +44,14 @@ import org.springframework.transaction.support.ResourceTransactionManager;
 
 /**
  * Installs the guard on each binding whose definition contains it, once all singletons exist and before the bindings
- * consume: checks that the guarantee can hold, installs {@link TransactionPerMessage} and {@link RealCauseFirst}, sets
- * the binder's consumer properties ({@link BinderConsumers}) and reconciles the scopes ({@link ClaimScopes}). Where
- * the guarantee could not hold (a last function that returns other than {@link OutgoingEvent}s, say), start-up fails
+ * consume: checks that the guarantee can hold, installs {@link TransactionPerMessage} and
+ * {@link DeadLetterCauseUnwrapper}, sets the binder's consumer properties ({@link ConsumerSettings}) and reconciles the
+ * scopes ({@link ScopeRegistry}). Where the guarantee could not hold (a last function that returns other than {@link OutgoingEvent}s, say), start-up fails
  * with what to change; see docs/troubleshooting.md, "Bindings and function definition".
  */
-public final class GuardedBindings implements SmartInitializingSingleton {
+public final class GuardInstaller implements SmartInitializingSingleton {
 
-    private static final Logger logger = LoggerFactory.getLogger(GuardedBindings.class);
+    private static final Logger logger = LoggerFactory.getLogger(GuardInstaller.class);
 
     private final ConfigurableListableBeanFactory beanFactory;
 
@@ -71,7 +71,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
 
     private final IdempotencyProperties properties;
 
-    private final BinderConsumers binderConsumers;
+    private final ConsumerSettings binderConsumers;
 
     /** What the binders' packages plug in, picked by each binding's binder. */
     private final BinderAdapters binders;
@@ -81,7 +81,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
     /** Whether a guarded binding records its dead letters ({@link RecordedDeadLetters}): its table must exist. */
     private boolean recordsDeadLetters;
 
-    GuardedBindings(
+    GuardInstaller(
             String definitionProperty,
             IdempotencyProperties properties,
             ConfigurableListableBeanFactory beanFactory,
@@ -101,7 +101,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
         this.transactionManagers = transactionManagers;
         this.metrics = metrics;
         this.outages = outages;
-        this.binderConsumers = new BinderConsumers(
+        this.binderConsumers = new ConsumerSettings(
                 beanFactory.getBean(Environment.class),
                 beanFactory.getBean(BindingServiceProperties.class),
                 binders.consumerDefaults());
@@ -130,7 +130,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
             }
         }
         if (transactionManager != null) {
-            new ClaimScopes(this.dataSources.getObject(), this.properties)
+            new ScopeRegistry(this.dataSources.getObject(), this.properties)
                     .reconcile(this.bindings, this.recordsDeadLetters);
         }
     }
@@ -149,14 +149,14 @@ public final class GuardedBindings implements SmartInitializingSingleton {
         boolean takesMessages = businessFunctions.stream().anyMatch(functions::takesMessage);
         for (String bindingName : bindable.getInputs()) {
             boolean batch = functions.checkBatchMode(definition, businessFunctions, bindingName, takesList);
-            String scope = ClaimScopes.scopeOf(this.properties, bindingName, businessFunctions);
+            String scope = ScopeRegistry.scopeOf(this.properties, bindingName, businessFunctions);
             GuardedBinding binding = new GuardedBinding(
                     bindingName,
                     definition,
                     businessFunctions,
                     payloadTypes,
                     scope,
-                    ClaimScopes.takenOver(this.properties, bindingName, scope),
+                    ScopeRegistry.takenOver(this.properties, bindingName, scope),
                     batch,
                     batch && !takesList,
                     outputDestination,
@@ -253,8 +253,8 @@ public final class GuardedBindings implements SmartInitializingSingleton {
     /**
      * On the binding's error channel, where the binder sends a message it gives up on, in this order: an outage gives
      * the message back ({@link OutageGiveBack}), so does a conflict ({@link ConflictGiveBack}), a failed batch is
-     * dead-lettered message by message ({@link FailedBatches}), and the dead letter records the real cause
-     * ({@link RealCauseFirst}).
+     * dead-lettered message by message ({@link FailedBatchSplitter}), and the dead letter records the real cause
+     * ({@link DeadLetterCauseUnwrapper}).
      */
     private void interceptErrors(
             GuardedBinding binding, Binder<?, ?, ?> binder, InterceptableChannel inputChannel, Outage outage) {
@@ -273,7 +273,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                     this.beanFactory.getBean(BindingServiceProperties.class).getConsumerProperties(bindingName);
             errorChannel.addInterceptor(
                     2,
-                    new FailedBatches(
+                    new FailedBatchSplitter(
                             binding,
                             (MessageChannel) inputChannel,
                             consumer,
@@ -281,7 +281,7 @@ public final class GuardedBindings implements SmartInitializingSingleton {
                             outage,
                             giveBack));
         }
-        errorChannel.addInterceptor(new RealCauseFirst());
+        errorChannel.addInterceptor(new DeadLetterCauseUnwrapper());
     }
 
     private BindableFunctionProxyFactory bindable(

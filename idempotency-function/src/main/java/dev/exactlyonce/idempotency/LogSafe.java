@@ -5,12 +5,12 @@ package dev.exactlyonce.idempotency;
  * characters (a CR or LF that would forge a log line, an escape sequence for a terminal) escaped as {@code \\uXXXX},
  * and cut after {@value #LENGTH} characters. What the library and its tools print of a message goes through it.
  */
-public final class Printable {
+public final class LogSafe {
 
     /** How many characters of the text are kept. */
     public static final int LENGTH = 200;
 
-    private Printable() {}
+    private LogSafe() {}
 
     /** The text, escaped and cut. */
     public static String of(String text) {

@@ -17,7 +17,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
  * (the relay and Debezium), or lose rows: an instance without the relay purges rows by age, published or not, and a
  * relay on another instance may not have published them yet.
  */
-final class OutboxPublishers implements InitializingBean {
+final class OutboxPublisherRegistration implements InitializingBean {
 
     private static final String REGISTERED = """
             SELECT publisher, registered_at FROM outbox_publisher""";
@@ -30,7 +30,7 @@ final class OutboxPublishers implements InitializingBean {
 
     private final boolean relayed;
 
-    OutboxPublishers(DataSource dataSource, boolean relayed) {
+    OutboxPublisherRegistration(DataSource dataSource, boolean relayed) {
         this.jdbc = new JdbcTemplate(dataSource);
         this.relayed = relayed;
     }
