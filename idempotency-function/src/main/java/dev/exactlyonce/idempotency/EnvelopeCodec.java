@@ -2,7 +2,7 @@ package dev.exactlyonce.idempotency;
 
 import dev.exactlyonce.idempotency.RejectedMessageException.Reason;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
-import dev.exactlyonce.idempotency.internal.Instants;
+import dev.exactlyonce.idempotency.envelope.Instants;
 import java.lang.reflect.Type;
 import java.math.BigDecimal;
 import java.math.BigInteger;

@@ -1,6 +1,5 @@
 package dev.exactlyonce.idempotency;
 
-import dev.exactlyonce.idempotency.jdbc.TableName;
 import java.time.Duration;
 import java.util.List;
 import java.util.Map;
@@ -54,7 +53,7 @@ public record IdempotencyProperties(
         @Nullable List<String> retiredScopes) {
 
     public IdempotencyProperties {
-        TableName.check(tableName);
+        TableNameCheck.check(tableName);
         bindings = bindings != null ? Map.copyOf(bindings) : Map.of();
         retiredScopes = retiredScopes != null ? List.copyOf(retiredScopes) : List.of();
         if (retention.compareTo(replayHorizon.total()) < 0) {

@@ -2,12 +2,16 @@ package dev.exactlyonce.idempotency;
 
 import static com.tngtech.archunit.base.DescribedPredicate.not;
 import static com.tngtech.archunit.core.domain.JavaClass.Predicates.resideInAPackage;
+import static com.tngtech.archunit.core.domain.JavaClass.Predicates.resideInAnyPackage;
 import static com.tngtech.archunit.lang.syntax.ArchRuleDefinition.noClasses;
 import static com.tngtech.archunit.library.dependencies.SlicesRuleDefinition.slices;
 
+import com.tngtech.archunit.core.domain.JavaClass;
 import com.tngtech.archunit.core.domain.JavaClasses;
 import com.tngtech.archunit.core.importer.ClassFileImporter;
 import com.tngtech.archunit.core.importer.ImportOption;
+import com.tngtech.archunit.library.dependencies.SliceAssignment;
+import com.tngtech.archunit.library.dependencies.SliceIdentifier;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
@@ -75,13 +79,46 @@ class ArchitectureTests {
                 .check(LIBRARY);
     }
 
-    /**
-     * The packages below the root form no cycle. The root holds the API (properties, exceptions, the codec, the
-     * event types), which every package uses.
-     */
+    /** Each package of the library, the root included, as a slice of its own. */
+    private static final SliceAssignment PACKAGES = new SliceAssignment() {
+
+        @Override
+        public SliceIdentifier getIdentifierOf(JavaClass javaClass) {
+            String name = javaClass.getPackageName();
+            if (name.equals(LIBRARY_PACKAGE)) {
+                return SliceIdentifier.of("(root)");
+            }
+            return name.startsWith(LIBRARY_PACKAGE + ".")
+                    ? SliceIdentifier.of(name.substring(LIBRARY_PACKAGE.length() + 1))
+                    : SliceIdentifier.ignore();
+        }
+
+        @Override
+        public String getDescription() {
+            return "the library's packages, the root included";
+        }
+    };
+
+    /** The packages, the root included, form no cycle. */
     @Test
     void thePackagesFormNoCycle() {
-        slices().matching(LIBRARY_PACKAGE + ".(**)").should().beFreeOfCycles().check(LIBRARY);
+        slices().assignedFrom(PACKAGES).should().beFreeOfCycles().check(LIBRARY);
+    }
+
+    /**
+     * The root holds the API (the properties, the exceptions, the codec, the event types), which every package uses;
+     * it uses none of them but the envelope, so that no cycle goes through it.
+     */
+    @Test
+    void theRootDependsOnTheEnvelopeOnly() {
+        noClasses()
+                .that()
+                .resideInAPackage(LIBRARY_PACKAGE)
+                .should()
+                .dependOnClassesThat(resideInAPackage(LIBRARY_PACKAGE + "..")
+                        .and(not(resideInAnyPackage(LIBRARY_PACKAGE, LIBRARY_PACKAGE + ".envelope.."))))
+                .because("the root is the API, which the packages below it implement")
+                .check(LIBRARY);
     }
 
     @Test

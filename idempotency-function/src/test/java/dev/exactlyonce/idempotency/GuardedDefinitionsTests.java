@@ -3,6 +3,7 @@ package dev.exactlyonce.idempotency;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
 
+import dev.exactlyonce.idempotency.test.GuardedDefinitions;
 import org.junit.jupiter.api.Test;
 import org.springframework.mock.env.MockEnvironment;
 

@@ -1,125 +1,10 @@
 package dev.exactlyonce.idempotency.jdbc;
 
-import java.util.Set;
-import java.util.regex.Pattern;
 import javax.sql.DataSource;
 import org.springframework.jdbc.core.JdbcTemplate;
 
-/**
- * Checks {@code idempotency.table-name} once, before it is formatted into any SQL: a lower-case identifier that needs
- * no quoting, that is not a reserved word of PostgreSQL, and short enough for every name the library derives from it
- * ({@code <table>_processed_at_idx}, {@code <table>_pYYYYMMDD}, {@code <table>_schema_history}, ...) to stay within
- * PostgreSQL's 63 bytes, which it would otherwise truncate silently, making two names collide.
- */
+/** Whether a table is there, in the schema the service's connections use. */
 public final class TableName {
-
-    /** The longest table name: 63 bytes less the longest suffix, {@code _processed_at_idx}. */
-    static final int MAX_LENGTH = 63 - "_processed_at_idx".length();
-
-    private static final Pattern IDENTIFIER = Pattern.compile("[a-z_][a-z0-9_]*");
-
-    /** PostgreSQL's reserved key words (categories R and T of {@code pg_get_keywords()}), never a table name. */
-    private static final Set<String> RESERVED = Set.of(
-            "all",
-            "analyse",
-            "analyze",
-            "and",
-            "any",
-            "array",
-            "as",
-            "asc",
-            "asymmetric",
-            "authorization",
-            "binary",
-            "both",
-            "case",
-            "cast",
-            "check",
-            "collate",
-            "collation",
-            "column",
-            "concurrently",
-            "constraint",
-            "create",
-            "cross",
-            "current_catalog",
-            "current_date",
-            "current_role",
-            "current_schema",
-            "current_time",
-            "current_timestamp",
-            "current_user",
-            "default",
-            "deferrable",
-            "desc",
-            "distinct",
-            "do",
-            "else",
-            "end",
-            "except",
-            "false",
-            "fetch",
-            "for",
-            "foreign",
-            "freeze",
-            "from",
-            "full",
-            "grant",
-            "group",
-            "having",
-            "ilike",
-            "in",
-            "initially",
-            "inner",
-            "intersect",
-            "into",
-            "is",
-            "isnull",
-            "join",
-            "lateral",
-            "leading",
-            "left",
-            "like",
-            "limit",
-            "localtime",
-            "localtimestamp",
-            "natural",
-            "not",
-            "notnull",
-            "null",
-            "offset",
-            "on",
-            "only",
-            "or",
-            "order",
-            "outer",
-            "overlaps",
-            "placing",
-            "primary",
-            "references",
-            "returning",
-            "right",
-            "select",
-            "session_user",
-            "similar",
-            "some",
-            "symmetric",
-            "table",
-            "tablesample",
-            "then",
-            "to",
-            "trailing",
-            "true",
-            "union",
-            "unique",
-            "user",
-            "using",
-            "variadic",
-            "verbose",
-            "when",
-            "where",
-            "window",
-            "with");
 
     private TableName() {}
 
@@ -130,27 +15,5 @@ public final class TableName {
             throw new IllegalStateException("A JdbcTemplate without a DataSource");
         }
         return Dialect.of(dataSource).tableExists(jdbc, null, table);
-    }
-
-    /**
-     * @throws IllegalArgumentException saying what to change, when the name cannot be used as it is
-     */
-    public static void check(String tableName) {
-        if (tableName == null || !IDENTIFIER.matcher(tableName).matches()) {
-            throw new IllegalArgumentException(("idempotency.table-name must be a lower-case SQL identifier (letters,"
-                            + " digits and underscores, not starting with a digit), but was '%s'")
-                    .formatted(tableName));
-        }
-        if (tableName.length() > MAX_LENGTH) {
-            throw new IllegalArgumentException(("idempotency.table-name '%s' has %d characters; it must have at most %d"
-                            + " characters, so that the names derived from it (%s_processed_at_idx, %s_pYYYYMMDD"
-                            + " for partitions, ...) fit PostgreSQL's 63 and never collide")
-                    .formatted(tableName, tableName.length(), MAX_LENGTH, tableName, tableName));
-        }
-        if (RESERVED.contains(tableName)) {
-            throw new IllegalArgumentException(("idempotency.table-name '%s' is a reserved word of PostgreSQL, which"
-                            + " cannot name a table without quotes: choose another name, such as %s_event")
-                    .formatted(tableName, tableName));
-        }
     }
 }

@@ -1,6 +1,5 @@
 package dev.exactlyonce.idempotency.test;
 
-import dev.exactlyonce.idempotency.GuardedDefinitions;
 import java.util.Map;
 import java.util.Queue;
 import java.util.Set;

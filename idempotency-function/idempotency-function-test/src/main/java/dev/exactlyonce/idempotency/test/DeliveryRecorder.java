@@ -1,7 +1,6 @@
 package dev.exactlyonce.idempotency.test;
 
 import dev.exactlyonce.idempotency.EnvelopeCodec;
-import dev.exactlyonce.idempotency.GuardedDefinitions;
 import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import dev.exactlyonce.idempotency.guard.IdempotencyGuard;

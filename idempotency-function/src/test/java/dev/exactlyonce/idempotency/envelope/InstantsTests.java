@@ -1,4 +1,4 @@
-package dev.exactlyonce.idempotency.internal;
+package dev.exactlyonce.idempotency.envelope;
 
 import static org.assertj.core.api.Assertions.assertThat;
 

@@ -1,5 +1,6 @@
-package dev.exactlyonce.idempotency;
+package dev.exactlyonce.idempotency.test;
 
+import dev.exactlyonce.idempotency.IdempotencyException;
 import dev.exactlyonce.idempotency.internal.FunctionDefinitions;
 import java.util.List;
 import java.util.Set;

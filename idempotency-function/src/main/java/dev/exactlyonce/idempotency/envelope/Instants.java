@@ -1,4 +1,4 @@
-package dev.exactlyonce.idempotency.internal;
+package dev.exactlyonce.idempotency.envelope;
 
 import java.time.Instant;
 import java.time.LocalDateTime;
