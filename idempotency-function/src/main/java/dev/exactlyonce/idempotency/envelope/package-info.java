@@ -1,8 +1,6 @@
 /**
- * The JSON event envelope producers publish ({@code event_id}, {@code event_name}, {@code occurred_at},
- * {@code payload}), the names of events, their ids (UUID v7), and the headers the guard hands to business functions:
- * the wire format's types, which depend on nothing of the library. The codec that reads and writes them, and rejects
- * what is not an envelope, is the library's {@code EnvelopeCodec}.
+ * The wire format's types, which depend on nothing of the library: the JSON event envelope, event names, ids (UUID v7)
+ * and the headers the guard hands to business functions. See docs/reference.md, "The envelope".
  */
 @NullMarked
 package dev.exactlyonce.idempotency.envelope;

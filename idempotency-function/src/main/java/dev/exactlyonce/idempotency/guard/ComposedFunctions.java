@@ -15,9 +15,8 @@ import org.springframework.core.ResolvableType;
 import org.springframework.util.ClassUtils;
 
 /**
- * What a definition composes after the guard, read from the function catalog and checked once at start-up: the
- * payload type the first function takes, whether the binding delivers batches to it, and where the events the last
- * one returns are published. Refuses what the guarantee cannot hold with (see {@link GuardInstaller}).
+ * What a definition composes after the guard, checked once at start-up: the first function's payload type, batches,
+ * and where the last one's events go. Refuses what the guarantee cannot hold with ({@link GuardInstaller}).
  */
 final class ComposedFunctions {
 
@@ -66,10 +65,8 @@ final class ComposedFunctions {
     }
 
     /**
-     * Where the events the last function returns are published: the destination of the definition's output binding,
-     * or {@code null} when the last function is a {@code Consumer}. Its result must be events: anything else would be
-     * sent to the output binding in the message's transaction, before the commit, and downstream would have an event
-     * of an effect that may yet roll back.
+     * The destination of the definition's output binding, or {@code null} for a {@code Consumer}. The result must be
+     * events: anything else would be sent before the commit, for an effect that may yet roll back.
      */
     @Nullable
     String outputDestination(String definition, List<String> businessFunctions, BindableFunctionProxyFactory bindable) {

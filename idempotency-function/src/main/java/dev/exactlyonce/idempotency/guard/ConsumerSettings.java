@@ -16,10 +16,9 @@ import org.springframework.messaging.support.InterceptableChannel;
 import org.springframework.util.StringUtils;
 
 /**
- * Sets the binder's own consumer properties of a guarded binding before it is bound, unless the service set them, and
- * checks what the binding relies on: first of all a dead-letter queue, without which the broker would drop the
- * messages the guard rejects. What applies depends on the binding's binder: the {@link BinderConsumerDefaults} of
- * {@code binder.rabbit} and {@code binder.kafka}. See docs/reference.md, "Configuration".
+ * Sets a guarded binding's binder consumer properties unless the service set them, and checks what it relies on (a
+ * dead-letter queue first), through its binder's {@link BinderConsumerDefaults}. See docs/reference.md,
+ * "Configuration".
  */
 public final class ConsumerSettings {
 
@@ -43,8 +42,7 @@ public final class ConsumerSettings {
     }
 
     /**
-     * @param eventNames the names of the events the binding's functions map; empty when they take events of any
-     *     name
+     * @param eventNames the names of the events the binding's functions map; empty when they take any
      */
     void apply(Object binder, String bindingName, Set<String> eventNames, InterceptableChannel errorChannel) {
         if (!(binder instanceof ExtendedPropertiesBinder<?, ?, ?> extended)) {
@@ -85,10 +83,7 @@ public final class ConsumerSettings {
             this.errorChannel = errorChannel;
         }
 
-        /**
-         * Adds a check of the binder's own to the binding's error channel, after the library's: it sees each failed
-         * message once the binder's handler (its dead-letter publisher) returned, and may fail the delivery then.
-         */
+        /** Adds a binder's check to the error channel, after the library's and the binder's dead-letter handler. */
         public void interceptErrors(ChannelInterceptor interceptor) {
             this.errorChannel.addInterceptor(interceptor);
         }
@@ -134,21 +129,14 @@ public final class ConsumerSettings {
                     .toList();
         }
 
-        /**
-         * Whether the service set the binder's consumer property, for the binding or as the binder's default (for
-         * example {@code spring.cloud.stream.rabbit.bindings.<binding>.consumer.<name>} or
-         * {@code spring.cloud.stream.rabbit.default.consumer.<name>}).
-         */
+        /** Whether the service set the binder's consumer property, for the binding or as the binder's default. */
         public boolean isSet(String property) {
             String bindings = bindingsPrefix();
             return isSet(bindings + "." + this.name, bindings + "[" + this.name + "]", property)
                     || isSet(this.binder.getDefaultsPrefix(), this.binder.getDefaultsPrefix(), property);
         }
 
-        /**
-         * Whether the property is set: as written in YAML or properties (the binding name with its case), or in a
-         * relaxed form (an environment variable) where the binding name can only keep its case between brackets.
-         */
+        /** Whether the property is set, as written or in a relaxed form (the binding's case kept between brackets). */
         private boolean isSet(String prefix, String relaxedPrefix, String property) {
             return ConsumerSettings.this.environment.containsProperty(prefix + ".consumer." + property)
                     || ConsumerSettings.this
@@ -169,14 +157,11 @@ public final class ConsumerSettings {
         }
 
         /**
-         * Gives the binding its binder's dead-letter queue unless the service switched it ({@code property}) either
-         * way; refuses a binding the binder gives none, unless the service switched it off itself: a binding without
-         * a group, or whose queue is not durable ({@code durable-subscription: false}). The broker would drop the
-         * messages the guard rejects.
+         * Gives the binding its binder's dead-letter queue unless the service switched it either way; refuses one the
+         * binder gives none (no group, not durable), where the broker would drop the messages the guard rejects.
          *
          * @param on the switch as it is
-         * @param durable whether the binding's queue outlives the service ({@code false}: the binder gives it no
-         *     dead-letter queue)
+         * @param durable whether the binding's queue outlives the service (else it gets no dead-letter queue)
          * @param withoutGroup what the binder makes of a binding without a group, for the refusal
          * @param switchOn turns the switch on, once what it relies on was checked
          */

@@ -6,47 +6,32 @@ import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageHeaders;
 
 /**
- * What a message was routed by, as its binder received it: one per binder, registered by its auto-configuration
- * ({@code binder.rabbit}: the routing key it was published with; {@code binder.kafka}: its topic), and asked only about
- * the messages of the bindings of that binder. The guard refuses an event whose name is not its route
- * ({@code idempotency.event-id.route-check}).
- *
- * <p>Not API: implemented by the library's binder packages, and may change in any release.
+ * What a message was routed by (RabbitMQ's routing key, Kafka's topic), one per binder: the guard refuses an event
+ * whose name is not its route ({@code idempotency.event-id.route-check}). Not API: it may change in any release.
  */
 public interface EventRoutes {
 
-    /**
-     * Whether the binding's binder is this one's: known by the type of the binding's extended consumer properties
-     * (which a binder the service wraps, or a proxy of it, keeps), {@code null} for a binder without them.
-     */
+    /** Whether the binding's binder is this one's, by its extended consumer properties' type ({@code null}: none). */
     boolean binds(Object binder, @Nullable Object consumerProperties);
 
     /** The message's route, or {@code null} when the binder did not say it. */
     @Nullable
     String route(MessageHeaders headers);
 
-    /**
-     * The route of the message at that index of a batch the binder delivered (a message whose payload is the list of
-     * their bodies), or {@code null} when the binder did not say it. By default, read from that message's own headers,
-     * built for it.
-     */
+    /** The route of the message at that index of a batch, or {@code null}; by default, from headers built for it. */
     default @Nullable String route(Message<?> batch, int index) {
         return route(new MessageHeaders(EventHeaders.ofMessageInBatch(batch, index)));
     }
 
     /**
-     * Whether the binder's dead letters can be moved back to their queue by a path that carries no route the broker
-     * vouches for (RabbitMQ: the queue's replay exchange, or the default exchange). The guard then records each event
-     * it dead-letters once its route was checked, and takes such a message only when it recorded it. None by default.
+     * Whether dead letters can be moved back by a path that carries no route (RabbitMQ's replay or default exchange):
+     * the guard then takes such a message only when it recorded its dead letter. None by default.
      */
     default boolean movesDeadLettersBack() {
         return false;
     }
 
-    /**
-     * Whether the message arrived by such a path ({@link #movesDeadLettersBack}); its {@link #route} is then
-     * {@code null}, and only asked for then.
-     */
+    /** Whether the message arrived by such a path ({@link #movesDeadLettersBack}): its {@link #route} is then null. */
     default boolean movedBack(MessageHeaders headers) {
         return false;
     }
@@ -56,10 +41,7 @@ public interface EventRoutes {
         return movedBack(new MessageHeaders(EventHeaders.ofMessageInBatch(batch, index)));
     }
 
-    /**
-     * The event's name when the message carries none (no {@code event_name} header): on RabbitMQ the routing key it
-     * was published with, which is the event's name; none by default.
-     */
+    /** The event's name when the message has no {@code event_name} header (RabbitMQ's routing key); none by default. */
     default @Nullable String eventName(MessageHeaders headers) {
         return null;
     }

@@ -43,11 +43,10 @@ import org.springframework.transaction.PlatformTransactionManager;
 import org.springframework.transaction.support.ResourceTransactionManager;
 
 /**
- * Installs the guard on each binding whose definition contains it, once all singletons exist and before the bindings
- * consume: checks that the guarantee can hold, installs {@link TransactionPerMessage} and
- * {@link DeadLetterCauseUnwrapper}, sets the binder's consumer properties ({@link ConsumerSettings}) and reconciles the
- * scopes ({@link ScopeRegistry}). Where the guarantee could not hold (a last function that returns other than {@link OutgoingEvent}s, say), start-up fails
- * with what to change; see docs/troubleshooting.md, "Bindings and function definition".
+ * Installs the guard on each binding whose definition contains it, before the bindings consume: checks that the
+ * guarantee can hold (a last function returns {@link OutgoingEvent}s, say), installs {@link TransactionPerMessage},
+ * sets the consumer properties ({@link ConsumerSettings}) and reconciles the scopes ({@link ScopeRegistry}). See
+ * docs/troubleshooting.md, "Bindings and function definition".
  */
 public final class GuardInstaller implements SmartInitializingSingleton {
 
@@ -230,9 +229,8 @@ public final class GuardInstaller implements SmartInitializingSingleton {
     }
 
     /**
-     * How the binding's binder tells the route a message came by. A binder of extended properties the library does not
-     * know (neither RabbitMQ's nor Kafka's) tells none: the route check cannot apply, and start-up is refused while it
-     * is on (it fails closed).
+     * How the binding's binder tells the route a message came by; a binder the library does not know tells none, and
+     * start-up is refused while the route check is on (it fails closed).
      */
     private @Nullable EventRoutes routes(Binder<?, ?, ?> binder, String bindingName) {
         EventRoutes routes = this.binders.routesOf(binder, bindingName);
@@ -250,12 +248,7 @@ public final class GuardInstaller implements SmartInitializingSingleton {
         return routes;
     }
 
-    /**
-     * On the binding's error channel, where the binder sends a message it gives up on, in this order: an outage gives
-     * the message back ({@link OutageGiveBack}), so does a conflict ({@link ConflictGiveBack}), a failed batch is
-     * dead-lettered message by message ({@link FailedBatchSplitter}), and the dead letter records the real cause
-     * ({@link DeadLetterCauseUnwrapper}).
-     */
+    /** The error channel's interceptors, in order: the give-backs, the batch splitter, the cause unwrapper. */
     private void interceptErrors(
             GuardedBinding binding, Binder<?, ?, ?> binder, InterceptableChannel inputChannel, Outage outage) {
         String bindingName = binding.bindingName();
@@ -330,9 +323,8 @@ public final class GuardInstaller implements SmartInitializingSingleton {
 
     /**
      * Whether the transaction manager binds a connection of the DataSource to the thread: a
-     * {@code DataSourceTransactionManager} (or {@code JdbcTransactionManager}) of that DataSource, or a manager of
-     * another resource that exposes the DataSource's connection as well, such as {@code JpaTransactionManager} (it has
-     * a {@code dataSource} property). A JTA transaction manager does not.
+     * {@code DataSourceTransactionManager} of it, or one with a {@code dataSource} property
+     * ({@code JpaTransactionManager}); a JTA transaction manager does not.
      */
     private static boolean bindsConnectionOf(PlatformTransactionManager transactionManager, DataSource dataSource) {
         if (transactionManager instanceof ResourceTransactionManager resources
@@ -344,9 +336,8 @@ public final class GuardInstaller implements SmartInitializingSingleton {
     }
 
     /**
-     * The binding's error channel, where the binder publishes a message it gives up on. The binder looks it up by
-     * the name {@code <binder identity>.<binding>.errors} and creates it only when no bean of that name exists, so the
-     * library registers it first and keeps the binder's subscribers (its dead-letter handler among them).
+     * The binding's error channel, {@code <binder identity>.<binding>.errors}: registered before the binder would
+     * create it, so the binder's subscribers (its dead-letter handler among them) stay.
      */
     private Binder<?, ?, ?> binder(String bindingName) {
         BindingServiceProperties bindingService = this.beanFactory.getBean(BindingServiceProperties.class);

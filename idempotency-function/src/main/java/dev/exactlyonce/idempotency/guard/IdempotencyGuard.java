@@ -84,10 +84,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         this.partitions = partitions;
     }
 
-    /**
-     * The event id the guard reads from a message as the binder delivered it, wherever
-     * {@code idempotency.event-id.source} says it is; {@code null} when it carries none. For tools and tests.
-     */
+    /** The event id the guard reads from a delivered message ({@code idempotency.event-id.source}), or {@code null}. */
     public @Nullable UUID eventIdOf(MessageHeaders headers, byte[] body) {
         try {
             return this.reader.read(headers, body, null, Map.of()).eventId();
@@ -97,8 +94,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     }
 
     /**
-     * Guards a message, observed as {@value #OBSERVATION} (reading the message and claiming its id, an outage's hold
-     * included) with the binding, the business function and the outcome: {@code processed}, {@code duplicate},
+     * Guards a message, observed as {@value #OBSERVATION} with the outcome: {@code processed}, {@code duplicate},
      * {@code rejected}, {@code passed} (no id, let through) or {@code failed}.
      */
     @Override
@@ -172,10 +168,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     }
 
     /**
-     * A batch: every message read first, every id claimed with one statement, and the business function handed the
-     * payloads of the first deliveries only, in their order, each once. A message that cannot be processed (not an
-     * envelope, an event the binding does not handle, a payload that does not map) is set aside, its claim undone,
-     * and the rest of the batch goes on: the library dead-letters it alone once the batch's transaction commits.
+     * A batch: every id claimed with one statement, the first deliveries handed on in their order; a message that
+     * cannot be processed is set aside, and dead-lettered alone once the batch's transaction commits.
      */
     private @Nullable Message<Object> guardBatch(Message<Object> delivered, MessageTransaction invocation) {
         // A binder that hands on a lone message as it is (a test binder, say) delivers a batch of one.
@@ -224,10 +218,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                 .build();
     }
 
-    /**
-     * Marks taken back the records of the batch's dead letters moved back whose events it claimed and did not reject:
-     * after the claims, in the batch's transaction.
-     */
+    /** Marks taken back the batch's dead letters moved back whose events it claimed and did not reject. */
     private void takenBack(
             Read read, List<?> bodies, Set<ProcessedEventStore.Key> claimed, MessageTransaction invocation) {
         for (ProcessedEventStore.Key key : claimed) {
@@ -242,10 +233,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         }
     }
 
-    /**
-     * The messages of a batch, read: the event of each and the type its payload maps to ({@code null}: rejected), and
-     * the position of each id's first copy.
-     */
+    /** A batch's messages, read: each event and its payload's type ({@code null}: rejected), each id's first copy. */
     private record Read(List<@Nullable Checked> events, Map<ProcessedEventStore.Key, Integer> firstCopies) {}
 
     private Read read(Message<Object> delivered, List<?> bodies, MessageTransaction invocation) {
@@ -279,10 +267,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         return new Read(events, firstCopies);
     }
 
-    /**
-     * The batch's events, those moved back to the queue as dead letters that the guard did not record set aside
-     * (rejected). The first statement of the batch's transaction, as the claim is otherwise.
-     */
+    /** The batch's events, dead letters moved back that the guard did not record set aside; the first statement. */
     private Read recordedOnly(Read read, List<?> bodies, MessageTransaction invocation) {
         Map<Integer, RejectedMessageException> unrecorded = invocation.firstStatement(() -> {
             Map<Integer, RejectedMessageException> refused = new HashMap<>();
@@ -343,9 +328,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     }
 
     /**
-     * Records a message the binding is about to dead-letter, once its event was read and its route checked, so that
-     * it is taken back when it is moved back to its queue: nothing is recorded of a message whose event could not be
-     * read, whose route did not match, or that came back that way itself (recorded already).
+     * Records a message the binding is about to dead-letter, if its event was read and its route checked, so that it is
+     * taken back when moved back to its queue.
      *
      * @param message the message as the binder delivered it (a batch of one, for a message of a batch)
      * @param routes how its binder tells routes
@@ -374,10 +358,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         }
     }
 
-    /**
-     * The batch's event ids and names, for the lines logged while it is processed: each written once, in the batch's
-     * order, straight into one string.
-     */
+    /** The batch's event ids and names, in order, for the lines logged while it is processed. */
     private static void putInMdc(Read read) {
         Set<UUID> distinct = new LinkedHashSet<>();
         read.firstCopies().keySet().forEach(key -> distinct.add(key.eventId()));
@@ -395,14 +376,12 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         MDC.put(EventHeaders.EVENT_NAME, String.join(",", names));
     }
 
-    /**
-     * The first deliveries of a batch, in their order, and how many of them have no id (they pass through unguarded).
-     */
+    /** The first deliveries of a batch, in order, and how many have no id (they pass through unguarded). */
     private record FirstDeliveries(List<MessageTransaction.Delivery> deliveries, int unguarded) {}
 
     /**
-     * The events of the batch to hand to the business function: the first copy of each id claimed now, and each
-     * event without an id. A payload that does not map is set aside (rejected), its claim undone.
+     * The events to hand to the business function: each id's first copy claimed now, and each event without an id; a
+     * payload that does not map is set aside, its claim undone.
      */
     private FirstDeliveries firstDeliveries(
             Message<Object> delivered, Read read, Set<ProcessedEventStore.Key> claimed, MessageTransaction invocation) {
@@ -431,8 +410,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                 Object payload = this.codec.readPayload(event.payload(), checked.type(), event.eventName(), eventId);
                 unguarded += eventId == null ? 1 : 0;
                 int position = index;
-                // The event's message is built only for a function that takes one, or the first event of the batch,
-                // which the guard returns; with the headers of its message where a business function takes a Message.
+                // Built only for a function that takes one, or for the batch's first event, which the guard returns.
                 boolean headers = invocation.binding().takesMessages();
                 firstDeliveries.add(new MessageTransaction.Delivery(
                         payload,
@@ -458,11 +436,9 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     }
 
     /**
-     * The message of one event, as its business function takes it: the payload, the headers given (the message's, or
-     * none when no business function takes a {@code Message}) and the event's. They are copied once (a
-     * {@code MessageBuilder} would copy them twice). The event's headers are the guard's alone: a publisher's header of
-     * the same name is dropped where the event has no such value (an {@code occurred_at} text beside an envelope
-     * without one would fail a function that reads an {@code Instant}, on every attempt).
+     * The message of one event: the payload, the headers given, and the event's, copied once. The event's headers are
+     * the guard's alone: a publisher's header of the same name is dropped (an {@code occurred_at} text beside an
+     * envelope without one would fail a function that reads an {@code Instant}, on every attempt).
      */
     private static Message<Object> eventMessage(Object payload, IncomingEvent event, Map<String, ?> headers) {
         Map<String, Object> eventHeaders = new HashMap<>(headers);
@@ -483,9 +459,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     }
 
     /**
-     * The type the event's payload maps to; the event rejected, before anything is written, if the binding does not
-     * handle it or its id cannot be recorded. The payload itself is mapped after the claim, for first deliveries only:
-     * a payload that does not map then rolls the claim back with the rest of the transaction.
+     * The type the event's payload maps to, or the event rejected if the binding does not handle it; the payload is
+     * mapped after the claim, for first deliveries only.
      */
     private Type checked(IncomingEvent event, GuardedBinding binding) {
         Type type = binding.payloadTypes().typeFor(event);

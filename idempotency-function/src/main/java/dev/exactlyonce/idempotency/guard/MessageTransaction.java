@@ -23,9 +23,7 @@ import org.springframework.transaction.TransactionStatus;
 
 /**
  * The composed invocation of a guarded binding under way on this thread: its binding, its transaction and what the
- * guard found (how many events it claimed, how many copies it discarded, which messages of a batch it rejected, and,
- * for a business function that takes one event of a batch at a time, the events after the first). Opened and closed by
- * {@link TransactionPerMessage}; at most one per thread.
+ * guard found. Opened and closed by {@link TransactionPerMessage}; at most one per thread.
  */
 final class MessageTransaction {
 
@@ -100,9 +98,8 @@ final class MessageTransaction {
     }
 
     /**
-     * Runs the first statement of the message's transaction (the claim). Nothing of the message ran before it, so
-     * when it fails for a reason that is not the message's (an outage), the transaction can be begun again and the
-     * statement run again in the same attempt ({@link TransactionPerMessage}); any other failure is thrown.
+     * Runs the claim, the transaction's first statement: nothing of the message ran before it, so on an outage the
+     * transaction is begun again in the same attempt; any other failure is thrown.
      */
     <T> T firstStatement(Supplier<T> statement) {
         while (true) {
@@ -133,9 +130,8 @@ final class MessageTransaction {
     }
 
     /**
-     * Rolls back and closes an invocation that is still open on this thread although its message was given up: a
-     * {@link Error} thrown where the library could not turn it into an exception skips the channel's completion
-     * callback, which is where an invocation ends. Its transaction must not be joined by the next message.
+     * Rolls back and closes an invocation still open though its message was given up (an {@link Error} skipped the
+     * channel's completion callback), so that the next message does not join its transaction.
      */
     static void rollBackAbandoned() {
         MessageTransaction abandoned = CURRENT.get();
@@ -186,10 +182,7 @@ final class MessageTransaction {
         this.duplicates = copies;
     }
 
-    /**
-     * An event of a batch to hand to its business function: the payload, and the event's message (its headers
-     * included) built when the function takes a {@code Message}.
-     */
+    /** An event of a batch for its business function: the payload, and its message when the function takes one. */
     record Delivery(Object payload, Supplier<Message<Object>> message) {}
 
     /** Sets aside a message of the batch that cannot be processed: the rest of the batch goes on without it. */
@@ -202,18 +195,12 @@ final class MessageTransaction {
         return Collections.unmodifiableMap(this.rejected);
     }
 
-    /**
-     * The events of a batch, after the first, for a business function that takes one event at a time: the guard hands
-     * on the first, and the function is called again with each of these ({@link GuardedBusinessFunction}).
-     */
+    /** A batch's events after the first, for a function that takes one at a time ({@link GuardedBusinessFunction}). */
     void moreEvents(List<Delivery> events) {
         this.moreEvents = new ArrayList<>(events);
     }
 
-    /**
-     * The events still to hand to the business function of that name, the one composed after the guard, once: taken,
-     * they are no longer there (another decorated function it calls takes none).
-     */
+    /** Takes, once, the events still to hand to the business function of that name, composed after the guard. */
     static List<Delivery> takeMoreEvents(String functionName) {
         MessageTransaction current = CURRENT.get();
         if (current == null
@@ -227,10 +214,8 @@ final class MessageTransaction {
     }
 
     /**
-     * What a business function returned, once the events it returns as the binding's output were written to the
-     * outbox, in the message's transaction: {@code null} then, so that nothing is sent to the output binding before
-     * the commit (the relay publishes them after it). The result of a function that is not the last of the
-     * composition goes to the next function, as it is.
+     * What a business function returned; for the last of the composition, {@code null} once its events were written to
+     * the outbox, so that nothing is sent to the output binding before the commit.
      *
      * @throws IdempotencyException when the last function returned something other than events
      */
@@ -279,10 +264,7 @@ final class MessageTransaction {
                                 : "a " + result.getClass().getName()));
     }
 
-    /**
-     * Whether the claim went through: the database answered for this message. A message rejected before it (a body
-     * that is not an event, a route it may not come by) says nothing of the database.
-     */
+    /** Whether the claim went through: a message rejected before it says nothing of the database. */
     boolean reachedTheDatabase() {
         return this.reachedTheDatabase;
     }

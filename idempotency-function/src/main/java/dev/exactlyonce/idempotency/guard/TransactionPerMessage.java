@@ -68,9 +68,8 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
     private final @Nullable Outbox outbox;
 
     /**
-     * Whether the transaction manager begins its transactions on a connection bound to the thread beforehand (a
-     * {@link DataSourceTransactionManager} of this DataSource): the connection is then taken, and its network wait
-     * bounded, before the manager begins on it ({@link #beginOnABoundedConnection()}).
+     * Whether transactions begin on a connection bound beforehand, its network wait bounded (a
+     * {@link DataSourceTransactionManager} of this DataSource; {@link #beginOnABoundedConnection()}).
      */
     private final boolean bindsTheConnection;
 
@@ -118,9 +117,8 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
     }
 
     /**
-     * Begins the message's transaction once consumption is not halted. A transaction that fails to begin is the
-     * database's condition, whatever its SQLSTATE: it halts consumption, and the message is held in place, its
-     * attempt not counted.
+     * Begins the message's transaction once consumption is not halted; one that fails to begin is an outage, whatever
+     * its SQLSTATE.
      *
      * @throws OutageException once the delivery was held {@code max-hold}, to give it back
      */
@@ -155,9 +153,8 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
     }
 
     /**
-     * The message's claim, the first statement of its transaction, failed: an outage, or the database's condition when
-     * the probe's own claim fails too, rolls the transaction back and begins it again ({@link #begin()}), in the same
-     * attempt. An interceptor after this one must therefore not count on the transaction its {@code preSend} ran in.
+     * The claim failed: an outage (or the probe's claim failing too) rolls back and begins again in the same attempt,
+     * so an interceptor after this one must not count on the transaction its {@code preSend} ran in.
      *
      * @return the new transaction
      * @throws RuntimeException the failure itself when it is a conflict or the message's, or when consumption did not
@@ -190,9 +187,8 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
     }
 
     /**
-     * Takes a connection, bounds its network wait ({@code socket-timeout}), and binds it to the thread before the
-     * transaction manager begins on it: MariaDB's driver sends the start of a transaction to the server, which on a
-     * silent network would otherwise wait for TCP's timeout. It goes back to the pool in {@link #releaseConnection()}.
+     * Takes a connection, bounds its network wait ({@code socket-timeout}) and binds it before the manager begins on
+     * it: MariaDB's driver sends the begin to the server, which on a silent network would wait for TCP's timeout.
      */
     private TransactionStatus beginOnABoundedConnection() {
         Connection connection;
@@ -228,9 +224,8 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
     }
 
     /**
-     * Bounds how long a statement of the message's transaction waits for the database's answer, on this transaction's
-     * connection only (the pool resets it), so that a silent network is an outage. The claim bounds the transaction on
-     * the server as well ({@link TransactionBounds}).
+     * Bounds how long a statement of this transaction waits for the database's answer (the pool resets it), so that a
+     * silent network is an outage; the claim bounds it on the server ({@link TransactionBounds}).
      */
     private void bound() {
         Duration timeout = this.outage.socketTimeout();
@@ -281,8 +276,7 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
                 // A batch of one: rejected as a single message is, without retry.
                 throw invocation.rejected().values().iterator().next();
             }
-            // The rest of the batch committed: the messages set aside go to the dead-letter queue, and the binder
-            // does not retry the batch.
+            // The rest of the batch committed: the messages set aside are dead-lettered, the batch not retried.
             throw new PartlyFailedBatch(this.binding.bindingName(), size, invocation.rejected());
         }
     }
@@ -302,8 +296,7 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
             // The message's own failure: the database answered, if its claim went through.
             answered(invocation);
         }
-        // Counted once, when they go to the dead-letter queue: the messages a batch set aside once the rest of it
-        // committed (not on each attempt at a batch that rolled back), or the message rejected.
+        // Counted once, when dead-lettered, not on each attempt at a batch that rolled back.
         if (failure != null && Failures.find(failure, PartlyFailedBatch.class) != null) {
             invocation.rejected().forEach((index, rejection) -> rejected(rejection, " (#" + index + " of a batch)"));
         } else if (failure != null && Failures.find(failure, RejectedMessageException.class) != null) {
@@ -316,10 +309,7 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
         }
     }
 
-    /**
-     * The message ended without meeting an outage: the database works, if its claim went through; a message rejected
-     * before it says nothing of the database, and leaves a trial to the next message.
-     */
+    /** The message ended without an outage: the database works if its claim went through, else it says nothing. */
     private void answered(MessageTransaction invocation) {
         if (invocation.reachedTheDatabase()) {
             this.outage.worked();
@@ -328,10 +318,7 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
         }
     }
 
-    /**
-     * Rolls back the transaction unless it completed; a rollback that fails is only logged. Its connection, if bound
-     * beforehand, goes back to the pool.
-     */
+    /** Rolls back the transaction unless it completed (a failed rollback is logged) and releases its connection. */
     private void rollBack(TransactionStatus transaction, boolean outage) {
         try {
             if (!transaction.isCompleted()) {

@@ -16,9 +16,8 @@ import org.springframework.jdbc.CannotGetJdbcConnectionException;
 import org.springframework.util.ClassUtils;
 
 /**
- * Checks whether the database works again for what the guard does: a write, not a connection alone. It claims an id
- * of its own, in a transaction it rolls back, so that a read-only, full or refusing server does not pass; stale pooled
- * connections are evicted ({@link #evictConnectionsIfStale}). See docs/operations.md, "When things go wrong".
+ * Checks whether the database takes the guard's write again: a claim of its own, rolled back, so that a read-only,
+ * full or refusing server does not pass. See docs/operations.md, "When things go wrong".
  */
 public final class DatabaseProbe {
 
@@ -40,9 +39,8 @@ public final class DatabaseProbe {
     private final Duration socketTimeout;
 
     /**
-     * @param socketTimeout how long the probe's statements wait for the database's answer (0: no limit): a probe whose
-     *     connection goes silent fails its check within that long, rather than waiting for TCP's timeout while the
-     *     database answers every new connection
+     * @param socketTimeout how long the probe's statements wait for the database's answer (0: no limit), so that a
+     *     silent connection fails its check rather than waiting for TCP's timeout
      */
     public DatabaseProbe(DataSource dataSource, String tableName, Duration socketTimeout) {
         this.dataSource = dataSource;
@@ -77,9 +75,8 @@ public final class DatabaseProbe {
     }
 
     /**
-     * Has the pool replace its connections when the failure says they lead nowhere useful: shut down by the server,
-     * broken, or to a server turned read-only by a failover. A failure to get a connection says nothing of those the
-     * pool has: closing them would turn a busy pool into an empty one.
+     * Has the pool replace its connections when the failure says they are stale (ended, broken, read-only); never for a
+     * failure to get one, which would turn a busy pool into an empty one.
      */
     public void evictConnectionsIfStale(Throwable failure) {
         if (HIKARI && isStale(failure)) {
@@ -102,18 +99,14 @@ public final class DatabaseProbe {
                 || MariaDbDialect.isReadOnly(failure);
     }
 
-    /**
-     * How long a borrower of the pool waits for a connection: HikariCP's {@code connection-timeout}; zero for a pool
-     * that does not say.
-     */
+    /** How long a borrower waits for a connection (HikariCP's {@code connection-timeout}); zero if unknown. */
     public static Duration connectionWait(DataSource dataSource) {
         return HIKARI ? Hikari.connectionTimeout(dataSource) : Duration.ZERO;
     }
 
     /**
-     * Bounds how long a connection a HikariCP pool of PostgreSQL opens waits for the login's answer: the driver's
-     * {@code loginTimeout} (seconds; none by default, whatever HikariCP asks of {@code DriverManager}), unless the
-     * service set it. Called before the pool starts; a pool already started, or another pool, is left as it is.
+     * Sets the PostgreSQL driver's {@code loginTimeout} of a HikariCP pool not started yet, unless set: by default a
+     * login waits without end, whatever HikariCP asks of {@code DriverManager}.
      */
     public static void boundLogin(DataSource dataSource, Duration timeout) {
         if (HIKARI && !timeout.isZero() && !timeout.isNegative()) {

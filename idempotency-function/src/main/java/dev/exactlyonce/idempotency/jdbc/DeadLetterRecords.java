@@ -17,11 +17,8 @@ import org.springframework.jdbc.core.ConnectionCallback;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * The events the guard dead-lettered once their route was checked ({@code <table>_dead_letter}), each by its binding,
- * id, name and the SHA-256 of its body: a dead letter moved back to its queue is taken only when this holds it. Rows
- * older than the dead letters' retention count as none and are purged. See docs/reference.md, "The envelope".
- *
- * <p>Not API: used by the guard and the purge, and may change in any release.
+ * The events the guard dead-lettered ({@code <table>_dead_letter}), by binding, id, name and body's SHA-256: a dead
+ * letter moved back is taken only when recorded here. Not API. See docs/operations.md, "Replaying dead letters".
  */
 public final class DeadLetterRecords {
 
@@ -67,8 +64,7 @@ public final class DeadLetterRecords {
     }
 
     /**
-     * The dead letters still waiting to be replayed: recorded within the dead-letters' retention, no replay of them
-     * applied yet (or discarded, which the records cannot tell).
+     * The dead letters still waiting to be replayed (or discarded, which the records cannot tell).
      *
      * @param count how many
      * @param oldest when the oldest was dead-lettered; {@code null} when none waits
@@ -89,10 +85,8 @@ public final class DeadLetterRecords {
     }
 
     /**
-     * Records that the binding dead-lettered the event with that body; once only. It runs in no transaction of its own
-     * (the message's was rolled back): its connection waits at most {@code networkTimeout} for the database's answer
-     * (0: no limit), so that a network gone silent fails it, an outage, rather than blocking the consumer thread for
-     * TCP's timeout. The connection's own timeout is restored afterwards.
+     * Records that the binding dead-lettered the event with that body, once, outside a transaction; its connection
+     * waits at most {@code networkTimeout} (0: no limit), so that a silent network is an outage, not a blocked thread.
      */
     public void record(String binding, UUID eventId, String eventName, byte[] body, Duration networkTimeout) {
         this.jdbc.execute((ConnectionCallback<Integer>) connection -> {
@@ -118,10 +112,7 @@ public final class DeadLetterRecords {
                 this.recorded, Boolean.class, binding, eventId.toString(), eventName, sha256(body), micros()));
     }
 
-    /**
-     * Marks the record of a dead letter taken back, in the caller's transaction (the one that claimed the replayed
-     * event, after its claim): once that commits, the dead letter no longer waits. The first mark stays.
-     */
+    /** Marks a dead letter taken back, in the transaction that claimed its replay; the first mark stays. */
     public void takenBack(String binding, UUID eventId, String eventName, byte[] body) {
         this.jdbc.update(this.takenBack, binding, eventId.toString(), eventName, sha256(body));
     }

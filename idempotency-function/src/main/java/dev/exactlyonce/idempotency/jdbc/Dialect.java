@@ -17,17 +17,13 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * The SQL of one database: every statement the inbox side of the library runs (the claims, the scope registry, the
- * session locks, the outage probe, the purge, the endpoint's figures) comes from the dialect of the service's database,
- * read from the DataSource's metadata the first time it is needed (at start-up) and remembered. PostgreSQL and MariaDB
- * are supported; any other database is refused, saying so. A DataSource that routes to several databases gets the
- * dialect of the first it reached. See {@code docs/reference.md} for what each database supports.
+ * The SQL of one database (PostgreSQL or MariaDB, any other refused) for the inbox side of the library, chosen from
+ * the DataSource's metadata once. See docs/reference.md, "Databases".
  */
 public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
 
     /**
-     * The dialect of the database behind the DataSource: read from its metadata on a connection of its own the first
-     * time, then remembered.
+     * The dialect of the database behind the DataSource, read from its metadata the first time, then remembered.
      *
      * @throws StartupRefusal when the database is not one the library supports
      */
@@ -71,16 +67,10 @@ public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
         return processedEvents(jdbc, table, null);
     }
 
-    /**
-     * The claims of the table, with their statements prepared for it; each claim sets the bounds of its transaction on
-     * the server, if any.
-     */
+    /** The claims of the table, each setting the bounds of its transaction on the server, if any. */
     ProcessedEventStore processedEvents(JdbcTemplate jdbc, String table, @Nullable TransactionBounds bounds);
 
-    /**
-     * The events dead-lettered by the guards of the table, kept for the dead-letters' retention
-     * ({@code <table>_dead_letter}).
-     */
+    /** The events dead-lettered by the guards of the table ({@code <table>_dead_letter}). */
     DeadLetterRecords deadLetters(JdbcTemplate jdbc, String table, Duration retention);
 
     /**
@@ -99,10 +89,7 @@ public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
      */
     boolean lock(JdbcTemplate jdbc, String name, String table, boolean wait);
 
-    /**
-     * Runs the work in a transaction of its own that holds the lock of the name for the table from its start to its
-     * end: instances that run it at once take turns.
-     */
+    /** Runs the work in a transaction of its own that holds the lock of the name for the table throughout. */
     <T> T inTransactionLocked(DataSource dataSource, String name, String table, Function<JdbcTemplate, T> work);
 
     /** Releases the session lock taken by {@link #lock}, on the same connection. */
@@ -120,10 +107,7 @@ public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
     /** The purge's cutoff, {@code retention} before the database's clock; its parameter is the retention in µs. */
     String purgeCutoff();
 
-    /**
-     * A column of a point in time that may be empty, as the library's tables declare it: for the {@code ALTER TABLE} a
-     * start-up refusal tells an operator to run.
-     */
+    /** A nullable point-in-time column, as the library's tables declare it, for a refusal's {@code ALTER TABLE}. */
     String nullableTimestampColumn();
 
     /** Deletes one batch of the oldest rows before the cutoff; its parameters are the cutoff and the batch size. */
@@ -141,10 +125,7 @@ public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
     /** Where the library's Flyway migrations of this database are. */
     List<String> migrations(boolean partitioned);
 
-    /**
-     * What this database lacks of the library's features, when a setting asks for it ({@code null} when it has it):
-     * partitioned retention runs on PostgreSQL only.
-     */
+    /** What this database lacks of a feature a setting asks for; {@code null} when it has it. */
     @Nullable
     String lacks(Feature feature);
 

@@ -24,10 +24,8 @@ import org.springframework.transaction.TransactionDefinition;
 import org.springframework.transaction.support.TransactionTemplate;
 
 /**
- * MariaDB's statements (10.7 or later: the {@code UUID} type, {@code INSERT ... RETURNING}). A claim writes a random
- * 64-bit token it reads back ({@code RETURNING}), since MariaDB's row counts cannot tell an insert from a duplicate.
- * Session locks are named locks ({@code GET_LOCK}), named after the database, the lock and the table, since they are
- * the server's. See docs/design.md, "Guarantees and trade-offs", and docs/reference.md, "Databases".
+ * MariaDB's statements (10.7 or later). A claim writes a random token it reads back, since MariaDB's row counts cannot
+ * tell an insert from a duplicate; session locks are the server's named locks. See docs/reference.md, "Databases".
  */
 public final class MariaDbDialect implements Dialect {
 
@@ -202,9 +200,8 @@ public final class MariaDbDialect implements Dialect {
     }
 
     /**
-     * MariaDB has no lock that a transaction releases: a named lock is taken on a connection of its own, the
-     * transaction runs on that connection, and the lock is released after it ends. READ COMMITTED, so that reading the
-     * claims (to copy a former scope's) locks none of the rows the guard claims meanwhile.
+     * A named lock on a connection of its own, released after the transaction ends (MariaDB has no transaction lock);
+     * READ COMMITTED, so that copying a former scope's claims locks none the guard claims meanwhile.
      */
     @Override
     public <T> T inTransactionLocked(DataSource dataSource, String name, String table, Function<JdbcTemplate, T> work) {
@@ -294,10 +291,8 @@ public final class MariaDbDialect implements Dialect {
         private static final String ON_DUPLICATE = """
                  ON DUPLICATE KEY UPDATE event_id = event_id RETURNING event_id, event_name, claim_token""";
 
-        // In one order, whatever the order of the messages: two batches that share events then wait for each other in
-        // the same order, never in a cycle (a deadlock, 1213, would fail one of them). Ids compare as unsigned 128-bit
-        // numbers (the order of their text, PostgreSQL's; MariaDB's index orders them otherwise, which does not
-        // matter: on the primary key a duplicate takes the row's lock only, no gap).
+        // In one order, so that two batches that share events never deadlock (1213); ids compare as unsigned
+        // 128-bit numbers (MariaDB's index orders them otherwise, which does not matter: no gap locks on the key).
         private static final Comparator<Key> ORDER = Comparator.comparing(
                         Key::eventId,
                         Comparator.comparing(UUID::getMostSignificantBits, Long::compareUnsigned)

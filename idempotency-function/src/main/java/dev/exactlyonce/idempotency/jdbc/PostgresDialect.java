@@ -206,24 +206,19 @@ public final class PostgresDialect implements Dialect {
     }
 
     /**
-     * The claims on PostgreSQL: {@code INSERT ... ON CONFLICT DO NOTHING}, whose row count says whether the event was
-     * claimed; a batch's, one statement over arrays of ids and names, {@code RETURNING} those it claimed. With bounds,
-     * the claim sets them for its transaction first ({@code set_config(..., true)}, as {@code SET LOCAL}), in the same
+     * The claims on PostgreSQL; bounds are set for the transaction ({@code set_config(..., true)}) in the claim's own
      * statement: no round trip of their own, and in force when the insert waits on another transaction's claim.
      */
     static final class Claims extends ProcessedEventStore {
 
-        // A row of an earlier version ('' for the name) is a claim of its id under any name. Only instances of an
-        // earlier version write such rows (and the copy of a former scope's claims copies them): once those have
-        // stopped, none is being written, so looking for one needs no lock (operations.md says to stop them before
-        // upgrading).
+        // A row of an earlier version ('' for the name) is a claim of its id under any name; only instances of an
+        // earlier version write such rows, stopped before upgrading, so looking for one needs no lock.
         private static final String CLAIM = """
                 INSERT INTO %1$s (event_id, scope, event_name) SELECT ?, ?, ?%2$s
                 WHERE NOT EXISTS (SELECT FROM %1$s WHERE event_id = ? AND scope = ? AND event_name = '')
                 ON CONFLICT DO NOTHING""";
 
-        // In the keys' order, whatever the order of the messages: two batches that share events then wait for each
-        // other in the same order, never in a cycle (a deadlock, 40P01, would fail one of them).
+        // In the keys' order, so that two batches that share events never deadlock (40P01).
         private static final String CLAIM_ALL = """
                 INSERT INTO %1$s (event_id, scope, event_name)
                 SELECT event.id, ?, event.name FROM unnest(?::uuid[], ?::text[]) AS event(id, name)%2$s
@@ -232,9 +227,8 @@ public final class PostgresDialect implements Dialect {
                 ORDER BY event.id, event.name
                 ON CONFLICT DO NOTHING RETURNING event_id, event_name""";
 
-        // One row, whatever it sets: lowers the transaction's lock, statement and idle bounds to those in ms, unless
-        // lower already (0 is none). (Where a row of an earlier version makes the claim a duplicate, the planner may
-        // skip it: a duplicate's transaction waits on nothing and writes nothing.)
+        // Lowers the transaction's lock, statement and idle bounds to those in ms, unless lower already (0 is none).
+        // The planner may skip it for a duplicate of an earlier version's row, whose transaction then waits on nothing.
         private static final String BOUND = """
 
                     CROSS JOIN (SELECT count(set_config(name, ms || 'ms', true))

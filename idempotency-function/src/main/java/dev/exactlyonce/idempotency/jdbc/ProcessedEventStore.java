@@ -8,10 +8,8 @@ import java.util.UUID;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * The {@code processed_event} table: one row per event this service has processed, keyed by the event's id, its name
- * and a scope. A claim is one statement in the caller's transaction that inserts nothing, and raises nothing, on a
- * duplicate; a batch's is one statement, in the order of its keys. Each database's statements are its
- * {@link Dialect}'s. See docs/design.md, "Guarantees and trade-offs".
+ * The {@code processed_event} table, one row per event processed (id, name, scope): a claim is one statement in the
+ * caller's transaction that does nothing on a duplicate. See docs/design.md, "Guarantees and trade-offs".
  */
 public abstract sealed class ProcessedEventStore permits PostgresDialect.Claims, MariaDbDialect.Claims {
 
@@ -30,10 +28,7 @@ public abstract sealed class ProcessedEventStore permits PostgresDialect.Claims,
         this.unclaimSql = UNCLAIM.formatted(tableName);
     }
 
-    /**
-     * Takes back a claim made in the current transaction, for an event of a batch that turns out not to be processable
-     * while the rest of the batch goes on.
-     */
+    /** Takes back a claim of the current transaction, for a batch's event set aside while the rest goes on. */
     public final void unclaim(Key event, GuardedBinding binding) {
         for (String scope : binding.claimScopes()) {
             this.jdbcTemplate.update(this.unclaimSql, event.eventId(), scope, event.eventName());
@@ -74,15 +69,9 @@ public abstract sealed class ProcessedEventStore permits PostgresDialect.Claims,
         return claimed;
     }
 
-    /**
-     * Records the event in the scope ({@code ""} for the whole service, or a function's name); {@code true} when this
-     * is its first delivery in that scope.
-     */
+    /** Records the event in the scope ({@code ""}: the service's); {@code true} on its first delivery there. */
     public abstract boolean claim(Key event, String scope);
 
-    /**
-     * Records a batch of events with one statement; returns those of their first delivery. An event repeated within
-     * the batch is claimed (and returned) once.
-     */
+    /** Records a batch of events with one statement; returns those of their first delivery, each once. */
     public abstract Set<Key> claimAll(Collection<Key> events, String scope);
 }

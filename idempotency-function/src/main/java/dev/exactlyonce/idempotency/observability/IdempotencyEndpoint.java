@@ -23,11 +23,9 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * The {@code idempotency} Actuator endpoint: how big the table of processed event ids is (the planner's estimate, and
- * its size on disk), how old its oldest row is, the retention that bounds it, and what waits in the outbox; at
- * {@code /actuator/idempotency/<event id>}, what the service knows of one event ({@link Lookup}); and a write operation
- * that runs the purge now ({@code POST /actuator/idempotency}). The purge deletes rows, so the endpoint's access is
- * read-only unless {@code management.endpoint.idempotency.access} is {@code unrestricted}.
+ * The {@code idempotency} Actuator endpoint: the table of processed ids, the outbox and dead letters waiting, one
+ * event's story ({@link Lookup}), and the purge run now ({@code POST}, only with {@code unrestricted} access). See
+ * docs/reference.md, "Observability".
  */
 @Endpoint(id = "idempotency", defaultAccess = Access.READ_ONLY)
 public class IdempotencyEndpoint {
@@ -48,8 +46,7 @@ public class IdempotencyEndpoint {
      * @param partitioned whether the table is range-partitioned (old ids then go with whole partitions)
      * @param outbox what waits in the outbox, when the schema has one
      * @param deadLetters the dead letters still waiting to be replayed, when the schema records them
-     * @param lastPurge this instance's last purge (or, partitioned, its last maintenance of the partitions); {@code null}
-     *     before its first
+     * @param lastPurge this instance's last purge (or maintenance of the partitions); {@code null} before its first
      */
     public record Status(
             String table,
@@ -75,16 +72,13 @@ public class IdempotencyEndpoint {
     public record LastPurge(Instant at, boolean ran, long rowsDeleted, List<String> partitionsDropped) {}
 
     /**
-     * The dead letters still waiting to be replayed: recorded by the guard within their retention, no replay of them
-     * applied (a dead letter discarded from its queue is counted until it is older than the retention).
+     * The dead letters still waiting to be replayed (one discarded from its queue counts until its retention).
      *
      * @param waiting how many
      * @param oldestDeadLetteredAt when the oldest was dead-lettered, if one waits
      * @param oldestAge how long it has waited
      * @param retention how long a dead letter can wait: a replay of an older one is refused
-     *     ({@code idempotency.replay-horizon.dead-letter-retention})
-     * @param oldest the {@value #OLDEST_LISTED} that have waited longest, oldest first: their event ids, and when each
-     *     was dead-lettered (which the dead letter itself does not carry), for the operator console
+     * @param oldest the {@value #OLDEST_LISTED} that have waited longest, oldest first, for the operator console
      */
     public record DeadLetters(
             long waiting,
@@ -105,9 +99,7 @@ public class IdempotencyEndpoint {
     public record Waiting(UUID eventId, Instant deadLetteredAt) {}
 
     /**
-     * What the service knows of one event, for an operator asking "was it applied here?": empty lists and no outbox row
-     * when it was never claimed here, never dead-lettered by the guard, and not emitted here (or when those rows were
-     * purged, past their retention).
+     * What the service knows of one event ("was it applied here?"): empty when none of its rows is here, or kept.
      *
      * @param eventId the event's id
      * @param claims its claims: the service applied it, once per scope and name

@@ -13,19 +13,10 @@ import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.ErrorMessage;
 
 /**
- * On a guarded binding's error channel, after {@link OutageGiveBack}: a message whose last attempt failed on a conflict
- * with another transaction (a serialization failure, a deadlock, a lock or statement timeout:
- * {@link DatabaseOutageClassifier#isConflict}) did nothing wrong, and the binder's attempts are not spent on it. It is
- * held a while ({@code idempotency.conflicts.first-hold}, 200 ms, doubling up to {@code longest-hold}, 5 s) and tried
- * again, up to {@code idempotency.conflicts.max-give-backs} times (once each in place; with all its attempts when given
- * back); after that it fails as any message does, so that one that always conflicts (a statement that always times
- * out) still reaches the dead-letter queue. It is tried again in place, on the consumer thread that holds it, for as
- * long as the delivery's {@code max-hold} lasts, and given back to the broker only past it (at once where the binding
- * pauses: Kafka seeks back to the record): a broker that counts each return (RabbitMQ's quorum queues) sees none for a
- * storm of conflicts shorter than {@code max-hold}.
- *
- * <p>A message is known again by its body: a broker redelivers the same bytes ({@link ConflictHolds}). A batch is not
- * given back here: its events are tried one by one ({@code FailedBatchSplitter} of the guard).
+ * On a guarded binding's error channel, after {@link OutageGiveBack}: a message whose last attempt conflicted with
+ * another transaction ({@link DatabaseOutageClassifier#isConflict}) is held and tried again in place while its
+ * {@code max-hold} lasts, then given back, up to {@code idempotency.conflicts.max-give-backs} times; then it fails.
+ * A message is known again by its body ({@link ConflictHolds}). See docs/operations.md, "Runbook".
  */
 public final class ConflictGiveBack implements ChannelInterceptor {
 
@@ -80,8 +71,7 @@ public final class ConflictGiveBack implements ChannelInterceptor {
                     this.maxGiveBacks);
             boolean inPlace = this.giveBack.holdLeft().compareTo(hold) > 0;
             try {
-                // The back-off, on the consumer thread that holds the message (as an outage's hold does): tried again
-                // at once, it would conflict again with the transaction that still runs.
+                // Tried again at once, it would conflict again with the transaction that still runs.
                 Thread.sleep(hold.toMillis());
             } catch (InterruptedException ex) {
                 Thread.currentThread().interrupt();

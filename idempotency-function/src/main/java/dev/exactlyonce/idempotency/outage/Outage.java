@@ -22,33 +22,17 @@ import org.springframework.util.backoff.BackOffExecution;
 import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
- * An outage of what the guarded bindings depend on, shared by every guarded binding of the service:
+ * Halts consumption of every guarded binding while what they depend on is unavailable:
  *
  * <ol>
- *   <li>the first failure classified as an outage ({@link OutageClassifier}) halts consumption: one WARN line with
- *       the cause and the bindings, the halt meter, and a probe thread;
- *   <li>while it lasts, every consumer thread of a guarded binding holds the message it is about to process, before
- *       its transaction begins ({@link #awaitEnd(String)}), so nothing touches the database and no attempt is used
- *       up; so is a message whose transaction could not begin, or whose claim met the outage (its transaction is begun
- *       again afterwards, in the same attempt); a message whose attempt failed with the outage later on is held the
- *       same way in its error path ({@link OutageGiveBack}) and tried again in place, instead of being dead-lettered.
- *       A delivery is held {@code max-hold} in all, counted from its first attempt ({@link #holdLeft()}), however many
- *       of its attempts wait, then given back to the broker to be delivered again. Where the broker counts each return
- *       of a delivery (RabbitMQ's quorum queues), the binding then stops taking deliveries until the probe finds the
- *       database answering ({@link PausedBindings}). Where the binder can pause a binding (Kafka, single-message
- *       bindings), the probe pauses the binding instead and its messages are given back at once: the consumer goes on
- *       polling, and nothing is held;
- *   <li>the probe checks the condition that failed, a write ({@link DatabaseProbe}), after
- *       {@code probe-initial-interval}, then at intervals that double up to {@code probe-max-interval};
- *   <li>once a write goes through, the paused bindings resume and one message goes first: one consumer thread takes
- *       it, the others keep holding theirs. If it commits (or fails for a reason of its own), consumption resumes:
- *       one INFO line with how long it was halted, and the time on the halt timer. If it meets the outage again, the
- *       halt goes on, and so does the probe (the paused bindings paused again), without a second halt: a server that
- *       answers the probe but not the message costs one message at a time, not every held one. When no message comes
- *       to try it within {@code probe-max-interval}, consumption resumes all the same. A halt that follows the
- *       previous one closely (a dependency other than the database, still down) starts probing at the interval the
- *       previous one reached.
+ *   <li>the first failure classified as an outage ({@link OutageClassifier}) halts: one WARN line, a probe thread;
+ *   <li>each consumer thread holds its message ({@link #awaitEnd(String)}, {@link OutageGiveBack}) at most
+ *       {@code max-hold} per delivery, then gives it back; {@link PausedBindings} pauses or stops bindings instead;
+ *   <li>the probe tries a write ({@link DatabaseProbe}) at intervals that double up to {@code probe-max-interval};
+ *   <li>once one goes through, one message goes first: its commit resumes consumption, an outage again goes on.
  * </ol>
+ *
+ * <p>See docs/operations.md, "When things go wrong".
  */
 public final class Outage implements SmartLifecycle, DisposableBean {
 
@@ -62,17 +46,10 @@ public final class Outage implements SmartLifecycle, DisposableBean {
 
     private static final AtomicInteger instances = new AtomicInteger();
 
-    /**
-     * How long a delivery is held at most once the service stops, counted from when it stopped or from the delivery,
-     * whichever is later: long enough that a message given back is not handed straight back to a consumer still
-     * consuming, again and again; short enough that the stopping containers do not wait out their shutdown timeouts.
-     */
+    /** How long a hold lasts at most once the service stops ({@link #stop()}). */
     static final Duration HOLD_WHILE_STOPPING = Duration.ofSeconds(1);
 
-    /**
-     * How often a halt whose cause stays the same is logged at INFO; and how soon after a resume a new halt is counted,
-     * on the halted gauge, from the start of the one before.
-     */
+    /** How often a lasting halt is logged at INFO; halts closer than this count as one on the halted gauge. */
     private static final Duration REPORT_EVERY = Duration.ofMinutes(1);
 
     /** How often a hold looks whether the probe began stopping its binding. */
@@ -88,7 +65,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
 
     private final PausedBindings pausing;
 
-    /** Its probe threads' name, one of its own: a thread dump (or a test's log capture) tells whose probe it is. */
+    /** A name of its own: a thread dump tells whose probe it is. */
     private final String probeThreadName = "idempotency-outage-probe-" + instances.incrementAndGet();
 
     private final List<String> bindingNames = new CopyOnWriteArrayList<>();
@@ -110,13 +87,11 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     /** When it took it, in {@link System#nanoTime()}. */
     private long trialTakenAt;
 
-    /** The thread that took it. */
     private @Nullable Thread trialThread;
 
     /** Whether the trial's message met the outage again. */
     private boolean trialFailed;
 
-    /** What the trial's message met, when it met the outage again. */
     private @Nullable Throwable trialFailure;
 
     /** When the halt's state was last logged at INFO or above, in {@link System#nanoTime()}. */
@@ -154,11 +129,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         this.lastInterval = settings.probeInitialInterval();
     }
 
-    /**
-     * @param countsReturns whether the binding's broker counts each return of a delivery (RabbitMQ's quorum queues,
-     *     against their delivery limit): the binding then stops taking deliveries once it gave one back, until the
-     *     probe finds the database answering
-     */
+    /** @param countsReturns whether the binding's broker counts each return of a delivery (RabbitMQ's quorum queues) */
     public void guard(String bindingName, boolean countsReturns) {
         this.bindingNames.add(bindingName);
         if (countsReturns) {
@@ -179,11 +150,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         return this.classifier.isOutage(failure);
     }
 
-    /**
-     * Whether the database fails the guard's own write now: the probe's claim, of an id of its own, in a transaction
-     * it rolls back. A claim that failed while the probe's goes through failed for its message (an id whose partition
-     * is not made yet, say).
-     */
+    /** Whether the probe's write fails now; a claim that failed while it goes through failed for its message. */
     public boolean failsTheGuardsWrite() {
         return this.probe.check() != null;
     }
@@ -204,14 +171,12 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     }
 
     /**
-     * Starts counting the hold of a delivery, at its first attempt on this thread; its later attempts, and its
-     * give-back, share the deadline. A delivery is told from the next by the message the binder received
-     * ({@code sourceData}: the AMQP message, or a batch's list of them), else by the payload (the Kafka binder's),
-     * which a binder's retries pass on as it is. It ends when an attempt commits or the delivery is given back.
+     * Starts counting a delivery's hold at its first attempt on this thread; its later attempts share the deadline. A
+     * delivery is told by the binder's {@code sourceData}, else by its payload, which a binder's retries pass on.
      */
     public void delivering(Message<?> message) {
         if (BatchMessages.isPartOfBatch(message)) {
-            // A message of a batch tried alone, on the batch's thread: the batch's delivery, and its deadline.
+            // A message of a batch tried alone: the batch's delivery, and its deadline.
             return;
         }
         Object source = message.getHeaders().get(IntegrationMessageHeaderAccessor.SOURCE_DATA);
@@ -228,11 +193,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         this.delivery.remove();
     }
 
-    /**
-     * How long a delivery of the binding may still be held: none where the binder pauses the binding during an
-     * outage (its consumer goes on polling, and the message is given back at once), else what is left of
-     * {@code max-hold}.
-     */
+    /** What is left of the delivery's {@code max-hold}: none where the binder pauses the binding instead. */
     public Duration holdLeft(String bindingName) {
         return this.pausing.isPausable(bindingName) ? Duration.ZERO : holdLeft();
     }
@@ -257,17 +218,14 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         this.stopped = false;
         this.running = true;
         if (this.halt != null) {
-            // Started again while halted (a context stopped and started): a probe takes over from the one stop() ended.
+            // Started again while halted: a probe takes over from the one stop() ended.
             startProbeFrom(this.settings.probeInitialInterval());
         }
     }
 
     /**
-     * Stops before the bindings do (the highest phase): the probe ends. The threads holding messages, and those that
-     * take a message meanwhile, hold it {@link #HOLD_WHILE_STOPPING} more, then give it back: given back at once while
-     * its consumer still consumes, the broker would deliver it to that consumer again at once, again and again until the
-     * binding stops (each a delivery a quorum queue may count against its limit); held until the container gave up, the
-     * service would wait out each container's shutdown timeout.
+     * Stops before the bindings do: the probe ends, and holds end {@link #HOLD_WHILE_STOPPING} later, so that a message
+     * given back does not come straight back to a consumer still consuming, nor waits out its container's shutdown.
      */
     @Override
     public void stop() {
@@ -310,8 +268,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     /** Halts consumption, unless it is halted already; a trial's message that meets it again fails the trial. */
     public void detected(Throwable failure) {
         if (Failures.find(failure, OutageException.class) != null) {
-            // A message given back after its hold ran out: nothing new about the database, no new halt, no failed
-            // trial.
+            // A message given back after its hold ran out: nothing new about the database.
             return;
         }
         BackOffExecution intervals = null;
@@ -388,31 +345,23 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     }
 
     /**
-     * Waits while consumption is halted, at most what is left of the delivery's hold ({@link #holdLeft(String)}),
-     * before a message of the binding is processed. Once the probe finds the database answering, the first thread to
-     * ask goes on, with the trial's message; the others wait for its outcome.
+     * Waits while halted, at most what is left of the delivery's hold, before a message of the binding is processed;
+     * once the probe's write goes through, the first thread to ask goes on with the trial's message.
      *
-     * @return whether consumption may go on: {@code false} when still halted once the hold ran out, or after
-     *     {@link #HOLD_WHILE_STOPPING} once the application stops or the binding stops taking deliveries, or when its
-     *     context closes
+     * @return whether consumption may go on: {@code false} when the hold ran out, on stopping, or once closed
      */
     public boolean awaitEnd(String bindingName) {
         return await(bindingName, true);
     }
 
-    /**
-     * Waits, at most what is left of the delivery's hold, while consumption is halted and the probe has not found the
-     * database answering: a message that met the outage is held so, then tried again, or given back.
-     */
+    /** Holds a message that met the outage until the probe's write goes through (then tried again) or the hold ends. */
     boolean awaitAnswer(String bindingName) {
         return await(bindingName, false);
     }
 
     /**
-     * Where the binding's broker counts each return of a delivery, a hold that runs out first asks that the binding
-     * stop taking deliveries, and holds {@link #HOLD_WHILE_STOPPING} more, as every other hold of the binding then
-     * does: the probe cancels the binding's consumers meanwhile, so the messages given back then are not handed straight
-     * back to them, again and again.
+     * Where the broker counts returns, a hold that runs out first asks the probe to stop the binding, and every hold of
+     * the binding ends {@link #HOLD_WHILE_STOPPING} after, so that none is handed straight back.
      */
     private boolean await(String bindingName, boolean takesTheTrial) {
         if (this.halt == null) {
@@ -485,10 +434,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         startProbeFrom(this.lastInterval);
     }
 
-    /**
-     * A message ended without reaching the database (rejected before its claim): if it took the trial, the trial is
-     * left to the next message.
-     */
+    /** A message ended before its claim (rejected): a trial it took is left to the next message. */
     public void untried() {
         if (this.halt == null) {
             return;
@@ -556,10 +502,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         }
     }
 
-    /**
-     * The halt goes on for that failure: it becomes the halt's cause (health's), and is logged at INFO once every
-     * {@link #REPORT_EVERY}, at DEBUG otherwise.
-     */
+    /** The halt goes on with that cause, logged at INFO once every {@link #REPORT_EVERY}, else at DEBUG. */
     private void stillHalted(Throwable met, Duration interval) {
         String failure = describe(met);
         Halt current;
@@ -600,9 +543,8 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     }
 
     /**
-     * Lets one message through and waits for its outcome; {@code true} once consumption resumed. With no message to
-     * try it within {@code probe-max-interval}, consumption resumes all the same: the write went through. The paused
-     * bindings deliver again once the trial is open.
+     * Lets one message through and waits for its outcome; {@code true} once consumption resumed, as it does when no
+     * message comes within {@code probe-max-interval}.
      */
     private boolean tryOneMessage(Duration interval) {
         synchronized (this.lock) {
@@ -628,8 +570,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                 if (this.trialTaken
                         && System.nanoTime() - this.trialTakenAt
                                 > this.settings.maxHold().toNanos()) {
-                    // No outcome within max-hold: its thread hangs, or an Error took it past the library's callbacks.
-                    // Counted as meeting the outage again, so that another message may try.
+                    // No outcome within max-hold (a hung thread, an Error): counted as a failure, another may try.
                     logger.debug(
                             "The message tried gave no outcome within {}; another one is tried",
                             this.settings.maxHold());
@@ -682,11 +623,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         return root == real ? String.valueOf(real) : real + ", caused by " + root;
     }
 
-    /**
-     * The probe's back-off: it runs on a thread of its own, started when consumption halts, that has nothing else to
-     * do until the next check but stop the bindings asked to stop taking deliveries meanwhile; {@code false} when
-     * interrupted (the service stops), or replaced.
-     */
+    /** Waits for the next check, pausing or stopping bindings meanwhile; {@code false} once stopped or replaced. */
     private boolean waitForNextCheck(Duration interval) {
         long until = System.nanoTime() + interval.toNanos();
         while (true) {

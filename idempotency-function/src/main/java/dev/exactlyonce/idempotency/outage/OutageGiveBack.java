@@ -15,11 +15,9 @@ import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.ErrorMessage;
 
 /**
- * First on a guarded binding's error channel: a message whose failure is an outage is neither dead-lettered nor logged
- * as an error, but held on its consumer thread and tried again in place each time the probe finds the database
- * answering, without using an attempt ({@link OutageMet}). Held {@code max-hold} in all, it is given back for the
- * broker to deliver again, with the exception the binding's binder needs. See docs/operations.md, "When things go
- * wrong".
+ * First on a guarded binding's error channel: a message that met an outage is held and tried again in place each time
+ * the probe's write goes through, using no attempt ({@link OutageMet}); past {@code max-hold} it is given back. See
+ * docs/operations.md, "When things go wrong".
  */
 public final class OutageGiveBack implements ChannelInterceptor {
 
@@ -39,10 +37,8 @@ public final class OutageGiveBack implements ChannelInterceptor {
     private final @Nullable MessageChannel input;
 
     /**
-     * @param ownGiveBack the binding's binder's own give-back; {@code null} for a binder that takes an
-     *     {@link OutageException}
-     * @param input the binding's input channel, where a held delivery is tried again in place; {@code null} when the
-     *     binding's error channel cannot settle a delivery ({@link #isSettled}), and the delivery is given back instead
+     * @param ownGiveBack the binder's own give-back; {@code null} for one that takes an {@link OutageException}
+     * @param input the binding's input channel, for tries in place; {@code null} where none can be {@link #isSettled}
      */
     public OutageGiveBack(
             Outage outage, String bindingName, @Nullable BinderGiveBack ownGiveBack, @Nullable MessageChannel input) {
@@ -70,8 +66,7 @@ public final class OutageGiveBack implements ChannelInterceptor {
                 && failed != null
                 && this.input != null
                 && !this.outage.isStopping()
-                // Held what is left of the delivery's max-hold; it ends as soon as the probe finds the database
-                // answering (or the halt ended).
+                // Held what is left of the delivery's max-hold, or until the probe's write goes through.
                 && this.outage.awaitAnswer(this.bindingName)) {
             RuntimeException again = runAgain(failed);
             if (again == null) {
@@ -90,8 +85,7 @@ public final class OutageGiveBack implements ChannelInterceptor {
     }
 
     /**
-     * Tries the error message's delivery again at once, in place, on the consumer thread that holds it: for another
-     * interceptor of the error channel, once it waited what it waits (a conflict's back-off).
+     * Tries the error message's delivery again in place, for another interceptor (after a conflict's back-off).
      *
      * @return the error message {@link #isSettled settled} once the delivery committed; if it met an outage, what this
      *     interceptor makes of that (held and tried again, settled, or thrown: given back); else the error message of
@@ -145,20 +139,14 @@ public final class OutageGiveBack implements ChannelInterceptor {
         return error.getOriginalMessage();
     }
 
-    /**
-     * The exception that gives a message of the binding back to the broker, to be delivered again, neither
-     * dead-lettered nor skipped: on RabbitMQ requeued with {@code basic.nack}; on Kafka the container seeks back to it.
-     */
+    /** The exception that gives a message back to the broker, neither dead-lettered nor skipped. */
     public RuntimeException givenBack(String reason, Throwable failure) {
         return this.ownGiveBack != null
                 ? this.ownGiveBack.givenBack(reason, failure)
                 : new OutageException(reason, failure);
     }
 
-    /**
-     * Whether the library gave the delivery back with an {@link OutageException} (a binder's own give-back tells its
-     * own): it is in the failure's chain.
-     */
+    /** Whether the library gave the delivery back with an {@link OutageException}, found in the failure's chain. */
     public static boolean isGivenBack(Throwable failure) {
         return Failures.first(failure, cause -> cause instanceof OutageException) != null;
     }

@@ -17,10 +17,9 @@ import org.springframework.cloud.stream.binding.BindingService;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 
 /**
- * The guarded bindings an outage pauses ({@link Binding#pause()}) where the binder can (Kafka's single-record
- * bindings), or, on a RabbitMQ binder whose broker counts returns, stops ({@link Binding#stop()}) once one gave a
- * delivery back, so that a delivery goes back once per outage. Only the bindings this class paused or stopped are
- * resumed or started again. See docs/operations.md, "When things go wrong".
+ * The guarded bindings an outage pauses ({@link Binding#pause()}) where the binder can, or stops
+ * ({@link Binding#stop()}) once one gave a delivery back where the broker counts returns; it resumes only those. See
+ * docs/operations.md, "When things go wrong".
  */
 public final class PausedBindings {
 
@@ -81,8 +80,7 @@ public final class PausedBindings {
     }
 
     /**
-     * Asks that the binding stop taking deliveries until the outage ends, if its broker counts returns: the probe stops
-     * it ({@link #pause}).
+     * Asks that the binding stop taking deliveries until the outage ends, if its broker counts returns.
      *
      * @return whether it was asked now (not before, and its broker counts returns)
      */
@@ -97,10 +95,7 @@ public final class PausedBindings {
         return this.stopRequests.get(bindingName);
     }
 
-    /**
-     * When the probe began stopping the binding, its consumers cancelled (or found it stopped already), in
-     * {@link System#nanoTime()}; {@code null} if not yet.
-     */
+    /** When the probe began stopping the binding, in {@link System#nanoTime()}; {@code null} if not yet. */
     @Nullable
     Long stopBeganAt(String bindingName) {
         return this.stopsBegun.get(bindingName);
@@ -126,13 +121,11 @@ public final class PausedBindings {
     }
 
     private void stop(String name) {
-        // Before the stop, which returns only once the consumer threads let go of their messages: told it began, they
-        // give them back a moment later.
+        // Before the stop, which returns only once the consumer threads let go of their messages: they give them
+        // back a moment after, once the consumers are cancelled, so that none comes back to them.
         this.stopsBegun.putIfAbsent(name, System.nanoTime());
         for (Binding<?> binding : bindings(name)) {
             if (binding.isRunning() && this.stopped.add(binding)) {
-                // Returns once its consumer threads let go of their messages: they give them back a moment after the
-                // request, once the consumers are cancelled, so that none comes back to them.
                 binding.stop();
                 logger.debug(
                         "Binding {} stops taking deliveries until the database answers again: its broker counts each"

@@ -13,21 +13,15 @@ import org.springframework.util.backoff.BackOffExecution;
 import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
- * What the relay waits out, in this process: a destination the broker does not answer for (away, or its connection
- * refused), a route (a destination and an event name) the broker refuses every row of (a missing exchange, a routing
- * key the user may not publish, a full queue), a key whose send failed without saying why. None is the row's fault:
- * none counts an attempt, none parks a row. Each is tried again after 1 s, 2 s, 4 s, ... up to
- * {@code idempotency.outbox.relay.longest-hold} (30 s), and let go once a row of it is confirmed. The rows it holds
- * keep their place: a key whose next row is held waits, in order, and every other key goes on.
+ * What the relay waits out in this process: an unanswered destination, a refused route, a key whose send failed
+ * without saying why. None counts an attempt or parks a row; each is tried again after 1 s, 2 s, ... up to
+ * {@code longest-hold}, and let go once a row of it is confirmed. See docs/outbox.md ("What a failure says of a row").
  */
 final class Holds {
 
     private static final Logger logger = LoggerFactory.getLogger(Holds.class);
 
-    /**
-     * How lately a destination must have confirmed a row for a failure that tells nothing, on another row of it, to
-     * count as that row's refusal.
-     */
+    /** How lately a destination must have confirmed a row for a failure that tells nothing to be the row's. */
     static final Duration EVIDENCE = Duration.ofMinutes(1);
 
     /** What is held. */
@@ -90,9 +84,7 @@ final class Holds {
         return holds(row.destination(), row.eventName(), row.orderKey());
     }
 
-    /**
-     * Whether a row of that destination and event name, of that key ({@link OutboxSender.Row#orderKey()}), waits.
-     */
+    /** Whether a row of that destination, event name and key ({@link OutboxSender.Row#orderKey()}) waits. */
     boolean holds(String destination, String eventName, String orderKey) {
         Instant now = Instant.now();
         return due(Kind.DESTINATION, destination, now)
@@ -101,8 +93,8 @@ final class Holds {
     }
 
     /**
-     * Whether the destination's hold ended and no row of it was confirmed since: a run tries one of its keys, not all,
-     * so that a broker still away holds no more than one key's partition for the confirm timeout.
+     * Whether the destination's hold ended and no row of it was confirmed since: a run tries one key of it, so that a
+     * broker still away holds one key's partition for the confirm timeout, not all.
      */
     boolean probing(String destination) {
         return this.held.containsKey(Kind.DESTINATION + "\n" + destination);
@@ -174,7 +166,7 @@ final class Holds {
         }
     }
 
-    /** Whether the destination confirmed a row lately ({@link #EVIDENCE}): a failure that tells nothing is the row's. */
+    /** Whether the destination confirmed a row lately ({@link #EVIDENCE}): a failure telling nothing is the row's. */
     boolean confirmedLately(String destination) {
         Instant last = this.confirmed.get(destination);
         return last != null && last.plus(EVIDENCE).isAfter(Instant.now());

@@ -24,10 +24,9 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.RowCallbackHandler;
 
 /**
- * The outbox's statements on MariaDB, which has neither arrays nor locks a transaction releases: the key locks are the
- * keys' rows of {@code outbox_key}, and the relay's partition locks rows of {@code outbox_relay_lock} (one per
- * partition, made by the migration), locked until the transaction ends, the relay's tried with {@code SKIP LOCKED}. Times are compared and computed by the server ({@code NOW(6)}), and read as epoch seconds, so
- * that the JVM's time zone does not shift them.
+ * The outbox's statements on MariaDB, which has neither arrays nor transaction-scoped locks: the locks are rows of
+ * {@code outbox_key} and {@code outbox_relay_lock} (the relay's tried with {@code SKIP LOCKED}). Times are the
+ * server's ({@code NOW(6)}), read as epoch seconds, so that the JVM's time zone does not shift them.
  */
 final class MariaDbOutbox implements OutboxStatements {
 
@@ -57,10 +56,7 @@ final class MariaDbOutbox implements OutboxStatements {
             WHERE UNIX_TIMESTAMP(occurred_at) >= ? AND UNIX_TIMESTAMP(occurred_at) < ? AND published_at IS NOT NULL
               AND skipped_at IS NULL""";
 
-    /**
-     * The head of every key with an unpublished row, by a loose scan of the pending rows' key index
-     * ({@code pending_key}, NULL once a row is published: one step per pending key); see PostgresOutbox.
-     */
+    /** The head of every key with an unpublished row, by a loose scan of {@code pending_key}'s index. */
     private static final String HEADS = """
             SELECT head.aggregatetype, head.aggregateid, head.type, head.position,
                    CRC32(CONCAT(head.aggregatetype, ':', head.aggregateid)) & %d,
@@ -156,9 +152,8 @@ final class MariaDbOutbox implements OutboxStatements {
     }
 
     /**
-     * Locks the keys (their rows of {@code outbox_key}, in a stable order), then inserts the rows in their order,
-     * {@value #ROWS_PER_INSERT} per statement (a transaction's rows, however many, stay within the server's packet and
-     * placeholder limits).
+     * Locks the keys ({@code outbox_key} rows, in a stable order), then inserts the rows in order,
+     * {@value #ROWS_PER_INSERT} per statement, within the server's packet and placeholder limits.
      */
     @Override
     public void insert(JdbcTemplate jdbc, List<Row> rows) {

@@ -27,11 +27,9 @@ import org.springframework.transaction.support.TransactionSynchronization;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 /**
- * Emits events through the outbox: each is written to {@code outbox_event} in the caller's database transaction, with
- * a UUID v7 event id made now, and published by the relay once that transaction committed. Outside a transaction on
- * the service's DataSource, or once its commit or rollback began, {@code emit} refuses; a guarded {@code Function}
- * returns its events instead. The rows are written when the transaction commits, its keys locked first
- * ({@link OutboxStatements#insert}). See docs/outbox.md.
+ * Emits events through the outbox: each is written to {@code outbox_event} as the caller's transaction commits, with a
+ * UUID v7 event id made now, and published by the relay after. Outside a transaction, {@code emit} refuses. See
+ * docs/outbox.md.
  */
 public final class Outbox {
 
@@ -91,10 +89,7 @@ public final class Outbox {
     }
 
     /**
-     * Publishes again the events written in a period (an operator replaying it after an incident downstream): their
-     * rows are marked unpublished, and the relay publishes them again, in order, with the ids they were written with,
-     * so that a consumer that applied them discards the copies. Rows already purged are gone
-     * ({@code idempotency.outbox.retention}).
+     * Publishes again, in order and with their ids, the events written in a period and not purged yet.
      *
      * @param from the start of the period, included
      * @param to its end, excluded
@@ -108,10 +103,8 @@ public final class Outbox {
     }
 
     /**
-     * What writes each transaction's rows as it commits, and refuses an emit once its commit or rollback began: the
-     * library adds it to every transaction manager bean; add it to a manager you create yourself
-     * ({@code manager.addListener(Outbox.transactionListener())}), or {@code emit} refuses to write in its
-     * transactions.
+     * Writes each transaction's rows as it commits; the library adds it to every transaction manager bean. Add it to a
+     * manager you create yourself ({@code manager.addListener(Outbox.transactionListener())}), or {@code emit} refuses.
      */
     public static TransactionExecutionListener transactionListener() {
         return TRANSACTIONS;
@@ -163,10 +156,8 @@ public final class Outbox {
     }
 
     /**
-     * Follows the transactions of a manager: binds their {@link Written} as each begins; as each commits, after every
-     * callback of its commit ran and before the database commits, inserts the rows written (a
-     * {@code @TransactionalEventListener(phase = BEFORE_COMMIT)} may emit the transaction's first event); and closes it
-     * as the commit or rollback begins, so that a later emit throws rather than write a row nobody would insert.
+     * Follows a manager's transactions: binds a {@link Written} as each begins, inserts its rows after the commit's
+     * callbacks ran, and closes it as the commit or rollback begins, so that a later emit throws.
      */
     private static final class Transactions implements TransactionExecutionListener {
 
@@ -239,9 +230,8 @@ public final class Outbox {
         private final Map<Object, Integer> savepoints = new IdentityHashMap<>();
 
         /**
-         * Flushes the transaction (an ORM's persistence context: JPA's, with a JpaTransactionManager), then inserts the
-         * rows: a flush that waits for another transaction's row lock then waits holding none of the keys' locks, so
-         * that the other transaction, writing an event of the same key, is not deadlocked with it.
+         * Flushes the transaction (JPA's persistence context), then inserts the rows: a flush never waits for a row
+         * lock while holding a key's lock, so it cannot deadlock with a writer of the same key.
          */
         void insert(TransactionExecution transaction) {
             if (this.outbox != null && !this.rows.isEmpty()) {

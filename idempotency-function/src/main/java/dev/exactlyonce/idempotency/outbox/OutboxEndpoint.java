@@ -11,11 +11,8 @@ import org.springframework.boot.actuate.endpoint.annotation.Selector;
 import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
 
 /**
- * The {@code outbox} Actuator endpoint: what waits in the outbox, and the events the relay parked, oldest first (see
- * {@link ParkedOutboxEvents}); and a write operation that releases or skips a parked event ({@code POST
- * /actuator/outbox/<event id>} with {@code {"action": "release"}} or {@code {"action": "skip"}}). A skip drops an
- * event, so the endpoint's access is read-only unless {@code management.endpoint.outbox.access} is
- * {@code unrestricted}; put the management port behind authentication first.
+ * The {@code outbox} Actuator endpoint: the backlog and the parked events, and ({@code unrestricted} access only) a
+ * write operation that releases or skips one. See docs/outbox.md ("A row the broker refuses").
  */
 @Endpoint(id = "outbox", defaultAccess = Access.READ_ONLY)
 public class OutboxEndpoint {

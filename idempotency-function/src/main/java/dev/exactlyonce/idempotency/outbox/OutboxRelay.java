@@ -30,42 +30,25 @@ import org.springframework.util.backoff.BackOffExecution;
 import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
- * Publishes the outbox's committed rows, then marks them published.
- *
- * <p>Each run is one database transaction that:
+ * Publishes the outbox's committed rows, then marks them published. Each run is one database transaction that:
  *
  * <ol>
- *   <li>reads which of {@value #PARTITIONS} key partitions the oldest publishable rows are in, leaving out the keys
- *       held back (a row of theirs refused and waiting to be tried again, or parked);
- *   <li>locks those partitions it can (transaction-level advisory locks on PostgreSQL, rows of
- *       {@code outbox_relay_lock} on MariaDB; tried, never waited for): the relays of several instances run at once,
- *       each on partitions of its own, so no row is published by two at once and the events of a key leave in order
- *       (the locks go with the transaction: an instance that dies never keeps them);
- *   <li>reads the oldest unpublished rows of its partitions, by the order they were written, up to
- *       {@code batch-size}. It selects by {@code published_at IS NULL}, never by a position past the last one
- *       published: a transaction that wrote a row before another but commits after it is published by the next run,
- *       not skipped;
- *   <li>publishes them ({@link OutboxSender}) and waits for the broker's answers, {@code confirm-timeout} at most;
- *   <li>marks the rows the broker confirmed; for a row it refused, counts the attempt and holds its key back, for 1 s,
- *       2 s, ... up to {@value #MAX_KEY_BACKOFF_SECONDS} s, or parks it after {@code max-attempts}; and commits. The
- *       later rows of a refused or unanswered row's key wait; other keys go on.
+ *   <li>reads the heads of the keys not held back, and chooses the keys whose head waited longest;
+ *   <li>locks those of the {@value #PARTITIONS} key partitions it can, never waiting: relays of several instances
+ *       share them, and a key's events leave in order;
+ *   <li>reads those keys' oldest rows by {@code published_at IS NULL}, never past a position, so none is skipped;
+ *   <li>publishes them ({@link OutboxSender}) and marks those confirmed; a refused row holds its key back, or parks.
  * </ol>
  *
- * <p>A relay that stops between publishing and marking (killed, or its commit failed) publishes those rows again on
- * its next run, with the same event ids: the consumers' guards discard the copies. It runs right after a commit that
- * wrote rows ({@link #wake()}, after {@code linger}, so that the rows of the next commits join the run), again at once
- * while it finds full batches, soon after a run that found partitions another instance was publishing, when a held
- * key's back-off ends, and every {@code poll-interval} otherwise. After a run the broker did not answer (away, or
- * not confirming), it tries again in 1 s, then less and less often, up to every {@value #MAX_RETRY_SECONDS} s.
+ * <p>See docs/outbox.md ("The relay").
  */
 public final class OutboxRelay implements SmartLifecycle {
 
     private static final Logger logger = LoggerFactory.getLogger(OutboxRelay.class);
 
     /**
-     * A run's transaction reads committed rows as each statement starts: the rows it reads once it holds its partitions
-     * are those another relay left unpublished when it let them go. Under REPEATABLE READ (MariaDB's default) they
-     * would be as of the run's first read, before the other relay marked them, and go out twice.
+     * Read committed: under REPEATABLE READ (MariaDB's default) a run would read rows as of its first read, before
+     * another relay that held its partitions marked them, and publish them twice.
      */
     private static final TransactionDefinition RUN = readCommitted();
 
@@ -89,10 +72,7 @@ public final class OutboxRelay implements SmartLifecycle {
     /** The key partitions the relays of several instances share out, one run's worth at a time. */
     static final int PARTITIONS = 256;
 
-    /**
-     * The most keys with unpublished rows a run reads the heads of (one index probe each). Beyond it a run chooses
-     * among the keys read, and the others wait for later runs.
-     */
+    /** The most keys' heads a run reads (one index probe each); the others wait for later runs. */
     static final int MAX_KEYS = 10_000;
 
     /**
@@ -267,12 +247,8 @@ public final class OutboxRelay implements SmartLifecycle {
     }
 
     /**
-     * The keys a run publishes: those whose head waited longest since it became publishable, up to {@code batch-size}
-     * keys, leaving out the keys held back (their head refused and waiting, or parked), those whose head's
-     * destination, route or key the relay waits out ({@link Holds}), and those whose send of an earlier run has not
-     * returned (a Kafka partition with no leader); of a destination whose hold just ended, one key
-     * only, as a probe. Also how long the oldest head of a key not held back has waited, and how many keys wait for a
-     * hold.
+     * The keys a run publishes: those whose head waited longest, up to {@code batch-size}, but not those held back,
+     * held ({@link Holds}) or with an earlier send not returned; one key only of a destination whose hold just ended.
      */
     private Choice choose(List<OutboxStatements.Head> heads) {
         Holds holds = this.publisher.holds();
@@ -312,9 +288,8 @@ public final class OutboxRelay implements SmartLifecycle {
     private record Choice(List<OutboxStatements.Head> keys, double lag, int held, boolean more) {}
 
     /**
-     * Locks the keys' partitions that no other relay holds, and publishes the oldest rows of the keys in them: an even
-     * share of {@code batch-size} for each key, so that a key of a thousand rows takes one key's share, and the
-     * other keys theirs.
+     * Locks the keys' partitions no other relay holds, and publishes their keys' oldest rows, an even share of
+     * {@code batch-size} each: a key of a thousand rows takes one key's share.
      */
     private Run publishBatch(List<OutboxStatements.Head> keys) {
         if (keys.isEmpty()) {
@@ -339,8 +314,7 @@ public final class OutboxRelay implements SmartLifecycle {
                 .stream()
                 .anyMatch(count -> count >= share);
         OutboxSender.Published published = this.publisher.publish(rows);
-        // Counted as they went out: a run whose mark then fails published them all the same (and its next run
-        // publishes them again, counted again).
+        // Counted as they went out: a run whose mark then fails published them all the same.
         this.metrics.outboxPublished(published.confirmed().size());
         if (!published.confirmed().isEmpty()) {
             sql().markPublished(this.jdbc, published.confirmed());
@@ -481,10 +455,8 @@ public final class OutboxRelay implements SmartLifecycle {
     }
 
     /**
-     * Waits for a commit's wake-up, a hold or a held key's back-off to end, another instance's run to end, or the
-     * poll; when the broker left rows of a run unanswered that published others, at most the first back-off step (1
-     * s). After a run whose every row waited for a hold, commits do not wake it before the first hold ends: their
-     * rows would wait too, most likely.
+     * Waits for a commit's wake-up, a hold's or back-off's end, or the poll. After a run whose every row waited for a
+     * hold, commits do not wake it before the first hold ends: their rows would most likely wait too.
      */
     private void awaitWork(Run run) {
         Duration holdEnd = this.publisher.holds().nextEnd();
@@ -496,16 +468,14 @@ public final class OutboxRelay implements SmartLifecycle {
             wait = earliest(wait, FIRST_RETRY_DELAY);
         }
         if (run.heldOnly()) {
-            // A hold that ended since the run (none ends ahead any more) is tried at once: waiting for the poll, deaf
-            // to commits, would leave its rows, and every later commit's, for the poll interval.
+            // A hold that ended since the run is tried at once, not left for the poll interval.
             pause(holdEnd != null ? wait : Duration.ZERO);
             this.wakeUps.drainPermits();
             return;
         }
         try {
             if (this.wakeUps.tryAcquire(Math.max(1, wait.toMillis()), TimeUnit.MILLISECONDS) && !this.linger.isZero()) {
-                // Woken by a commit: let the next commits' rows join this run, so that a stream of small
-                // transactions costs the relay one transaction per linger, not one per commit.
+                // Woken by a commit: the next commits' rows join this run (one transaction per linger, not per commit).
                 pause(this.linger);
             }
             this.wakeUps.drainPermits();
@@ -574,9 +544,7 @@ public final class OutboxRelay implements SmartLifecycle {
             this.stopping.countDown();
             this.wakeUps.release();
             try {
-                // A run under way gets a moment to finish. One that does not (waiting for a connection of a database
-                // that is away, for the broker's confirms) is abandoned with the daemon thread: its transaction never
-                // commits, so its rows stay unpublished, and the next relay publishes them (again, if they went out).
+                // A run that does not finish in time is abandoned: it never commits, so its rows stay unpublished.
                 thread.join(STOP_WAIT.toMillis());
             } catch (InterruptedException ex) {
                 Thread.currentThread().interrupt();

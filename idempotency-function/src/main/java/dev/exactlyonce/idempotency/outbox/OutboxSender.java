@@ -122,22 +122,13 @@ final class OutboxSender {
         }
     };
 
-    /**
-     * The most rows in flight at once: each holds a channel until its confirm comes, and past Spring AMQP's channel
-     * cache (25) every send would open and close one.
-     */
+    /** The most rows in flight: each holds a channel until confirmed, within Spring AMQP's channel cache (25). */
     static final int MAX_IN_FLIGHT = 20;
 
-    /**
-     * How long a run waits for an answer when only sends that wait for the broker are left: past it, the run ends
-     * with what it has, and those sends go on (a partition with no leader holds them for minutes).
-     */
+    /** How long a run waits when only sends that wait for the broker are left; then it ends, and they go on. */
     static final Duration PATIENCE = Duration.ofSeconds(2);
 
-    /**
-     * The most sends that wait for the broker at once, those of ended runs included: a send a run left waiting holds
-     * its thread, and its key, until the producer gives it up.
-     */
+    /** The most sends that wait for the broker at once, ended runs' included: each holds a thread and its key. */
     static final int MAX_WAITING_SENDS = 10 * MAX_IN_FLIGHT;
 
     /** The most late confirmations kept: past it they are forgotten, and their rows sent again. */
@@ -161,28 +152,16 @@ final class OutboxSender {
 
     private final Map<String, PublishConfirmation> destinations = new ConcurrentHashMap<>();
 
-    /**
-     * Where the rows are sent from, so that a run ends within {@code confirm-timeout} even when a send blocks in a
-     * silent network. One thread: a send stuck there holds back later runs' sends, and the relay backs off.
-     */
+    /** Sends the rows, one at a time, so that a run ends within {@code confirm-timeout} even when a send blocks. */
     private @Nullable ExecutorService sender;
 
-    /**
-     * Where the rows of a destination whose send waits for the broker's acknowledgement (Kafka's {@code sync}) are
-     * sent from: a thread per row in flight, so that different keys' rows are in flight together.
-     */
+    /** Sends the rows that wait for the broker (Kafka's {@code sync}): a thread each, so keys go together. */
     private @Nullable ExecutorService waitingSenders;
 
-    /**
-     * The keys (by {@link Row#orderKey()}) with a send on those threads that has not returned yet, which can outlive
-     * its run: later runs leave the key alone until it returns rather than send the row again beside it.
-     */
+    /** The keys ({@link Row#orderKey()}) whose send on those threads has not returned: later runs leave them alone. */
     private final Map<String, Object> sending = new ConcurrentHashMap<>();
 
-    /**
-     * The rows a send confirmed after its run had ended: the next run that reads one marks it published without
-     * sending it again.
-     */
+    /** Rows confirmed after their run ended: the next run marks them published without sending them again. */
     private final Set<UUID> lateConfirmed = ConcurrentHashMap.newKeySet();
 
     /** The destinations, routes and keys the relay waits out: kept from run to run. */
@@ -361,8 +340,7 @@ final class OutboxSender {
             // This send's claim on its key: a send of another run, or of before a stop, lets go of its own only.
             Object claim = new Object();
             if (waits && OutboxSender.this.sending.putIfAbsent(row.orderKey(), claim) != null) {
-                // A send of an earlier run is still waiting for the broker: the key waits for it, and the relay is
-                // woken up when it returns.
+                // An earlier run's send still waits for the broker: the key waits, and the relay wakes when it returns.
                 this.waiting++;
                 return;
             }
@@ -371,8 +349,7 @@ final class OutboxSender {
                 sent = (waits ? waitingSenders() : sender())
                         .submit(() -> send(row).whenComplete((outcome, ex) -> returned(outcome, waits ? claim : null)));
             } catch (RejectedExecutionException ex) {
-                // Every waiting send's thread is taken (by sends of partitions with no leader), or the relay stops:
-                // the key waits for a later run.
+                // Every waiting send's thread is taken, or the relay stops: the key waits for a later run.
                 if (waits) {
                     OutboxSender.this.sending.remove(row.orderKey(), claim);
                 }
@@ -387,9 +364,8 @@ final class OutboxSender {
         }
 
         /**
-         * Tells the run what became of a row sent or, once the run ended, keeps a confirmation for the next run. A
-         * send that waited for the broker then lets its key go (after a late confirmation is kept, so that no run sends
-         * the row again) and wakes the relay up.
+         * Tells the run what became of a row, or keeps a late confirmation for the next run; a send that waited for the
+         * broker then lets its key go (after the confirmation is kept) and wakes the relay up.
          */
         private void returned(Outcome outcome, @Nullable Object claim) {
             synchronized (this) {
@@ -451,8 +427,7 @@ final class OutboxSender {
         }
 
         /**
-         * Ends the publication, the rows still in flight given up for the reason given, if any: holds the destinations
-         * that answered nothing, and weighs the failures that told nothing.
+         * Ends the publication: holds the destinations that answered nothing, weighs the failures that told nothing.
          *
          * @param givenUp why the rows still in flight were given up, or {@code null} when none is
          * @param sendsGoOn whether those rows' sends go on ({@link #PATIENCE}): their keys wait for them, and their
@@ -511,10 +486,7 @@ final class OutboxSender {
         this.lateConfirmed.add(id);
     }
 
-    /**
-     * Whether a send to the destination returns only once the broker answered (Kafka's {@code sync}): its rows go
-     * from {@link #waitingSenders}.
-     */
+    /** Whether a send to the destination returns only once the broker answered (Kafka's {@code sync}). */
     private boolean waitsForTheBroker(String destination) {
         try {
             return this.destinations.computeIfAbsent(destination, this::prepare).waitsForTheBroker();
@@ -550,10 +522,7 @@ final class OutboxSender {
         return this.waitingSenders;
     }
 
-    /**
-     * Lets the senders' threads go: the relay stopped. A run still waiting for outcomes ends with those that came
-     * (an interrupted send is no refusal of the row). A later publication starts other threads.
-     */
+    /** Lets the senders' threads go, the relay stopped: a run still waiting ends with the outcomes that came. */
     synchronized void close() {
         this.closings.incrementAndGet();
         // The sends interrupted, or still queued for the single sender, may never say they returned.
@@ -614,9 +583,7 @@ final class OutboxSender {
         }
     }
 
-    /**
-     * Whether the send was interrupted (the relay stopping) rather than answered: it says nothing of the row.
-     */
+    /** Whether the send was interrupted (the relay stopping) rather than answered: it says nothing of the row. */
     private static boolean interrupted(Throwable ex) {
         return Thread.currentThread().isInterrupted() || Failures.find(ex, InterruptedException.class) != null;
     }

@@ -18,9 +18,8 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.RowCallbackHandler;
 
 /**
- * The outbox's statements on one database ({@link #of}): the write and its key locks, the relay's
- * partition locks, reads and marks, the back-off of refused rows, the figures of the backlog and the purge. The
- * statements that are the same on every database (the parked rows' listing, release and skip) stay with their class.
+ * The outbox's statements that differ between databases ({@link #of}): the write and its key locks, the relay's
+ * partition locks, reads and marks, the back-off of refused rows, the backlog's figures and the purge.
  */
 interface OutboxStatements {
 
@@ -49,17 +48,12 @@ interface OutboxStatements {
     /** A pending row, and whether it is held back (refused and waiting for its next attempt, or parked). */
     record Pending(OutboxSender.Row row, boolean held) {}
 
-    /**
-     * A row to write: the event's id, its destination, its key, its name, its payload (a JSON object) and when it was
-     * emitted.
-     */
+    /** A row to write; its payload is a JSON object. */
     record Row(UUID id, String destination, String key, String name, String payload, Instant occurredAt) {}
 
     /**
-     * Locks the rows' keys (their rows of {@code outbox_key}, in ascending order, before any row gets its position,
-     * until the commit), then inserts the rows in the order they were written. The relay publishes by position, so two
-     * transactions that write events of one key have them published in the order they committed; two of different
-     * keys never wait for each other.
+     * Locks the rows' keys (their {@code outbox_key} rows, ascending, until the commit) before any row gets its
+     * position, then inserts the rows in order: a key's events are published in the order their transactions committed.
      */
     void insert(JdbcTemplate jdbc, List<Row> rows);
 
@@ -67,24 +61,19 @@ interface OutboxStatements {
     int republish(JdbcTemplate jdbc, Timestamp from, Timestamp to);
 
     /**
-     * Has the server end the relay's session if it stays idle that long inside the transaction just begun (its
-     * connection gone silent, its process frozen), so that it does not keep its partitions' locks until the server
-     * notices: hours of TCP keepalive, or MariaDB's {@code wait_timeout}. Returns the session's own limit, where the
-     * limit is set for the session rather than for the transaction.
+     * Has the server end the relay's session if it stays idle that long in the transaction just begun, so that a frozen
+     * relay does not keep its partitions' locks for hours; returns the session's own limit, where the limit is the
+     * session's.
      */
     @Nullable
     String limitIdleTime(Connection connection, Duration limit) throws SQLException;
 
-    /**
-     * Sets the session's idle limit back to what {@link #limitIdleTime} returned (when it returned one), before the
-     * connection goes back to the pool, where the database keeps it for the session.
-     */
+    /** Sets the session's idle limit back to what {@link #limitIdleTime} returned, if anything, before pooling. */
     default void liftIdleLimit(Connection connection, String previous) throws SQLException {}
 
     /**
-     * The head (oldest unpublished row) of every key that has one, up to {@code maxKeys} keys, in no particular order:
-     * what a run chooses its keys from. Its cost is one index probe per key, however many rows a key holds. It reads
-     * from the beginning, or past {@code after} (a {@link Heads#next()} of an earlier read).
+     * The head (oldest unpublished row) of up to {@code maxKeys} keys, one index probe each, from the beginning or past
+     * {@code after} (a {@link Heads#next()} of an earlier read).
      */
     Heads heads(JdbcTemplate jdbc, @Nullable Object after, int maxKeys);
 
@@ -125,8 +114,8 @@ interface OutboxStatements {
     List<Integer> lockPartitions(JdbcTemplate jdbc, List<Integer> partitions);
 
     /**
-     * The oldest unpublished rows of each of the keys, up to {@code perKey} of each, in the order written; none of a
-     * key whose head was refused and waits for its next attempt, or was parked, meanwhile (by another relay).
+     * The oldest unpublished rows of each key, up to {@code perKey}, in the order written; none of a key another relay
+     * held back or parked meanwhile.
      */
     List<OutboxSender.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey);
 
@@ -135,8 +124,7 @@ interface OutboxStatements {
 
     /**
      * Counts the refused rows' attempts and holds their keys back (1 s, 2 s, 4 s, ... up to the maximum), or parks
-     * them after {@code maxAttempts}; calls back with each row's id, key, attempts, whether it is parked, and the
-     * seconds until it is tried again.
+     * them after {@code maxAttempts}; calls back with each row's outcome.
      */
     void holdBack(
             JdbcTemplate jdbc,
@@ -145,10 +133,7 @@ interface OutboxStatements {
             int maxBackOffSeconds,
             RowCallbackHandler refused);
 
-    /**
-     * The rows parked, the seconds until a held key's back-off ends ({@code null} when none is held), and how long the
-     * oldest row of a held key that is not parked has waited (seconds).
-     */
+    /** The rows parked, the seconds until a held key's back-off ends (or {@code null}), and a held key's lag. */
     String held();
 
     /** How many rows are unpublished, counted up to {@code OutboxBacklog.COUNTED} (an index range, not the table). */

@@ -11,9 +11,8 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.util.Assert;
 
 /**
- * The outbox events the relay parked after the broker refused each {@code max-attempts} times, their keys' later events
- * held back: an operator releases each (the relay tries it again) or skips it (it is never published). Used by the
- * {@code outbox} endpoint and the infra command line. See docs/outbox.md ("A row the broker refuses").
+ * The outbox events the relay parked, their keys' later events held back, for an operator to release or skip. See
+ * docs/outbox.md ("A row the broker refuses").
  */
 public final class ParkedOutboxEvents {
 
@@ -33,10 +32,7 @@ public final class ParkedOutboxEvents {
             UPDATE outbox_event SET parked_at = NULL, attempts = 0, next_attempt_at = NULL
             WHERE id = ? AND published_at IS NULL AND parked_at IS NOT NULL""";
 
-    /**
-     * A skipped row is marked skipped, and published so that the relay leaves it; it keeps its parked_at: it was set
-     * aside, never sent. A republication of its period leaves it as it is.
-     */
+    /** A skipped row is marked published, so that the relay leaves it, and keeps its parked_at: it was never sent. */
     private static final String SKIP = """
             UPDATE outbox_event SET published_at = now(), skipped_at = now()
             WHERE id = ? AND published_at IS NULL AND parked_at IS NOT NULL""";
@@ -99,8 +95,7 @@ public final class ParkedOutboxEvents {
     }
 
     /**
-     * Releases a parked event: the relay tries it again, with {@code max-attempts} attempts, and its key's later events
-     * after it.
+     * Releases a parked event: the relay tries it again, with {@code max-attempts} attempts, then its key's later ones.
      *
      * @return whether it was parked
      */
@@ -114,8 +109,7 @@ public final class ParkedOutboxEvents {
     }
 
     /**
-     * Skips a parked event: it is never published, not even by a republication of its period, and its key's later
-     * events go without it. It stays in the table, parked and skipped, until the purge deletes it.
+     * Skips a parked event: it is never published, not even by a republication, and its key's later events go on.
      *
      * @return whether it was parked
      */

@@ -11,18 +11,14 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.RowCallbackHandler;
 
-/**
- * The outbox's statements on PostgreSQL: key locks and partition locks are transaction-scoped advisory locks, the
- * rows go in and out as arrays.
- */
+/** The outbox's statements on PostgreSQL: partition locks are transaction-scoped advisory locks, rows go as arrays. */
 final class PostgresOutbox implements OutboxStatements {
 
     public static final PostgresOutbox INSTANCE = new PostgresOutbox();
 
     /**
-     * Locks the rows' keys (their rows of outbox_key, inserted where new, in ascending order, until the commit; a key
-     * row that exists is locked and not updated), then inserts the rows in the order written. The one-time filter runs
-     * the locks before the first row takes its position.
+     * Locks the rows' keys (outbox_key rows, inserted where new, ascending), then inserts the rows in the order
+     * written; the one-time filter takes the locks before the first row takes its position.
      */
     private static final String INSERT = """
             WITH key_locks AS (
@@ -44,11 +40,7 @@ final class PostgresOutbox implements OutboxStatements {
                 attempts = 0, next_attempt_at = NULL, last_error = NULL, parked_at = NULL
             WHERE occurred_at >= ? AND occurred_at < ? AND published_at IS NOT NULL AND skipped_at IS NULL""";
 
-    /**
-     * The head (oldest unpublished row) of every key that has one, by a skip scan of the pending rows' key index: one
-     * probe per key, however many rows the key holds; a key whose head was refused and waits for its next attempt, or
-     * was parked, is held.
-     */
+    /** The head of every key that has one, by a skip scan of the pending rows' key index: one probe per key. */
     static final String HEADS = """
             WITH RECURSIVE heads AS (
                 (SELECT aggregatetype, aggregateid, position, 1 AS n FROM outbox_event

@@ -7,12 +7,8 @@ import org.springframework.cloud.stream.binder.Binder;
 import org.springframework.messaging.support.MessageBuilder;
 
 /**
- * How a destination's binder tells the relay that the broker has a row: one per binder the library knows, registered
- * by its auto-configuration ({@code binder.rabbit}: publisher confirms; {@code binder.kafka}: a send that waits for the
- * broker's acknowledgement, keyed by the row's key). A row sent to a destination of another binder counts as confirmed
- * once the binder took it.
- *
- * <p>Not API: implemented by the library's binder packages, and may change in any release.
+ * How a destination's binder tells the relay that the broker has a row: one per binder the library knows (a row of
+ * another binder counts as confirmed once the binder took it). Not API: it may change in any release.
  */
 public interface PublishConfirmation {
 
@@ -24,20 +20,15 @@ public interface PublishConfirmation {
      */
     boolean prepare(Binder<?, ?, ?> binder, String destination, Object producerProperties);
 
-    /**
-     * Whether the producer properties, of this binder, already have what the relay needs (set by the service): a
-     * binding of the destination's name bound before the relay could set them up is refused otherwise.
-     */
+    /** Whether this binder's producer properties already have what the relay needs (set by the service). */
     boolean prepared(Object producerProperties);
 
     /** Whether a send returns only once the broker answered: the relay then sends from a thread per row in flight. */
     boolean waitsForTheBroker();
 
     /**
-     * Publishes a row's envelope through the binder's own client, where the relay can use one (RabbitMQ: a template
-     * on the binder's connection factory, to the exchange the binding would publish to, with its routing key,
-     * delivery mode and confirms); completes with the broker's answer. {@code null} leaves the send to the
-     * destination's binding ({@code StreamBridge}, with {@link #answer}).
+     * Publishes a row's envelope through the binder's own client, completing with the broker's answer; {@code null}
+     * leaves the send to the destination's binding ({@code StreamBridge}, with {@link #answer}).
      */
     default @Nullable CompletableFuture<Answer> publish(
             String destination, byte[] envelope, UUID eventId, String eventName) {
@@ -50,32 +41,22 @@ public interface PublishConfirmation {
     /** What a send that threw says of the row (the exception's chain of causes searched). */
     Verdict failed(Throwable failure);
 
-    /**
-     * What the broker's answer, or a send that failed, says of a row. Only {@link #ROW_REFUSED} counts an attempt of
-     * the row toward parking it: every other failure is the broker's or the destination's condition, which the relay
-     * waits out.
-     */
+    /** What the broker's answer, or a failed send, says of a row: only {@link #ROW_REFUSED} counts an attempt. */
     enum Verdict {
 
         /** The broker has the row. */
         CONFIRMED,
 
-        /** Refused for what the row is, and would be again: a message over the broker's size limit, a payload that cannot be sent. */
+        /** Refused for what the row is, and would be again: over the size limit, a payload that cannot be sent. */
         ROW_REFUSED,
 
-        /**
-         * Refused for where it goes, as every row of its destination and event name would be: a missing exchange or
-         * topic, a routing key the user may not publish, a full queue that rejects what it is given.
-         */
+        /** Refused for where it goes, as every row of its route: a missing exchange, a forbidden key, a full queue. */
         ROUTE_REFUSED,
 
         /** Not answered: the broker cannot be reached, is slow, or the connection was lost. */
         UNANSWERED,
 
-        /**
-         * A failure that tells neither: the row's refusal when other rows of its destination go through, the broker's
-         * condition otherwise.
-         */
+        /** Tells neither: the row's refusal when other rows of its destination go through, else the broker's. */
         UNEXPLAINED
     }
 

@@ -70,9 +70,8 @@ public class IdempotencyKafkaAutoConfiguration {
     }
 
     /**
-     * On Kafka: the error handlers of guarded bindings, which seek back to a record given back during an outage every
-     * second, without limit, and handle any other failure as the binder's own handler would: ten deliveries with a
-     * dead-letter topic (Spring Kafka's default), one without (the binder's).
+     * The error handlers of guarded bindings: a record given back is sought back to every second, without limit; any
+     * other failure is handled as the binder's own handler would.
      */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(name = "org.springframework.kafka.listener.DefaultErrorHandler")
@@ -85,10 +84,7 @@ public class IdempotencyKafkaAutoConfiguration {
             return kafkaErrorHandler(outage, new FixedBackOff(0, 9));
         }
 
-        /**
-         * A batch binding with a dead-letter topic: a batch given back (during an outage, or because a dead letter could
-         * not be published) is delivered again every second, without limit.
-         */
+        /** A batch binding with a dead-letter topic: a batch given back comes again every second, without limit. */
         @Bean(KafkaConsumerDefaults.BATCH_ERROR_HANDLER)
         @ConditionalOnMissingBean(name = KafkaConsumerDefaults.BATCH_ERROR_HANDLER)
         DefaultErrorHandler idempotencyKafkaBatchErrorHandler() {
@@ -110,10 +106,8 @@ public class IdempotencyKafkaAutoConfiguration {
         }
 
         /**
-         * A batch binding without a dead-letter topic: a batch given back during an outage is delivered again every
-         * second, without limit; any other failure is handled as the binder's own handler would (skipped). The
-         * back-off function of {@link #kafkaErrorHandler} does not reach a batch's retries, so the exception that
-         * gives a batch back picks the handler.
+         * A batch binding without a dead-letter topic: as above, other failures skipped. {@link #kafkaErrorHandler}'s
+         * back-off function does not reach a batch's retries, so the exception that gives it back picks the handler.
          */
         @Bean(KafkaConsumerDefaults.BATCH_ERROR_HANDLER_WITHOUT_DLQ)
         @ConditionalOnMissingBean(name = KafkaConsumerDefaults.BATCH_ERROR_HANDLER_WITHOUT_DLQ)
@@ -128,8 +122,7 @@ public class IdempotencyKafkaAutoConfiguration {
         }
 
         /**
-         * A record the library gave back (an outage, or a conflict within {@code idempotency.conflicts.max-give-backs})
-         * is sought back to without limit: the give-backs are not the record's failures, and counting them would skip
+         * A record the library gave back is sought back to without limit: counting give-backs as failures would skip
          * the record after ten, neither applied nor dead-lettered.
          */
         private static DefaultErrorHandler kafkaErrorHandler(Outage outage, FixedBackOff otherwise) {

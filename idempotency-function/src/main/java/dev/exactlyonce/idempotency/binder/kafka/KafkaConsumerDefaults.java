@@ -107,10 +107,8 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
     }
 
     /**
-     * The error handler, unless the binding names its own: it seeks back, without limit, to a record or batch given
-     * back during an outage, where the binder's own handler would skip it, and handles other failures as the binder's
-     * own does. A single-record binding on a transactional binder gets {@value #TRANSACTIONAL_ERROR_HANDLER}
-     * ({@link TransactionalGiveBacks}).
+     * The error handler, unless the binding names its own: it seeks back without limit to a record given back during an
+     * outage, where the binder's would skip it; on a transactional binder, {@link TransactionalGiveBacks}.
      */
     private static void setErrorHandler(
             KafkaConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding, boolean transactional) {
@@ -129,10 +127,8 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
     }
 
     /**
-     * Gives the dead-letter producer serializers that write a rejected record back as it came
-     * ({@code DeadLetterSerializer}: bytes and strings), unless the service set them: the guard reads records natively,
-     * and without them a record with a key is not dead-lettered but skipped. A consumer that deserializes to anything
-     * else, or a transactional binder whose producer has none, is refused at start-up.
+     * Gives the dead-letter producer {@code DeadLetterSerializer}s unless the service set some: the guard reads records
+     * natively, and without them a record with a key is skipped, not dead-lettered.
      */
     private void setDeadLetterSerializers(KafkaConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (!consumer.isEnableDlq()) {
@@ -195,9 +191,8 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
     }
 
     /**
-     * Refuses a hold that does not fit in {@code max.poll.interval.ms} (a consumer that does not poll within it leaves
-     * its group), or, where unset and the client's default is shorter, sets it to the hold and {@link #POLL_ROOM} more.
-     * The hold counts a held delivery's last trial: the pool's {@code connection-timeout} and {@code socket-timeout}.
+     * Refuses a hold (its last trial's timeouts included) that does not fit in {@code max.poll.interval.ms}, or, where
+     * unset and the client's default is shorter, sets it to the hold and {@link #POLL_ROOM} more.
      */
     private void fitHoldInPollInterval(KafkaConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         Duration held = this.outage.maxHold().plus(this.connectionWait).plus(this.outage.socketTimeout());
@@ -236,12 +231,7 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
         }
     }
 
-    /**
-     * The consumer's {@value #MAX_POLL_INTERVAL}, where the Kafka binder takes it from, the first that sets it: the
-     * binding's {@code configuration}, the binder's {@code consumer-properties}, then {@code configuration}, Spring
-     * Boot's {@code spring.kafka.consumer.properties}, {@code spring.kafka.consumer.max-poll-interval}, then
-     * {@code spring.kafka.properties}; {@code null} when none does (the client's default).
-     */
+    /** The consumer's {@value #MAX_POLL_INTERVAL}, from the first place the binder reads it; {@code null} if unset. */
     private @Nullable Duration maxPollInterval(KafkaConsumerProperties consumer) {
         String set = consumer.getConfiguration().get(MAX_POLL_INTERVAL);
         if (set == null) {

@@ -24,26 +24,17 @@ import org.springframework.kafka.listener.MessageListenerContainer;
 import org.springframework.kafka.listener.SeekUtils;
 
 /**
- * The error handler of a guarded single-record binding on a transactional Kafka binder. There the container runs each
- * record in a Kafka transaction, and a failure reaches the binding's error channel (where the library's give-backs are)
- * only once the binder's after-rollback processor has counted {@code max-attempts} rolled-back transactions of the
- * record, and then the record is dead-lettered or skipped. So the give-backs are decided here, in the record's
- * transaction, before it rolls back:
+ * The error handler of a guarded single-record binding on a transactional Kafka binder: it decides the give-backs in
+ * the record's transaction, since the error channel hears of a failure only after {@code max-attempts} rollbacks.
  *
  * <ul>
  *   <li>an outage (or a delivery the library gave back) is tried again after a second, without limit;
- *   <li>a conflict with another transaction is tried again after {@code idempotency.conflicts.first-hold}, doubling up
- *       to {@code longest-hold}, up to {@code max-give-backs} times; after that it fails as any record does (as on
- *       other bindings, where {@code ConflictGiveBack} does the same);
- *   <li>any other failure is left to the binder's after-rollback processor, which counts it against
- *       {@code max-attempts}, then dead-letters the record through the binding's error channel.
+ *   <li>a conflict, after {@code first-hold} doubling up to {@code longest-hold}, up to {@code max-give-backs} times;
+ *   <li>any other failure is left to the binder's after-rollback processor ({@code max-attempts}, then dead letter).
  * </ul>
  *
- * <p>A give-back ends the transaction with a {@link GivenBack}, which the after-rollback processor is not handed (it
- * would count it, and with {@code max-attempts} 1 dead-letter the record at once), and which the container logs, at
- * ERROR as it logs every rolled-back transaction: its line and the exception's, which says why, without a stack
- * trace. Nothing is skipped here: Spring Kafka's {@code DefaultErrorHandler}, in a transaction, commits the offset of
- * a record it gave up on, neither applied nor dead-lettered.
+ * <p>A give-back ends the transaction with a {@link GivenBack}, which the after-rollback processor is not handed. See
+ * docs/reference.md, "Swapping binders".
  */
 final class TransactionalGiveBacks implements CommonErrorHandler {
 
@@ -56,8 +47,8 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
     private final IdempotencyProperties.Conflicts conflicts;
 
     /**
-     * The holds of each record that conflicted, by group, partition and offset. Kept past the limit, while the
-     * after-rollback processor counts the record's attempts (else each of them would start the give-backs again).
+     * The holds of each record that conflicted, by group, partition and offset; kept past the limit, else each attempt
+     * the after-rollback processor counts would start the give-backs again.
      */
     private final ConflictHolds holds;
 
@@ -73,10 +64,8 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
     }
 
     /**
-     * Ends the record's transaction with an exception, which the container rolls back. A record given back is sought
-     * back to here, with the rest of the poll; for any other failure only the rest of the poll is (the container hands
-     * the after-rollback processor the failed record alone), and the processor seeks back to the record or, once it
-     * dead-lettered it, commits past it.
+     * Ends the record's transaction with an exception, which the container rolls back: a record given back is sought
+     * back to here; any other is left to the after-rollback processor, which seeks back or commits past it.
      */
     @Override
     public void handleRemaining(
@@ -133,9 +122,8 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
     }
 
     /**
-     * Puts {@link GivenBacksFirst} before the binder's after-rollback processor, in the container and its consumers
-     * (each takes the processor its container had when it started): the binder makes the container, and calls no hook
-     * of the library's with it. Done on the consumer thread that then runs the processor.
+     * Puts {@link GivenBacksFirst} before the binder's after-rollback processor, in the container and its consumers,
+     * on the consumer thread: the binder makes the container, and calls no hook of the library's with it.
      */
     private static void givenBacksFirst(MessageListenerContainer container) {
         List<MessageListenerContainer> containers = new ArrayList<>(List.of(container));
@@ -171,10 +159,7 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
         }
     }
 
-    /**
-     * Ends the transaction of a record that failed for a reason of its own, with the failure as its cause: the container
-     * logs it, stack trace and all, and the dead letter shows the failure, not the wrappers around it.
-     */
+    /** Ends the transaction of a record that failed for a reason of its own, the failure as its cause (unwrapped). */
     static final class OwnFailure extends KafkaException implements Failures.Wrapper {
 
         OwnFailure(Exception thrown) {

@@ -21,10 +21,9 @@ import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.cloud.stream.binder.rabbit.properties.RabbitConsumerProperties;
 
 /**
- * What the library sets and checks on a guarded RabbitMQ binding (see {@link ConsumerSettings}): a dead-letter queue
- * ({@code auto-bind-dlq}), the exchanges a binding that declares none needs, batches with a bound on their wait
- * ({@link #setBatchDefaults}), and the queue bound with the names of the events the functions map
- * ({@link #setRoutingKeys}). See docs/reference.md, "Configuration".
+ * What the library sets and checks on a guarded RabbitMQ binding ({@link ConsumerSettings}): a dead-letter queue, the
+ * exchanges, batches ({@link #setBatchDefaults}) and routing keys ({@link #setRoutingKeys}). See docs/reference.md,
+ * "Configuration".
  */
 final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsumerProperties> {
 
@@ -80,11 +79,8 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
     }
 
     /**
-     * The queue is bound with the names of the events the functions map, unless the service set
-     * {@code binding-routing-key} itself. The binder's own default, {@code #}, would route every event of the exchange
-     * to the queue, and the guard would dead-letter each one no function maps as {@code UNKNOWN_EVENT}. Only where
-     * routing keys are event names: the route check on, a topic or direct exchange, a binding neither partitioned nor a
-     * super stream. A queue declared earlier keeps the bindings it had: RabbitMQ adds bindings, it never removes them.
+     * Binds the queue with the event names the functions map, unless {@code binding-routing-key} is set: the binder's
+     * {@code #} would bring every event, each dead-lettered as {@code UNKNOWN_EVENT}. RabbitMQ never removes bindings.
      */
     private void setRoutingKeys(RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (binding.eventNames().isEmpty()
@@ -132,10 +128,8 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
     }
 
     /**
-     * Batches: gathered by the listener container ({@code enable-batching}), up to {@value #BATCH_SIZE} messages with
-     * twice that prefetched, each handed on once no next message comes within {@value #RECEIVE_TIMEOUT_MS} ms, or
-     * {@code idempotency.batch.max-wait} after it began ({@link RabbitContainers}); each unless set. A
-     * {@code receive-timeout} longer than {@code max-wait} is lowered to it. See docs/batch-mode.md, "Batch mode".
+     * Batches gathered by the container, up to {@value #BATCH_SIZE} messages, handed on after
+     * {@value #RECEIVE_TIMEOUT_MS} ms without one or {@code max-wait} in all ({@link RabbitContainers}); unless set.
      */
     private void setBatchDefaults(RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (!binding.isSet("enable-batching")) {
@@ -151,8 +145,7 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
         if (!binding.isSet("prefetch")) {
             consumer.setPrefetch(2 * consumer.getBatchSize());
         }
-        // The container checks a batch's age between two messages only, and waits up to receive-timeout for the next
-        // one: a longer receive-timeout would hold a batch that long, whatever max-wait says.
+        // The container checks a batch's age between messages only: a longer receive-timeout would outlast max-wait.
         long receiveTimeout =
                 consumer.getReceiveTimeout() != null ? consumer.getReceiveTimeout() : CONTAINER_RECEIVE_TIMEOUT_MS;
         if (!this.maxWait.isZero() && receiveTimeout > this.maxWait.toMillis()) {
@@ -175,10 +168,8 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
     }
 
     /**
-     * Refuses a binding whose queue exists already without its dead-letter queue (declared by a service that ran
-     * without one): the broker refuses to declare an existing queue again with a dead-letter exchange, so the library
-     * cannot give it one, and the broker would drop the messages the guard rejects. Unknown (the broker unreachable, a
-     * partitioned binding) counts as no.
+     * Refuses a binding whose queue exists without its dead-letter queue: the broker cannot add one to an existing
+     * queue, and would drop the messages the guard rejects. Unknown (the broker unreachable) counts as no.
      */
     private void refuseQueueWithoutDeadLetters(
             RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {

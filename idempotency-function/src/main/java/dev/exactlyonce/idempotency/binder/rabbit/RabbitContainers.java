@@ -66,11 +66,8 @@ final class RabbitContainers implements ListenerContainerCustomizer<MessageListe
     }
 
     /**
-     * Removes the headers a publisher set under the names the binder gives what the broker says of a delivery: the
-     * binder maps a message's own headers over the broker's values, so a neighbour that may publish under its own
-     * routing key could otherwise name an event's route, exchange or queue for it. A single message's route is read
-     * from the message as received ({@code sourceData}) as well; a batch's messages are handed on with their mapped
-     * headers only.
+     * Removes the headers a publisher set under the binder's names of the route: the binder maps them over the broker's
+     * values, so a neighbour could name an event's route for it (a batch's messages have their mapped headers only).
      */
     private static Message withoutForgedRoute(Message message) {
         Map<String, @Nullable Object> headers = message.getMessageProperties().getHeaders();

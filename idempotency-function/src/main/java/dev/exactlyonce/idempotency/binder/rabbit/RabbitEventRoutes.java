@@ -16,18 +16,13 @@ import org.springframework.integration.amqp.inbound.AmqpInboundChannelAdapter;
 import org.springframework.messaging.MessageHeaders;
 
 /**
- * A RabbitMQ message's route: the routing key it was published with, read from the message the binder received
- * ({@code sourceData}), whose properties the publisher cannot set. Its mapped headers are not to be trusted for this:
- * a header the publisher named {@code amqp_receivedRoutingKey} (or {@code amqp_receivedExchange},
- * {@code amqp_consumerQueue}) replaces the broker's value among them. A dead letter moved back to its queue has no
- * route to tell ({@link #movedBack}): the guard takes it only as it recorded it when it dead-lettered it.
+ * A RabbitMQ message's route: the routing key read from the message the binder received ({@code sourceData}), not
+ * from its mapped headers, which a publisher can forge. A dead letter moved back to its queue has no route to tell
+ * ({@link #movedBack}). See docs/operations.md, "When things go wrong".
  */
 final class RabbitEventRoutes implements EventRoutes {
 
-    /**
-     * The suffix of a queue's replay exchange, {@code <queue>.replay}: a direct exchange bound to the queue and its
-     * dead-letter queue only, that dead letters are moved back through by a user that may write nothing else.
-     */
+    /** The suffix of a queue's replay exchange, {@code <queue>.replay}, through which dead letters are moved back. */
     static final String REPLAY_EXCHANGE_SUFFIX = ".replay";
 
     /** The header of a batch that holds its messages' mapped headers, one map per message. */
@@ -45,9 +40,8 @@ final class RabbitEventRoutes implements EventRoutes {
     }
 
     /**
-     * A message of a batch: the binder hands on a batch's messages with their mapped headers only, one map per message
-     * ({@code amqp_batchedHeaders}), from which the library removed what a publisher set under the broker's names
-     * ({@link RabbitContainers}). Read from that map, with no headers of the message's own built for it.
+     * A message of a batch: read from its map of {@code amqp_batchedHeaders}, from which the library removed what a
+     * publisher set under the broker's names ({@link RabbitContainers}).
      */
     @Override
     public @Nullable String route(org.springframework.messaging.Message<?> batch, int index) {
@@ -73,8 +67,8 @@ final class RabbitEventRoutes implements EventRoutes {
     }
 
     /**
-     * The routing key: an event is published under its own name. A message moved back to its queue has none to tell:
-     * its name is then the one its {@code event_name} header claims, which the guard checks against what it recorded.
+     * The routing key, an event's name; for a message moved back to its queue, its {@code event_name} header, which the
+     * guard checks against what it recorded.
      */
     @Override
     public @Nullable String eventName(MessageHeaders headers) {
@@ -116,11 +110,8 @@ final class RabbitEventRoutes implements EventRoutes {
     }
 
     /**
-     * The exchange and routing key a message was delivered by, to its queue. A message that came through the default
-     * exchange, or through its queue's replay exchange ({@code <queue>.replay}), was sent to its queue directly (a
-     * dead letter moved back), with the queue's name as routing key: it has no route the broker vouches for. Its
-     * headers ({@code x-original-routingKey}, {@code x-death}) are no better: a publisher writes them, and the broker
-     * keeps them on a message it dead-letters itself.
+     * The exchange and routing key a message was delivered by. One that came through the default or the replay exchange
+     * was sent to its queue directly, and has no route the broker vouches for (nor do its {@code x-death} headers).
      */
     private record Arrival(
             @Nullable String exchange,

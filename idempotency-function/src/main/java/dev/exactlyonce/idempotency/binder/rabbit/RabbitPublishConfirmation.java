@@ -41,10 +41,8 @@ import org.springframework.expression.spel.standard.SpelExpressionParser;
 import org.springframework.messaging.support.MessageBuilder;
 
 /**
- * The relay's rows on RabbitMQ: routed by the event's name, with the event id as {@code message_id}, and a publisher
- * confirm per row (the producer's {@code use-confirm-header}; the connection factory must correlate confirms). A
- * channel closed with 406 (over the size limit) refuses the row; 403, 404 and a {@code basic.nack} (a full queue)
- * refuse its route; a connection lost, or refused, says nothing of it ({@link #failed}).
+ * The relay's rows on RabbitMQ: routed by the event's name, the event id as {@code message_id}, a publisher confirm
+ * per row. What each failure says of a row: {@link #failed}; see docs/outbox.md ("What a failure says of a row").
  */
 final class RabbitPublishConfirmation implements PublishConfirmation {
 
@@ -88,9 +86,8 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
     }
 
     /**
-     * Publishes through a template of the binder's own connection factory, not through the binding: the same
-     * exchange, routing key, delivery mode and confirms, without Spring Cloud Function's conversion of each envelope
-     * and Spring Integration's header mapping, where the relay spent most of its time.
+     * Publishes through a template of the binder's own connection factory, as the binding would, without the
+     * conversion and header mapping through the binding, where the relay spent most of its time.
      */
     @Override
     public @Nullable CompletableFuture<Answer> publish(
@@ -105,9 +102,8 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
     }
 
     /**
-     * A destination's exchange (the binding's prefix applied, declared as the binding declares it), the template that
-     * publishes to it, and the binding's delivery mode and routing key expression, if the service set one (the
-     * event's name otherwise).
+     * A destination's exchange (declared as the binding declares it), its template, and the binding's delivery mode
+     * and routing key expression, if the service set one (the event's name otherwise).
      */
     private record Target(
             String exchange,
@@ -184,11 +180,8 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
     }
 
     /**
-     * A {@code basic.nack} without a reason comes from a queue that rejects what it is given (full, with
-     * {@code reject-publish}): every row routed there is refused until it has room. A channel the broker closed is the
-     * broker's answer to what was published on it: 406, this message (over the size limit); 403 or 404, its route (a
-     * routing key the user may not publish, a missing exchange). Anything else (a connection lost, the channel closed
-     * by the client) says nothing of the row.
+     * A {@code basic.nack} without a reason (a full {@code reject-publish} queue) refuses the route; a channel the
+     * broker closed refuses the row (406) or its route (403, 404); anything else says nothing of the row.
      */
     private static Verdict nacked(@Nullable String reason) {
         if (reason == null) {
@@ -207,9 +200,8 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
     }
 
     /**
-     * A message the client cannot convert is the row's; the broker not reached, not answering, refusing the
-     * connection, or a channel closed before the send (for an earlier publication, perhaps of another row: the
-     * broker's answer about this one is its confirm's) is the broker's condition; anything else tells neither.
+     * A message the client cannot convert is the row's; the broker not reached, not answering, or a channel closed
+     * before the send (for an earlier publication) is the broker's condition; anything else tells neither.
      */
     @Override
     public Verdict failed(Throwable failure) {
@@ -226,13 +218,9 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
     }
 
     /**
-     * Failures of the connection to the broker, whatever the message, and Spring AMQP's refusals of a send on a
-     * confirm channel the broker closed for an earlier publication: before the send (a plain {@link AmqpException},
-     * "... is closed"), or during it, between registering the template for the channel's confirms and adding this
-     * one's (an {@link IllegalArgumentException}, "Listener not registered", once the channel's shutdown removed it).
-     * Also the client's own mix-up of a reply on a channel number the broker had just closed and the client reused
-     * (a {@link ClassCastException} thrown by the client, {@code Channel$OpenOk} taken for {@code Confirm$SelectOk}:
-     * spring-amqp#1337), seen when the broker closes channels for a missing exchange while other rows open new ones.
+     * Failures of the connection, and Spring AMQP's refusals of a send on a channel the broker closed for an earlier
+     * publication: a plain {@link AmqpException} ("... is closed"), an {@link IllegalArgumentException} ("Listener not
+     * registered"), or the client's {@link ClassCastException} on a reused channel number (spring-amqp#1337).
      */
     private static final Predicate<Throwable> BROKER_CONDITIONS = failure -> failure instanceof AmqpConnectException
             || (failure.getClass() == AmqpException.class

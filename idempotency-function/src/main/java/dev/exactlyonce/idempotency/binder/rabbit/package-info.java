@@ -1,7 +1,6 @@
 /**
- * RabbitMQ's binder: the consumer defaults and checks of a guarded binding, its listener containers, the routing key a
- * message was published with, the give-back of a delivery, and the publisher confirms of the outbox relay. Registered
- * by its own auto-configuration where the binder is; used for the bindings and destinations of that binder.
+ * RabbitMQ's binder, where it is: a guarded binding's consumer defaults and checks, its listener containers, the
+ * routing key a message was published with, the give-back of a delivery, and the relay's publisher confirms.
  */
 @NullMarked
 package dev.exactlyonce.idempotency.binder.rabbit;
