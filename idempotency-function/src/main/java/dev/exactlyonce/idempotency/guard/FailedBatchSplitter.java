@@ -18,6 +18,9 @@ import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.cloud.stream.binder.ConsumerProperties;
+import org.springframework.core.retry.RetryException;
+import org.springframework.core.retry.RetryPolicy;
+import org.springframework.core.retry.RetryTemplate;
 import org.springframework.integration.IntegrationMessageHeaderAccessor;
 import org.springframework.integration.StaticMessageHeaderAccessor;
 import org.springframework.messaging.Message;
@@ -150,36 +153,47 @@ final class FailedBatchSplitter implements ChannelInterceptor {
 
     /**
      * Delivers a batch of one message to the binding again, up to that many times, with the binding's back-off, as long
-     * as its failures are retryable; its last failure, if any.
+     * as its failures are retryable (Spring's {@link RetryTemplate}, on the consumer thread, as the binder's own retry
+     * waits there between two attempts at a batch); its last failure, if any.
      */
     private @Nullable Throwable attempt(Message<Object> single, int attempts) {
-        long interval = this.consumer.getBackOffInitialInterval();
-        for (int attempt = 1; ; attempt++) {
-            try {
-                this.input.send(single);
-                return null;
-            } catch (RuntimeException ex) {
-                Throwable failure = ex;
-                if (this.outage.isOutage(ex)) {
-                    // Held and tried again in place; or (throws) the batch is given back, to come again once the
-                    // dependency is there.
-                    Message<?> after = this.giveBack.preSend(new ErrorMessage(ex), this.input);
-                    if (OutageGiveBack.isSettled(after)) {
-                        return null;
-                    }
-                    failure = (Throwable) after.getPayload();
-                }
-                PartlyFailedBatch rejected = Failures.find(failure, PartlyFailedBatch.class);
-                Throwable last = rejected != null
-                        ? rejected.failures().values().iterator().next()
-                        : Failures.real(failure);
-                if (attempt >= attempts || !isRetryable(failure)) {
-                    return last;
-                }
+        RetryPolicy policy = RetryPolicy.builder()
+                .maxRetries(attempts - 1L)
+                .delay(Duration.ofMillis(this.consumer.getBackOffInitialInterval()))
+                .multiplier(this.consumer.getBackOffMultiplier())
+                .maxDelay(Duration.ofMillis(this.consumer.getBackOffMaxInterval()))
+                .predicate(this::isRetryable)
+                .build();
+        try {
+            new RetryTemplate(policy).execute(() -> sendOnce(single));
+            return null;
+        } catch (RetryException ex) {
+            if (Thread.currentThread().isInterrupted()) {
+                throw new IdempotencyException("Interrupted while processing a failed batch one message at a time", ex);
             }
-            pause(Math.min(interval, this.consumer.getBackOffMaxInterval()));
-            interval = (long) (interval * this.consumer.getBackOffMultiplier());
+            Throwable failure = ex.getLastException();
+            PartlyFailedBatch rejected = Failures.find(failure, PartlyFailedBatch.class);
+            return rejected != null ? rejected.failures().values().iterator().next() : Failures.real(failure);
         }
+    }
+
+    /**
+     * Delivers the message once; an outage holds it and tries it again in place, or (throws) gives the batch back, to
+     * come again once the dependency is there.
+     */
+    private @Nullable Void sendOnce(Message<Object> single) throws Throwable {
+        try {
+            this.input.send(single);
+        } catch (RuntimeException ex) {
+            if (!this.outage.isOutage(ex)) {
+                throw ex;
+            }
+            Message<?> after = this.giveBack.preSend(new ErrorMessage(ex), this.input);
+            if (!OutageGiveBack.isSettled(after)) {
+                throw (Throwable) after.getPayload();
+            }
+        }
+        return null;
     }
 
     /** As the binder's retry classifies it: by the binding's {@code retryable-exceptions}, causes included. */
@@ -203,19 +217,6 @@ final class FailedBatchSplitter implements ChannelInterceptor {
 
     private int maxAttempts() {
         return Math.max(1, this.consumer.getMaxAttempts());
-    }
-
-    /**
-     * The back-off between two attempts at a message alone, on the consumer thread, as the binder's own retry waits
-     * there between two attempts at a batch: the batch stays unacknowledged meanwhile, within the time budget.
-     */
-    private static void pause(long millis) {
-        try {
-            Thread.sleep(millis);
-        } catch (InterruptedException ex) {
-            Thread.currentThread().interrupt();
-            throw new IdempotencyException("Interrupted while processing a failed batch one message at a time", ex);
-        }
     }
 
     private static ErrorMessage errorOfOne(
