@@ -995,14 +995,9 @@ public final class ShopScenario implements AutoCloseable {
     }
 
     /**
-     * A port free now, below the ephemeral ports (from 32768 on Linux, 49152 on macOS and Windows), that the service
-     * started next binds: a free port of that range, as the system hands out for port 0, may be taken by an outgoing
-     * connection (another service's to the database or the broker) in the seconds before the service binds it, which
-     * then fails to start.
-     */
-    /**
-     * A port free now, and never handed out before by this process: a port is only bound by the service it is for
-     * once that service starts, so two picks in a row could otherwise both find the same one free.
+     * A port free now, below the ephemeral ports (from 32768 on Linux), and never handed out before by this process: a
+     * port of the ephemeral range may be taken by an outgoing connection before the service binds it, and a port is
+     * bound only once its service starts, so two picks in a row could otherwise find the same one free.
      */
     private static int freePort() {
         for (int attempt = 0; attempt < 200; attempt++) {
