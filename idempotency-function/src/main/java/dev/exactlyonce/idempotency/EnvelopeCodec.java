@@ -61,9 +61,8 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * A codec that maps payloads with the given mapper, with the default limits. The size of a body and the digits of
-     * its JSON numbers are checked whatever the mapper; decimals given as strings are checked by the default mapper's
-     * {@code BigDecimal} and {@code Number} deserializers (see {@link #defaultJsonMapper(Limits)}), not by another.
+     * A codec that maps payloads with the given mapper, with the default limits. Only the default mapper bounds
+     * decimals given as strings ({@link #defaultJsonMapper(Limits)}).
      */
     public EnvelopeCodec(JsonMapper jsonMapper) {
         this(jsonMapper, Limits.DEFAULTS);
@@ -82,10 +81,7 @@ public final class EnvelopeCodec {
         return defaultJsonMapper(Limits.DEFAULTS);
     }
 
-    /**
-     * The mapper described above, whose {@code BigDecimal} and {@code Number} fields (from JSON numbers or strings)
-     * are refused beyond the limits' digits.
-     */
+    /** The mapper described above, refusing {@code BigDecimal} and {@code Number} fields beyond the limits' digits. */
     public static JsonMapper defaultJsonMapper(Limits limits) {
         SimpleModule boundedDecimals = new SimpleModule("idempotency-bounded-decimals");
         boundedDecimals.addDeserializer(BigDecimal.class, new BoundedDecimalDeserializer(limits.maxDecimalDigits()));
@@ -116,9 +112,8 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * Reads an envelope as {@link #decode} does, leaving its payload as the bytes it came as, unparsed, so that a copy
-     * the guard discards costs no more than reading its id ({@link #readPayload(RawPayload, Type, String, UUID)} maps
-     * it later).
+     * Reads an envelope as {@link #decode} does, leaving its payload unparsed, so that a discarded copy costs no more
+     * than reading its id ({@link #readPayload(RawPayload, Type, String, UUID)} maps it later).
      *
      * @throws RejectedMessageException when the body is not a valid envelope
      */
@@ -149,8 +144,7 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * Reads a bare payload, as {@link #decodePayload(byte[])}, whose event id (read from the headers) a rejection
-     * names.
+     * Reads a bare payload, as {@link #decodePayload(byte[])}, whose event id a rejection names.
      *
      * @throws RejectedMessageException when the body is not a JSON object, or is beyond the limits
      */
@@ -159,8 +153,7 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * Reads a bare payload as {@link #decodePayload(byte[], UUID)} does, leaving it as the bytes it came as, as
-     * {@link #read} leaves an envelope's.
+     * Reads a bare payload as {@link #decodePayload(byte[], UUID)} does, leaving it unparsed as {@link #read} does.
      *
      * @throws RejectedMessageException when the body is not a JSON object, or is beyond the limits
      */
@@ -225,8 +218,7 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * An envelope's payload, or a bare one, as it came: checked by {@link #read} (a JSON object, its numbers within the
-     * limits) but not parsed into a tree or an object.
+     * A payload as it came: checked by {@link #read} (a JSON object, its numbers within the limits) but not parsed.
      *
      * @param body the message body it is part of
      * @param offset where it starts in the body
@@ -256,8 +248,8 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * Writes an envelope; the payload is written with the codec's mapper, or, given as a {@link RawValue} (a JSON
-     * object's text, as a database returns a {@code jsonb} column), written as it is, without being parsed.
+     * Writes an envelope; the payload with the codec's mapper, or as it is when a {@link RawValue} (a {@code jsonb}
+     * column's text).
      */
     public byte[] encode(EventEnvelope<?> envelope) {
         ObjectNode root = this.jsonMapper.createObjectNode();
@@ -310,9 +302,8 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * Reads a body once, as a stream of tokens: one JSON object in UTF-8, within the size limit. Of an envelope it
-     * keeps the fields (the last of a name given twice, as a tree would) and where its payload is; the first JSON
-     * number beyond the limits is kept for {@link Scan#refuseNumber}.
+     * Reads a body once, as tokens: one JSON object in UTF-8, within the size limit. It keeps an envelope's fields (the
+     * last of a name given twice, as a tree would) and the first number beyond the limits.
      */
     private Scan scan(byte[] body, String what, boolean envelope) {
         if (body.length == 0) {
@@ -403,10 +394,7 @@ public final class EnvelopeCodec {
         };
     }
 
-    /**
-     * Whether the body starts as UTF-16 or UTF-32 does (a byte-order mark of theirs, or a zero byte among the first
-     * four, which no JSON in UTF-8 holds), which the parser would read, though JSON is sent in UTF-8 (RFC 8259).
-     */
+    /** Whether the body starts as UTF-16 or UTF-32, which the parser would read, though JSON is UTF-8 (RFC 8259). */
     private static boolean utf16OrUtf32(byte[] body) {
         if (body.length >= 2
                 && ((body[0] == (byte) 0xFE && body[1] == (byte) 0xFF)
@@ -421,10 +409,7 @@ public final class EnvelopeCodec {
         return false;
     }
 
-    /**
-     * Reads the value the parser is on to its end, its numbers checked ({@link #check}). Each number is read as a tree
-     * would read it: a JSON float as a {@code BigDecimal}, an integer beyond a {@code long} as a {@code BigInteger}.
-     */
+    /** Reads the value the parser is on to its end, checking its numbers ({@link #check}). */
     private void walk(JsonParser parser, JsonToken token, Scan scan) {
         check(parser, token, scan);
         if (!token.isStructStart()) {
@@ -444,9 +429,8 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * Reads a number as a tree would (every one, so that a number the parser cannot read fails the body as before),
-     * and keeps the first beyond the limits. {@code NaN} and the infinities, which a mapper may allow, are doubles
-     * that cost nothing to convert.
+     * Reads every number as a tree would, so that one the parser cannot read fails the body, and keeps the first beyond
+     * the limits. {@code NaN} and the infinities cost nothing to convert.
      */
     private void check(JsonParser parser, JsonToken token, Scan scan) {
         BigDecimal value = null;
@@ -488,10 +472,7 @@ public final class EnvelopeCodec {
         };
     }
 
-    /**
-     * A field of the envelope, as it came: its first token, its text when a string, and where its value is in what was
-     * scanned ({@link Scan#offset}).
-     */
+    /** An envelope's field: its first token, its text when a string, and where its value is ({@link Scan#offset}). */
     private record Field(JsonToken token, @Nullable String text, int start, int end) {}
 
     /** What {@link #scan} read of a body. */
@@ -644,10 +625,7 @@ public final class EnvelopeCodec {
         }
     }
 
-    /**
-     * Jackson's own deserializer of a field typed {@code Number}, which reads decimals as {@code BigDecimal} (from a
-     * JSON number or a string); those beyond the limit are refused.
-     */
+    /** Jackson's own deserializer of a field typed {@code Number}, whose decimals beyond the limit are refused. */
     private static final class BoundedNumberDeserializer extends NumberDeserializers.NumberDeserializer {
 
         private final Limits limits;

@@ -11,16 +11,15 @@ import org.springframework.util.unit.DataSize;
 /**
  * Configuration of the idempotency guard, under the {@code idempotency} prefix. See docs/reference.md, "Configuration".
  *
- * @param tableName Name of the table that records processed event ids, in the schema the service's connections use. A
- *     lower-case SQL identifier of at most 46 characters that is not a reserved word.
- * @param migrateWithFlyway Whether the library creates and migrates its tables (the processed ids' and the outbox's)
- *     with Flyway when the service uses Flyway. Set to false to create them from the library jar's
- *     dev/exactlyonce/idempotency/schema-*.sql scripts.
+ * @param tableName Name of the table that records processed event ids. A lower-case SQL identifier of at most 46
+ *     characters that is not a reserved word.
+ * @param migrateWithFlyway Whether the library migrates its tables with Flyway when the service uses Flyway. Set to
+ *     false to create them from the jar's dev/exactlyonce/idempotency/schema-*.sql scripts.
  * @param eventId Where the guard reads each message's event id.
  * @param keyScope What an event is recorded as processed for: the whole service (service), or each function composed
  *     after the guard (function). It names each binding's scope by default: the empty string, or the functions.
- * @param retention How long a processed event id is kept: a copy that arrives later is processed again. It must cover
- *     the replay horizon.
+ * @param retention How long a processed event id is kept; a later copy is processed again. It must cover the
+ *     replay horizon.
  * @param replayHorizon How late a copy of an event can still arrive.
  * @param purge The scheduled purges of old ids and of published outbox rows.
  * @param partitioning The opt-in range-partitioned table, whose old ids go with whole partitions.
@@ -29,10 +28,10 @@ import org.springframework.util.unit.DataSize;
  * @param endpoint The idempotency Actuator endpoint.
  * @param batch How guarded batch bindings (batch-mode) gather their batches.
  * @param payload What a message may cost to read: its size, the digits of its decimals.
- * @param bindings Per guarded binding (by its name, such as idempotencyGuardreserveStock-in-0): a scope name that
- *     survives renames, the scopes whose claims it takes over, and the event names its routes may carry.
- * @param retiredScopes Scopes whose claims are given up on purpose: the events they recorded are processed again if a
- *     copy arrives. Start-up refuses a scope with claims that no binding uses, takes over or retires.
+ * @param bindings Per guarded binding, by its name (idempotencyGuardreserveStock-in-0): its scope, former scopes and
+ *     routes.
+ * @param retiredScopes Scopes whose claims are given up on purpose: their events are processed again if a copy
+ *     arrives. Start-up refuses a scope with claims that no binding uses, takes over or retires.
  */
 @ConfigurationProperties("idempotency")
 public record IdempotencyProperties(
@@ -87,13 +86,12 @@ public record IdempotencyProperties(
     /**
      * A guarded binding's identity in the table, under {@code idempotency.bindings.<binding>}.
      *
-     * @param scope The scope its claims are recorded under; by default the one key-scope gives it, which changes
-     *     when a function is renamed. Name it explicitly to keep it through renames.
-     * @param formerScopes Scopes whose claims are copied to this binding's scope at start-up: the scope it had
-     *     before a rename, or before key-scope changed ("" for the service's).
-     * @param routes The event names each route of the binding (a routing key or topic) may carry besides its
-     *     own name, where routes are not event names (routes.customers-ce=shop.customer.registered.v1,...; a routing
-     *     key with dots goes in brackets). The route check then holds a publisher to the names declared for its route.
+     * @param scope The scope its claims are recorded under; by default key-scope's, which a rename changes. Name it
+     *     to keep it through renames.
+     * @param formerScopes Scopes whose claims are copied to this binding's scope at start-up: its scope before a
+     *     rename, or before key-scope changed ("" for the service's).
+     * @param routes The event names each route (routing key or topic) may carry besides its own name, where routes
+     *     are not event names. A routing key with dots goes in brackets.
      */
     public record Binding(
             @Nullable String scope,
@@ -119,8 +117,7 @@ public record IdempotencyProperties(
     }
 
     /**
-     * How late a copy of an event can still arrive, under {@code idempotency.replay-horizon}: the retention must cover
-     * both durations together.
+     * How late a copy of an event can still arrive, under {@code idempotency.replay-horizon}.
      *
      * @param producerReplay How far back producers can replay their events (their outbox's retention).
      * @param deadLetterRetention How long a message can stay in the dead-letter queue before it is replayed.
@@ -136,17 +133,13 @@ public record IdempotencyProperties(
     }
 
     /**
-     * The scheduled purges, under {@code idempotency.purge}: of ids older than the retention (with the records of the
-     * events the guard dead-lettered), and of the outbox rows published longer ago than the outbox's retention.
+     * The scheduled purges of old ids and of published outbox rows, under {@code idempotency.purge}.
      *
-     * @param enabled Whether the library purges, on a schedule, the ids older than the retention and the outbox rows
-     *     published longer ago than idempotency.outbox.retention. Turned off, those rows are kept forever; in
-     *     partitioned mode the partition maintenance still drops old ids.
-     * @param interval The time between two runs of each purge (the ids' and the outbox's), and of the partition
-     *     maintenance in partitioned mode.
-     * @param initialDelay The time before the first run of each purge (the ids' and the outbox's). The partition
-     *     maintenance runs at start-up, then every interval.
-     * @param batchSize The rows each short transaction deletes, in the ids' purge and in the outbox's.
+     * @param enabled Whether old ids and published outbox rows are purged on a schedule. Turned off, they are kept
+     *     forever, but partition maintenance still drops old ids.
+     * @param interval The time between two runs of each purge, and of the partition maintenance.
+     * @param initialDelay The time before the first run of each purge. The partition maintenance runs at start-up.
+     * @param batchSize The rows each short transaction of a purge deletes.
      */
     public record Purge(
             @DefaultValue("true") boolean enabled,
@@ -162,8 +155,8 @@ public record IdempotencyProperties(
     }
 
     /**
-     * The range-partitioned table, under {@code idempotency.partitioning}: partitions of one day of UUID v7 event ids,
-     * created ahead of time and dropped whole once older than the retention. Choose it before the table is created.
+     * The range-partitioned table, under {@code idempotency.partitioning}: one partition a day, dropped whole once
+     * older than the retention. See docs/operations.md, "Retention, purge and partitions".
      *
      * @param enabled Whether the table is partitioned.
      * @param daysAhead How many days of partitions exist ahead of today.
@@ -180,8 +173,7 @@ public record IdempotencyProperties(
     }
 
     /**
-     * Settings of the library's Actuator endpoints that are gone, kept only to refuse them (they would otherwise be
-     * ignored). See docs/reference.md, "Upgrade notes".
+     * Gone settings, kept only to refuse them rather than ignore them. See docs/reference.md, "Upgrade notes".
      *
      * @param purgeEnabled Gone: set management.endpoint.idempotency.access=unrestricted instead.
      * @param outboxWriteEnabled Gone: set management.endpoint.outbox.access=unrestricted instead.
@@ -206,8 +198,8 @@ public record IdempotencyProperties(
     /**
      * How a guarded batch binding ({@code batch-mode}) gathers its batches, under {@code idempotency.batch}.
      *
-     * @param maxWait The longest a batch waits for more messages: it is handed on when full, when no next message is
-     *     there, or once this has passed, whichever comes first. 0 leaves the listener containers' own settings.
+     * @param maxWait The longest a batch waits for more messages before it is handed on. 0 leaves the listener
+     *     containers' own settings.
      */
     public record Batch(@DefaultValue("10ms") Duration maxWait) {
 
@@ -219,14 +211,13 @@ public record IdempotencyProperties(
     }
 
     /**
-     * What a guarded message may cost to read, under {@code idempotency.payload}: a message beyond either bound is
-     * rejected ({@code INVALID_PAYLOAD}, dead-lettered with its reason) before it is parsed or computed with.
+     * What a guarded message may cost to read, under {@code idempotency.payload}: beyond either bound it is rejected
+     * ({@code INVALID_PAYLOAD}) before it is parsed.
      *
-     * @param maxSize The largest message body read. Keep it at or under the broker's own bound (RabbitMQ's
-     *     max_message_size, Kafka's max.message.bytes), which bounds what a consumer holds in memory.
-     * @param maxDecimalDigits The most digits a decimal may have, and the largest exponent of one mapped to a
-     *     BigDecimal or Number field (1e100 passes, 1e101 does not). A JSON number elsewhere in the body may reach ten
-     *     times this.
+     * @param maxSize The largest message body read. Keep it at or under the broker's own bound, which bounds what a
+     *     consumer holds in memory.
+     * @param maxDecimalDigits The most digits, and the largest exponent, of a decimal mapped to a BigDecimal or Number
+     *     field. Elsewhere in the body a JSON number's exponent may reach ten times this.
      */
     public record Payload(
             @DefaultValue("4MB") DataSize maxSize,
@@ -246,11 +237,11 @@ public record IdempotencyProperties(
     }
 
     /**
-     * What the guarded bindings do with a message whose last attempt conflicted with another transaction, under
-     * {@code idempotency.conflicts}: it is held and tried again, then given back. See docs/operations.md, "Runbook".
+     * What the guarded bindings do with a message that conflicted with another transaction, under
+     * {@code idempotency.conflicts}: held, tried again, then given back. See docs/operations.md, "Runbook".
      *
      * @param maxGiveBacks How many times a message is given back so. After that it fails as any message does.
-     * @param firstHold The hold before a message that conflicted is tried again the first time; it doubles each time.
+     * @param firstHold The first hold before a message that conflicted is tried again; it doubles each time.
      * @param longestHold The longest hold before a message that conflicted is tried again.
      */
     public record Conflicts(
@@ -275,18 +266,15 @@ public record IdempotencyProperties(
      * {@code idempotency.outage}. See docs/operations.md, "When things go wrong".
      *
      * @param probeInitialInterval The first wait before probing the database.
-     * @param probeMaxInterval The longest wait between two probes; processing resumes within about this long after the
-     *     database answers again.
-     * @param maxHold How long a consumer thread holds a message before it gives it back to the broker, never
-     *     dead-lettered. Keep it within RabbitMQ's consumer timeout (30 minutes) and Kafka's max.poll.interval.ms.
+     * @param probeMaxInterval The longest wait between two probes. Processing resumes within about this long after the
+     *     database answers.
+     * @param maxHold How long a consumer thread holds a message before it gives it back to the broker. Keep it within
+     *     RabbitMQ's consumer timeout (30 minutes) and Kafka's max.poll.interval.ms.
      * @param startupWait How long start-up waits for the database before it fails (0s: fail at once).
-     * @param socketTimeout How long a guarded message's statements, and the outage probe's, wait for the database's
-     *     answer, so that a silent network is an outage within that long. It also bounds the transaction on the server
-     *     (locks at half, statements at three quarters, idleness at twice; 0s: no bound): keep it above the longest
-     *     statement.
+     * @param socketTimeout How long the guard's and the probe's statements wait for the database's answer, and the
+     *     bound of the transaction on the server (0s: none). Keep it above the longest statement.
      * @param exceptions Further failures that mean a dependency is down, not that the message is wrong (a payment
-     *     provider answering 503, for example): a failure whose chain of causes holds one of them halts consumption as
-     *     a database outage does.
+     *     provider's 503). One in a failure's causes halts consumption as a database outage does.
      */
     public record Outage(
             @DefaultValue("1s") Duration probeInitialInterval,
@@ -320,15 +308,12 @@ public record IdempotencyProperties(
     /**
      * Where the guard reads each message's event id, under {@code idempotency.event-id}.
      *
-     * @param source Where the id (and the event's name and time) come from; with any source but envelope the message
-     *     body is the bare payload.
+     * @param source Where the id, name and time come from. With any source but envelope the body is the bare payload.
      * @param header The header that carries the id when source is header.
-     * @param whenMissing What to do with a message that carries no event id: reject it to the dead-letter queue (it
-     *     cannot be deduplicated), or let it pass-through to the business function unguarded (no claim; a copy of it
-     *     would apply twice). An envelope without event_id is malformed and always rejected.
-     * @param routeCheck Whether an event whose name differs from the routing key (RabbitMQ) or topic (Kafka) it arrived
-     *     by is rejected, so that a publisher of one key cannot route events of other names under it. Turn it off only
-     *     where routing keys are not event names (a fanout exchange).
+     * @param whenMissing What to do with a message without an event id: reject it, or pass it through unguarded (a
+     *     copy would apply twice). An envelope without event_id is always rejected.
+     * @param routeCheck Whether an event whose name is not the routing key or topic it arrived by is rejected. Turn it
+     *     off only where routing keys are not event names (a fanout exchange).
      */
     public record EventId(
             @DefaultValue("envelope") EventIdSource source,
@@ -349,17 +334,13 @@ public record IdempotencyProperties(
         /** The JSON envelope's {@code event_id}, {@code event_name}, {@code occurred_at} and {@code payload}. */
         ENVELOPE,
         /**
-         * The header named by {@code idempotency.event-id.header}; the name from the {@code event_name} header, or else
-         * the AMQP routing key it was published with (for a dead letter moved back to its queue, the routing key it
-         * had when it was dead-lettered); the time from the {@code occurred_at} header, if any.
+         * The header named by {@code idempotency.event-id.header}; the name from the {@code event_name} header or the
+         * routing key; the time from the {@code occurred_at} header, if any.
          */
         HEADER,
         /** The AMQP {@code message_id} property; the name and time as for {@link #HEADER}. */
         MESSAGE_ID,
-        /**
-         * CloudEvents binary mode: {@code ce_id}, {@code ce_type}, {@code ce_time} (also spelt {@code ce-id} ..., or
-         * {@code cloudEvents:id} ... on AMQP).
-         */
+        /** CloudEvents binary mode: {@code ce_id}, {@code ce_type}, {@code ce_time}, as each binder spells them. */
         CLOUDEVENTS
     }
 

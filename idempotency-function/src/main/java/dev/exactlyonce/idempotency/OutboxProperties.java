@@ -9,9 +9,8 @@ import org.springframework.boot.context.properties.bind.DefaultValue;
  *
  * @param destination Where the events emitted with Outbox.emit are published: the exchange (RabbitMQ) or topic
  *     (Kafka). A guarded function's events go to the destination of its output binding.
- * @param retention How long a published row is kept before the purge deletes it (with the relay off, how long any
- *     row is kept). The purge runs every idempotency.purge.interval, and never while idempotency.purge.enabled is
- *     false.
+ * @param retention How long a published row is kept before the purge deletes it (with the relay off, any row). The
+ *     purge runs every idempotency.purge.interval, unless idempotency.purge.enabled is false.
  * @param relay The relay that publishes the committed rows.
  */
 @ConfigurationProperties("idempotency.outbox")
@@ -28,16 +27,16 @@ public record OutboxProperties(
      * @param batchSize The most rows one run publishes before it waits for their confirms and marks them.
      * @param pollInterval How often the relay looks for rows when no commit woke it up (rows written by another
      *     instance, or left by a failed run).
-     * @param linger How long the relay waits, once a commit woke it up, for more commits to join its run, for one
-     *     transaction per linger rather than per commit. Zero publishes at once.
+     * @param linger How long the relay waits, once a commit woke it up, for more commits to join its run. Zero
+     *     publishes at once.
      * @param confirmTimeout How long a run of the relay waits, in all, for the broker to confirm the rows it sends;
      *     the rows not confirmed by then are sent again by a later run.
      * @param lagBound The age of the oldest publishable row, of a key not parked, past which the outbox health is
      *     LAGGING. LAGGING answers 200 and is left out of the aggregate health.
      * @param maxAttempts How many times the broker may refuse a row before the relay parks it. The row and its key's
      *     later rows then wait until an operator releases or skips it.
-     * @param longestHold The longest the relay waits before it tries again a destination, a route or a key whose rows
-     *     the broker did not take for a reason not the row's. The wait starts at 1 s and doubles up to this.
+     * @param longestHold The longest wait before the relay tries again a destination, route or key the broker refused
+     *     for a reason not the row's. The wait starts at 1 s and doubles up to this.
      */
     public record Relay(
             @DefaultValue("true") boolean enabled,

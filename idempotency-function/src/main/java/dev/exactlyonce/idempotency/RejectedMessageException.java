@@ -4,10 +4,8 @@ import java.util.UUID;
 import org.jspecify.annotations.Nullable;
 
 /**
- * A message that can never be processed, whatever the number of attempts: it is not an event envelope, it names no
- * event this service handles, or its payload does not map to the event's type. Such a message must go to the
- * dead-letter queue at once, without retry, and leave no {@code processed_event} row behind. The message starts with
- * the reason, for example {@code NOT_JSON: the message body is not JSON: ...}.
+ * A message that can never be processed, whatever the attempts: it goes to the dead-letter queue at once, without
+ * retry, and leaves no {@code processed_event} row. The exception's message starts with the {@link Reason}.
  */
 public class RejectedMessageException extends IdempotencyException {
 
@@ -30,9 +28,8 @@ public class RejectedMessageException extends IdempotencyException {
         /** The event name is not the routing key (RabbitMQ) or topic (Kafka) the event arrived by. */
         ROUTE_MISMATCH,
         /**
-         * A dead letter moved back to its queue (on RabbitMQ through its replay exchange, or the default exchange) that
-         * the service did not dead-letter there once its route was checked, or did longer ago than the dead letters'
-         * retention: nothing vouches for the route it first came by.
+         * A dead letter moved back to its queue that the service did not record dead-lettering within the dead
+         * letters' retention: nothing vouches for the route it first came by.
          */
         UNRECORDED_DEAD_LETTER,
         /** The envelope's {@code occurred_at} is not an ISO-8601 instant. */
@@ -52,9 +49,8 @@ public class RejectedMessageException extends IdempotencyException {
     }
 
     public RejectedMessageException(Reason reason, @Nullable UUID eventId, String message, @Nullable Throwable cause) {
-        // Escaped whole: what the library quotes of a message is cut and escaped already, but a parser's message
-        // quotes the message's text raw. It goes into the dead letter's header, log lines and operators' terminals;
-        // so does the cause, in the stack trace: it is kept escaped.
+        // Escaped whole, the cause too: a parser's message quotes the message's text raw, and both go into the dead
+        // letter's headers, log lines and terminals.
         super(reason + ": " + LogSafe.escaped(message), EscapedCause.of(cause, 0));
         this.reason = reason;
         this.eventId = eventId;

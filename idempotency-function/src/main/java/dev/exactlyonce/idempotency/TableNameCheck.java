@@ -4,10 +4,9 @@ import java.util.Set;
 import java.util.regex.Pattern;
 
 /**
- * Checks {@code idempotency.table-name} once, before it is formatted into any SQL: a lower-case identifier that needs
- * no quoting, that is not a reserved word of PostgreSQL, and short enough for every name the library derives from it
- * ({@code <table>_processed_at_idx}, {@code <table>_pYYYYMMDD}, {@code <table>_schema_history}, ...) to stay within
- * PostgreSQL's 63 bytes, which it would otherwise truncate silently, making two names collide.
+ * Checks {@code idempotency.table-name} before it is formatted into any SQL: an unquoted lower-case identifier, not
+ * reserved, short enough for every derived name to fit PostgreSQL's 63 bytes (it would truncate them silently, and two
+ * could collide).
  */
 final class TableNameCheck {
 

@@ -7,10 +7,8 @@ import java.time.ZoneOffset;
 import org.jspecify.annotations.Nullable;
 
 /**
- * {@link Instant#parse}, without its cost for the form producers write: {@code Instant.parse} builds a formatter on
- * each call (the parser of {@code ISO_INSTANT} does), about a fifth of the guard's own time per message. The UTC form
- * {@code yyyy-MM-ddTHH:mm:ss[.f]Z}, with 0 to 9 digits of fraction, is read here; any other text, valid or not, goes
- * to {@code Instant.parse}, which reads it or says why it cannot.
+ * {@link Instant#parse} without its cost (a formatter built per call, a fifth of the guard's time per message) for the
+ * form producers write, {@code yyyy-MM-ddTHH:mm:ss[.f]Z}; any other text goes to {@code Instant.parse}.
  */
 public final class Instants {
 

@@ -40,10 +40,8 @@ final class DeadLetterCauseUnwrapper implements ChannelInterceptor {
     }
 
     /**
-     * The failure as the dead letter's {@code x-exception-message} shows it: the library's own as they are (a
-     * rejection's text is escaped and cut already); any other failure's text, which a business function or a
-     * dependency wrote (a payment provider's answer, quoted by an HTTP client's exception), escaped and cut by
-     * {@link LogSafe}, so that it forges no line in a log or a terminal that shows it, and holds no more than a line.
+     * The failure as {@code x-exception-message} shows it: the library's own as they are (escaped already), any other
+     * (a dependency's answer, quoted by a client's exception) escaped and cut by {@link LogSafe}.
      */
     private static Throwable shown(Throwable real) {
         String text = real.getMessage();

@@ -36,10 +36,8 @@ final class EventReader {
     private static final int NAME_MAX_LENGTH = 255;
 
     /**
-     * The prefixes of CloudEvents attributes in binary mode: Kafka's, HTTP's, AMQP's (and AMQP's as some mappers write
-     * it). Read here rather than with Spring Cloud Function's {@code CloudEventMessageUtils} (5.0): it picks one prefix
-     * per message by casting the {@code specversion} header to a String, which fails on Kafka, where header values
-     * arrive as bytes, and its {@code getTime} reads a String only.
+     * The prefixes of CloudEvents attributes in binary mode: Kafka's, HTTP's, AMQP's (two spellings). Not read with
+     * Spring Cloud Function's {@code CloudEventMessageUtils} (5.0), which reads String header values only, not Kafka's.
      */
     private static final List<String> CLOUDEVENTS_PREFIXES = List.of("ce_", "ce-", "cloudEvents:", "cloudEvents_");
 
@@ -67,11 +65,7 @@ final class EventReader {
                 () -> routes != null && routes.movedBack(headers));
     }
 
-    /**
-     * The event of the message at that index of a batch the binder delivered (its payload the list of their bodies),
-     * read as {@link #read} reads a message alone. From the envelope, only the message's route is asked of the batch;
-     * headers of its own are built for it only when the event is read from them.
-     */
+    /** The event of the message at that index of a batch, read as {@link #read} reads a message alone. */
     IncomingEvent readInBatch(
             Message<?> batch,
             int index,
@@ -91,9 +85,7 @@ final class EventReader {
 
     /**
      * The event, once its name is checked, and its route where {@code route-check} is on and the binder tells routes.
-     * The check fails closed: an event that arrived by no route the binder can tell (an empty routing key) is refused,
-     * as one whose route is not its name is. A dead letter moved back to its queue has no route to check: it is marked
-     * so, and the guard takes it only if it recorded it when it dead-lettered it.
+     * The check fails closed (no route is a mismatch); a dead letter moved back to its queue is marked as one instead.
      */
     private IncomingEvent checked(
             IncomingEvent event,
@@ -142,9 +134,8 @@ final class EventReader {
     }
 
     /**
-     * What an event name may hold, since it goes into log lines, the MDC and meters' tags: a letter or digit, then
-     * letters, digits, {@code .}, {@code _} and {@code -}, 255 in all. Checked by hand rather than with a regular
-     * expression: every message's name is.
+     * Whether it is a name fit for log lines, the MDC and meters' tags: a letter or digit, then letters, digits,
+     * {@code .}, {@code _} and {@code -}, 255 in all. Checked by hand, not by a regular expression: every message is.
      */
     static boolean isEventName(String name) {
         int length = name.length();

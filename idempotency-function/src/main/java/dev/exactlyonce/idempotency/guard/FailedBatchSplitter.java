@@ -58,8 +58,7 @@ final class FailedBatchSplitter implements ChannelInterceptor {
      * @param consumer the binding's consumer properties: its attempts, back-off and retryable exceptions apply to each
      *     message processed alone
      * @param budget how long the messages of a batch may be retried alone; past it, each remaining message gets one
-     *     attempt, so that the consumer thread returns within the broker's clocks (RabbitMQ's consumer timeout, Kafka's
-     *     {@code max.poll.interval.ms})
+     *     attempt, so that the consumer thread returns within the broker's clocks
      */
     FailedBatchSplitter(
             GuardedBinding binding,
@@ -77,9 +76,8 @@ final class FailedBatchSplitter implements ChannelInterceptor {
     }
 
     /**
-     * Sends the error message of each failed message (the batch's, cut to its raw message) to the binder's handler,
-     * then hands on the batch's own with no raw message left: the binder dead-letters nothing more and acknowledges the
-     * batch. A binder that gives no raw message per message of the batch dead-letters it whole.
+     * Sends each failed message's error message to the binder's handler, then hands on the batch's with no raw message
+     * left, which the binder acknowledges. A binder that gives no raw message per message dead-letters the batch whole.
      */
     @Override
     public Message<?> preSend(Message<?> message, MessageChannel errorChannel) {
@@ -152,9 +150,8 @@ final class FailedBatchSplitter implements ChannelInterceptor {
     }
 
     /**
-     * Delivers a batch of one message to the binding again, up to that many times, with the binding's back-off, as long
-     * as its failures are retryable (Spring's {@link RetryTemplate}, on the consumer thread, as the binder's own retry
-     * waits there between two attempts at a batch); its last failure, if any.
+     * Delivers a batch of one message again, up to that many times, with the binding's back-off while its failures are
+     * retryable ({@link RetryTemplate}, on the consumer thread); its last failure, if any.
      */
     private @Nullable Throwable attempt(Message<Object> single, int attempts) {
         RetryPolicy policy = RetryPolicy.builder()

@@ -10,11 +10,10 @@ import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.dao.DataIntegrityViolationException;
 
 /**
- * Sets two consumer properties of every guarded binding, before the binder and Spring Cloud Function read them:
- * {@code use-native-decoding}, so that the guard reads the body as delivered (Spring Cloud Function's JSON conversion
- * would turn a JSON array into bytes); and {@code retryable-exceptions}, so that a {@link RejectedMessageException},
- * an {@link OutageException}, an {@link OutageMet} and a {@link PartlyFailedBatch} are never retried, nor, unless the
- * binding says otherwise, a {@link DataIntegrityViolationException}, which the same data meets again.
+ * Sets two consumer properties of every guarded binding before the binder reads them: {@code use-native-decoding}
+ * (Spring Cloud Function's JSON conversion would turn a JSON array into bytes), and {@code retryable-exceptions}: never
+ * a {@link RejectedMessageException}, {@link OutageException}, {@link OutageMet}, {@link PartlyFailedBatch}, nor by
+ * default a {@link DataIntegrityViolationException}. See docs/reference.md, "Configuration".
  */
 final class GuardedConsumerProperties implements BeanPostProcessor {
 

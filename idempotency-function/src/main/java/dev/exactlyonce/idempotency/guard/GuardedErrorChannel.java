@@ -14,10 +14,9 @@ import org.springframework.messaging.MessageHandler;
 import org.springframework.util.Assert;
 
 /**
- * The error channel of a guarded binding, registered under the name the binder looks up: publish-subscribe, with a
- * {@link LastSubscriberMessageHandler} (the binder's rethrowing handler) after every other subscriber. Its bridge to
- * the global {@code errorChannel}, which logs at ERROR, forwards neither a {@link RejectedMessageException} (logged
- * once at WARN) nor a {@link PartlyFailedBatch} (its messages go on their own), nor a delivery settled in place.
+ * The error channel of a guarded binding: publish-subscribe, the binder's rethrowing
+ * {@link LastSubscriberMessageHandler} last. Its bridge to the global {@code errorChannel} (ERROR) forwards no
+ * {@link RejectedMessageException} (logged at WARN), no {@link PartlyFailedBatch}, nor a delivery settled in place.
  */
 final class GuardedErrorChannel extends PublishSubscribeChannel {
 

@@ -18,11 +18,9 @@ import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.ErrorMessage;
 
 /**
- * On the error channel of a guarded binding whose binder moves dead letters back by a path with no route the broker
- * vouches for ({@link EventRoutes#movesDeadLettersBack}): records each message about to be dead-lettered, so that the
- * guard takes it back when replayed, and nothing else that comes that way. A record that the database cannot write
- * for an outage gives the delivery back; one it refuses otherwise is logged at ERROR, the message dead-lettered
- * unrecorded.
+ * Records each message about to be dead-lettered, so that the guard takes it back when replayed, on a binding whose
+ * dead letters come back with no route the broker vouches for ({@link EventRoutes#movesDeadLettersBack}). An outage
+ * gives the delivery back; another failure is logged at ERROR. See docs/operations.md, "Replaying dead letters".
  */
 final class RecordedDeadLetters implements ChannelInterceptor {
 

@@ -79,9 +79,8 @@ final class ScopeRegistry {
 
     /**
      * The former scopes a binding claims under too ({@link ProcessedEventStore}), so that both versions of a rolling
-     * deployment see each other's claims: those it alone takes over. A scope that several bindings take over (the
-     * service scope, split into function scopes) is claimed under by none: the first binding to claim an event there
-     * would make it a duplicate for the others.
+     * deployment see each other's claims: those it alone takes over. See docs/reference.md, "Changing scopes between
+     * deployments".
      */
     static List<String> takenOver(IdempotencyProperties properties, String bindingName, String scope) {
         IdempotencyProperties.Binding settings = properties.bindings().get(bindingName);

@@ -7,11 +7,9 @@ import org.springframework.messaging.MessageHeaders;
 import org.springframework.messaging.support.MessageBuilder;
 
 /**
- * The messages of a batch, as a binder delivers them: one message whose payload is the list of the bodies, and whose
- * headers of one value per body are lists of the same length (RabbitMQ: {@code amqp_batchedHeaders}, one map of
- * headers per message; Kafka: {@code kafka_batchConvertedHeaders}, {@code kafka_offset}, {@code kafka_receivedKey}
- * and the like). {@link dev.exactlyonce.idempotency.envelope.EventHeaders#ofMessageInBatch} reads one message's
- * headers.
+ * The messages of a batch as a binder delivers them: one message whose payload lists the bodies, and whose per-body
+ * headers are lists of the same length ({@code amqp_batchedHeaders}, {@code kafka_batchConvertedHeaders}, ...).
+ * {@link dev.exactlyonce.idempotency.envelope.EventHeaders#ofMessageInBatch} reads one message's headers.
  */
 public final class BatchMessages {
 

@@ -39,9 +39,8 @@ public final class Failures {
     }
 
     /**
-     * The failure itself, below the wrappers the binder, the channels and the retry add around it: the first cause
-     * that is neither a {@link MessagingException}, a {@link RetryException} nor a {@link Wrapper}, or the innermost
-     * one.
+     * The failure below the binder's, channels' and retry's wrappers: the first cause that is no
+     * {@link MessagingException}, {@link RetryException} or {@link Wrapper}, or the innermost one.
      */
     public static Throwable real(Throwable failure) {
         Throwable cause = failure;

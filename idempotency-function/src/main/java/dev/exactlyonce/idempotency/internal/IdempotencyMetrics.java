@@ -29,10 +29,7 @@ public interface IdempotencyMetrics {
     /** A message was rejected, without retry. */
     default void rejected(GuardedBinding binding, Reason reason) {}
 
-    /**
-     * Where the guard's observations go when the service has no {@code ObservationRegistry} of its own: nowhere, or, with
-     * Micrometer, to a registry that times them as the {@code idempotency.guard} meter.
-     */
+    /** Where the guard's observations go when the service has no {@code ObservationRegistry} of its own. */
     default ObservationRegistry observations() {
         return ObservationRegistry.NOOP;
     }
@@ -74,15 +71,9 @@ public interface IdempotencyMetrics {
     /** The rows parked now, as the relay last saw them. */
     default void outboxParked(long rows) {}
 
-    /**
-     * The dead letters still waiting to be replayed, as the purge last saw them, when the oldest was dead-lettered
-     * ({@code null} when none waits), and how long one is taken back.
-     */
+    /** The dead letters waiting to be replayed, the oldest one's time ({@code null}: none), and their retention. */
     default void deadLettersWaiting(long count, @Nullable Instant oldest, Duration retention) {}
 
-    /**
-     * The oldest processed id kept, as the purge or the partitions' maintenance left the table: the oldest row's time,
-     * or the oldest partition's first day ({@code null} when the table is empty), against the retention.
-     */
+    /** The time of the oldest processed id kept ({@code null} when the table is empty), against the retention. */
     default void processedIdsKept(@Nullable Instant oldest, Duration retention) {}
 }

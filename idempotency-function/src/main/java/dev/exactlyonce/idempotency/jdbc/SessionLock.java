@@ -9,10 +9,8 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.datasource.SingleConnectionDataSource;
 
 /**
- * Runs a piece of work that at most one instance of the service may run at a time (the purge, the partition
- * maintenance, the reconciliation of claim scopes) on a connection of its own, in auto-commit, while holding a session
- * lock of the database (an advisory lock on PostgreSQL, a named lock on MariaDB). The lock goes with the connection:
- * an instance that dies never keeps it.
+ * Runs work that one instance at a time may run (the purge, the partition maintenance, the scopes' reconciliation) on a
+ * connection of its own, in auto-commit, under a session lock, which an instance that dies never keeps.
  */
 public final class SessionLock {
 
@@ -34,10 +32,7 @@ public final class SessionLock {
         return run(false, work);
     }
 
-    /**
-     * Waits for the lock, then runs the work on the lock's connection; the lock is released once the work is done
-     * (after the commit of a transaction the work ran on that connection).
-     */
+    /** Waits for the lock, then runs the work on the lock's connection; released after the work's commit. */
     <T> T runWhenFree(Function<JdbcTemplate, T> work) throws SQLException {
         return run(true, work).orElseThrow();
     }

@@ -5,10 +5,9 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * The bounds a guarded transaction sets on the server with its claim, from {@code idempotency.outage.socket-timeout}:
- * a lock wait ends at half of it and a statement at three quarters (a conflict of the message, not an outage that
- * halts every binding), and an idle transaction at twice (a client gone silent no longer holds its claim). A shorter
- * bound the session has stays. On PostgreSQL they hold for the transaction only, from the statement after the claim;
- * on MariaDB, for the session. See docs/reference.md, "Configuration".
+ * a lock wait at half, a statement at three quarters, idleness at twice; a shorter bound the session has stays. On
+ * PostgreSQL they hold for the transaction, from the statement after the claim; on MariaDB, for the session. See
+ * docs/reference.md, "Configuration".
  */
 public record TransactionBounds(Duration lockTimeout, Duration statementTimeout, Duration idleTimeout) {
 

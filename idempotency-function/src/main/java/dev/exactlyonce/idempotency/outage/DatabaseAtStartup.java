@@ -14,17 +14,11 @@ import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.util.backoff.BackOffExecution;
 
 /**
- * Waits for the database at start-up, before anything uses it (the service's migrations, the library's, the scope
- * check), rather than failing at the first refused connection and leaving a crash loop to retry: it takes a connection
- * of each DataSource as soon as the DataSource exists, and while the database does not answer, logs one line per try
- * and tries again with the outage probe's back-off, for at most {@code idempotency.outage.startup-wait}. Past that,
- * start-up fails with one exception that says how long it waited and why. With a wait of {@code 0s} it fails at the
- * first try.
+ * Waits for the database at start-up, before anything uses it, rather than failing at the first refused connection:
+ * it tries a connection of each DataSource with the probe's back-off for {@code idempotency.outage.startup-wait}.
  *
- * <p>Before the pool starts, it bounds how long a connection the pool opens waits for the database's login answer
- * ({@link DatabaseProbe#boundLogin}): on a network gone silent in the middle of a login, PostgreSQL's driver would
- * otherwise wait without end, and HikariCP, which opens its connections one at a time, would open none again: the
- * pool would stay empty, and a halt would never end.
+ * <p>Before the pool starts, it bounds the login ({@link DatabaseProbe#boundLogin}): a login stuck on a silent network
+ * would leave HikariCP's pool empty for good. See docs/operations.md, "When things go wrong".
  */
 public final class DatabaseAtStartup implements BeanPostProcessor {
 

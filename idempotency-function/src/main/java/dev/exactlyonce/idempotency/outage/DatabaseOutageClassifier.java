@@ -59,10 +59,7 @@ public final class DatabaseOutageClassifier implements OutageClassifier {
         return states.isEmpty() ? typed(failure, 0) : states.stream().anyMatch(DatabaseOutageClassifier::isOutageError);
     }
 
-    /**
-     * Whether the chain holds an {@link OutageException} or a type declared by the service; collects the SQLSTATEs it
-     * holds.
-     */
+    /** Whether the chain holds an {@link OutageException} or a type the service declared; collects its SQLSTATEs. */
     private boolean found(Throwable failure, int depth, List<SQLException> states) {
         int level = depth;
         for (Throwable cause = failure; cause != null && level < 32; cause = next(cause), level++) {
@@ -85,9 +82,8 @@ public final class DatabaseOutageClassifier implements OutageClassifier {
     }
 
     /**
-     * The exceptions suppressed by this one that tell of the same failure (a rollback that failed after it, say); not
-     * the earlier attempts' failures a {@link RetryException} keeps: the last attempt's failure is its cause, and an
-     * outage or conflict of an earlier attempt says nothing of it.
+     * The exceptions suppressed by this one that tell of the same failure (a failed rollback); not the earlier
+     * attempts' a {@link RetryException} keeps, which say nothing of its cause, the last attempt's failure.
      */
     private static Throwable[] suppressed(Throwable failure) {
         return failure instanceof RetryException ? new Throwable[0] : failure.getSuppressed();
@@ -116,9 +112,8 @@ public final class DatabaseOutageClassifier implements OutageClassifier {
     }
 
     /**
-     * Whether the chain holds a conflict with another transaction, which is not the message's fault and passes: a
-     * serialization failure (40001), a deadlock (40P01), a lock not obtained in time (55P03) or a statement timeout
-     * (57014), and MariaDB's codes of the same ({@link MariaDbDialect#isConflict}).
+     * Whether the chain holds a conflict with another transaction, not the message's fault: 40001, 40P01, 55P03,
+     * 57014, or MariaDB's codes of the same ({@link MariaDbDialect#isConflict}).
      */
     public static boolean isConflict(Throwable failure) {
         List<SQLException> states = new ArrayList<>();

@@ -3,12 +3,9 @@ package dev.exactlyonce.idempotency.outage;
 import dev.exactlyonce.idempotency.IdempotencyException;
 
 /**
- * A statement of the library's own failed in a message's transaction for the database's condition, not the message's:
- * the transaction could not begin (the database refused a connection: a role locked out, a password rotated, a
- * database renamed, too many connections; nothing in a message causes that), or the claim of the message's event id
- * failed as the probe's own claim, of an id of its own, does too (its insert revoked, the day's partition missing, its
- * table full). It is always an outage ({@link DatabaseOutageClassifier}): the message is held until the database works
- * again for the guard, never dead-lettered for it.
+ * A statement of the library's own failed for the database's condition, not the message's: the transaction could not
+ * begin, or the claim failed as the probe's own claim does too (its insert revoked, a partition missing, a full table).
+ * Always an outage ({@link DatabaseOutageClassifier}): the message is held, never dead-lettered for it.
  */
 public final class GuardStatementFailed extends IdempotencyException {
 

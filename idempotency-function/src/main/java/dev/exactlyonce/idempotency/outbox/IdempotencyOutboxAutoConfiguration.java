@@ -54,8 +54,8 @@ public class IdempotencyOutboxAutoConfiguration {
     }
 
     /**
-     * Adds the outbox's listener to every transaction manager bean, Spring Boot's or the service's: it writes each
-     * transaction's rows once every callback of its commit ran, and refuses an emit once the commit began.
+     * Adds the outbox's listener to every transaction manager bean: it writes each transaction's rows once every
+     * callback of its commit ran, and refuses an emit once the commit began.
      */
     @Bean
     static BeanPostProcessor idempotencyOutboxTransactions() {
@@ -130,11 +130,7 @@ public class IdempotencyOutboxAutoConfiguration {
         }
     }
 
-    /**
-     * {@code DOWN} when the oldest publishable row has waited longer than the lag bound, when rows are parked, or when
-     * the relay's thread is gone. Only with the relay: without it (Debezium publishes the rows) no row is ever marked
-     * published.
-     */
+    /** The outbox's health, only with the relay: without it no row is ever marked published. */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(HealthIndicator.class)
     @ConditionalOnBooleanProperty(name = "idempotency.outbox.relay.enabled", matchIfMissing = true)
@@ -148,10 +144,7 @@ public class IdempotencyOutboxAutoConfiguration {
         }
     }
 
-    /**
-     * Deletes the rows published longer ago than {@code idempotency.outbox.retention}; without the relay (Debezium
-     * reads the rows from the write-ahead log), the rows written longer ago.
-     */
+    /** Deletes the rows published (without the relay, written) longer ago than {@code idempotency.outbox.retention}. */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnBooleanProperty(name = "idempotency.purge.enabled", matchIfMissing = true)
     static class Purge {

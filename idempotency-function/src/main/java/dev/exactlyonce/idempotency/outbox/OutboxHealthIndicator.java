@@ -8,13 +8,9 @@ import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.boot.health.contributor.Status;
 
 /**
- * The {@code outbox} health contributor: {@code DOWN} when this instance's relay thread is gone (restarting the
- * instance mends it); {@code PARKED} when rows are parked (their keys wait for an operator), {@code LAGGING} when the
- * oldest row of a key not parked has waited longer than {@code idempotency.outbox.relay.lag-bound}; {@code UP}
- * otherwise; with the backlog, and the destinations and routes the relay waits out, in its details. Parked rows and
- * the lag are the outbox's, shared by every instance: their statuses are of the outbox's own, which Spring Boot's
- * health leaves out of the aggregate and answers with 200, so that they never take every instance out of a load
- * balancer or a readiness check. Alert on them (the {@code idempotency.outbox.parked} and {@code .lag} gauges).
+ * The {@code outbox} health contributor: {@code DOWN} when this instance's relay thread is gone, {@code PARKED} or
+ * {@code LAGGING} for the outbox every instance shares (answered with 200, out of the aggregate, so that they never
+ * take every instance out of a load balancer), {@code UP} otherwise. See docs/outbox.md ("Health").
  */
 final class OutboxHealthIndicator implements HealthIndicator {
 

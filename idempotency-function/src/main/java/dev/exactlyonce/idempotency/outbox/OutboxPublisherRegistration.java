@@ -10,12 +10,9 @@ import org.springframework.beans.factory.InitializingBean;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * Checks at start-up that the outbox's schema has what its statements need besides its tables (on MariaDB, a row per
- * lock slot: {@link OutboxStatements#checkSchema}), and that the instances of a schema agree on who publishes its
- * outbox: the library's relay, or another process (Debezium). The first instance to start registers its choice in
- * {@code outbox_publisher}; one that disagrees refuses to start. Instances that disagreed would publish every row twice
- * (the relay and Debezium), or lose rows: an instance without the relay purges rows by age, published or not, and a
- * relay on another instance may not have published them yet.
+ * Checks at start-up that the outbox's schema has what its statements need ({@link OutboxStatements#checkSchema}), and
+ * that its instances agree on who publishes the outbox, registered in {@code outbox_publisher}. See docs/outbox.md
+ * ("Instances agree on who publishes").
  */
 final class OutboxPublisherRegistration implements InitializingBean {
 

@@ -11,10 +11,8 @@ import org.slf4j.LoggerFactory;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * Deletes the outbox rows published longer ago than the retention, and the keys first written before it (their lock
- * rows: a later write adds them again), in batches, one instance at a time (as {@code ProcessedEventPurge} does for
- * processed event ids). Rows not yet published are never deleted, however old,
- * unless the relay is off: another process (Debezium) publishes them, and nothing marks them.
+ * Deletes, in batches and one instance at a time, the outbox rows published longer ago than the retention, and the
+ * keys first written before it (a later write adds them again). Unpublished rows stay, unless the relay is off.
  */
 final class OutboxPurge {
 

@@ -192,7 +192,6 @@ final class OutboxSender {
         this.confirmations = List.copyOf(confirmations);
     }
 
-    /** The destinations, routes and keys held. */
     Holds holds() {
         return this.holds;
     }
@@ -218,10 +217,8 @@ final class OutboxSender {
     }
 
     /**
-     * Publishes the rows within {@code confirm-timeout} in all, each key's in order: a key's next row is sent once the
-     * previous one was confirmed (two channels do not keep each other's order), up to {@value #MAX_IN_FLIGHT} in
-     * flight. A key whose row is held ({@link Holds}) or whose earlier send has not returned waits; a refused row holds
-     * back its key's later rows in this run; an unanswered destination sends no further row.
+     * Publishes the rows within {@code confirm-timeout}, each key's in order: its next row once the previous one is
+     * confirmed (two channels do not keep each other's order). A held key, or one whose earlier send is out, waits.
      */
     Published publish(List<Row> rows) {
         long deadline = System.nanoTime() + this.confirmTimeout.toNanos();
@@ -268,14 +265,12 @@ final class OutboxSender {
         /** The sends submitted, each with its key if it waits for the broker. */
         private final Map<Future<?>, @Nullable String> sends = new LinkedHashMap<>();
 
-        /** The rows sent and not answered yet. */
         private final Set<Row> inFlight = new LinkedHashSet<>();
 
         private final List<UUID> confirmed;
 
         private final List<Refusal> refused = new ArrayList<>();
 
-        /** The destinations that confirmed a row in this run. */
         private final Set<String> confirming = new HashSet<>();
 
         /** The destinations a row of which went unanswered, and why: no further row of theirs is sent. */
@@ -290,7 +285,6 @@ final class OutboxSender {
         /** How many keys waited, their next row held, or their earlier send not returned. */
         private int waiting;
 
-        /** The rows in flight whose send waits for the broker. */
         private final Set<Row> waitingSends = new HashSet<>();
 
         /** Whether the run ended: outcomes that come after are late. */
@@ -364,8 +358,8 @@ final class OutboxSender {
         }
 
         /**
-         * Tells the run what became of a row, or keeps a late confirmation for the next run; a send that waited for the
-         * broker then lets its key go (after the confirmation is kept) and wakes the relay up.
+         * Tells the run what became of a row, or keeps a late confirmation; a send that waited for the broker then lets
+         * its key go (after the confirmation is kept) and wakes the relay up.
          */
         private void returned(Outcome outcome, @Nullable Object claim) {
             synchronized (this) {
@@ -430,9 +424,8 @@ final class OutboxSender {
          * Ends the publication: holds the destinations that answered nothing, weighs the failures that told nothing.
          *
          * @param givenUp why the rows still in flight were given up, or {@code null} when none is
-         * @param sendsGoOn whether those rows' sends go on ({@link #PATIENCE}): their keys wait for them, and their
-         *     destination is held only when it confirmed nothing in the last minute (a partition with no leader holds
-         *     up its own keys, not the destination's others)
+         * @param sendsGoOn whether those rows' sends go on ({@link #PATIENCE}): their keys wait, and their destination
+         *     is held only if it confirmed nothing in the last minute (a leaderless partition holds up its keys only)
          */
         Published end(@Nullable String givenUp, boolean sendsGoOn) {
             synchronized (this) {

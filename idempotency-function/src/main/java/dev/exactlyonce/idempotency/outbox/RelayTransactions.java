@@ -12,11 +12,9 @@ import org.springframework.jdbc.datasource.JdbcTransactionObjectSupport;
 import org.springframework.transaction.TransactionDefinition;
 
 /**
- * The relay's runs: transactions at READ COMMITTED whose session the server ends if it stays idle longer than the
- * limit inside one (a relay whose database connection went silent, or whose process is frozen), so that a relay that
- * cannot go on gives up its partitions' locks to the others within that time, on either database, and finds on its
- * return that its run can no longer mark what it published. The limit is lifted before the connection goes back to
- * the pool.
+ * The relay's runs: READ COMMITTED transactions whose session the server ends once idle inside one longer than the
+ * limit, so that a frozen relay gives up its partitions' locks. The limit is lifted before the connection goes back to
+ * the pool. See docs/outbox.md ("The relay").
  */
 final class RelayTransactions extends DataSourceTransactionManager {
 

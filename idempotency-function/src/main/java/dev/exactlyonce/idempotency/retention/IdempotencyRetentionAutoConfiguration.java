@@ -105,9 +105,7 @@ public class IdempotencyRetentionAutoConfiguration {
         }
     }
 
-    /**
-     * The purge, then the records of the events dead-lettered ({@link DeadLetterHorizon}), where the schema holds them.
-     */
+    /** The purge, then the dead letters' records ({@link DeadLetterHorizon}), where the schema holds them. */
     static Runnable withDeadLetters(
             Runnable purge, DataSource dataSource, IdempotencyProperties properties, IdempotencyMetrics metrics) {
         JdbcTemplate jdbc = new JdbcTemplate(dataSource);

@@ -5,10 +5,8 @@ import org.springframework.beans.factory.config.ConfigurableListableBeanFactory;
 import org.springframework.boot.sql.init.dependency.DatabaseInitializerDetector;
 
 /**
- * Tells Spring Boot that the library's migration ({@link IdempotencySchemaMigration}) initializes the database: it runs
- * after the service's Flyway migrations (its order comes after Flyway's detectors), and every bean that depends on
- * database initialization ({@code @DependsOnDatabaseInitialization}: the purge, the partitions) waits for it. Found by
- * bean name, so that a service without Flyway never loads a Flyway class.
+ * Tells Spring Boot that {@link IdempotencySchemaMigration} initializes the database, after the service's Flyway, and
+ * before the beans that depend on initialization. Found by bean name: a service without Flyway loads no Flyway class.
  */
 public class IdempotencyDatabaseInitializerDetector implements DatabaseInitializerDetector {
 

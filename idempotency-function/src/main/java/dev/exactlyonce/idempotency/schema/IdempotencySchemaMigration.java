@@ -12,10 +12,9 @@ import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * Migrates the library's tables with its own Flyway migrations, after the service's, with the service's Flyway
- * connection and schemas: a database initializer to Spring Boot ({@link IdempotencyDatabaseInitializerDetector}).
- * Each table name has a history table of its own ({@value #HISTORY_TABLE} for the default one): Flyway checksums a
- * migration before it substitutes the name, so one history shared by two names would count the second as migrated.
- * See docs/design.md, "How it works".
+ * connection and schemas ({@link IdempotencyDatabaseInitializerDetector}). Each table name has its own history
+ * ({@value #HISTORY_TABLE} for the default): Flyway checksums a migration before it substitutes the name, so a shared
+ * history would count the second name as migrated. See docs/design.md, "How it works".
  */
 final class IdempotencySchemaMigration implements InitializingBean {
 

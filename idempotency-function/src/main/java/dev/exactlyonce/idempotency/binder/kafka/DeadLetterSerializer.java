@@ -8,11 +8,9 @@ import org.apache.kafka.common.utils.Bytes;
 import org.jspecify.annotations.Nullable;
 
 /**
- * Writes a rejected record's key or value to the dead-letter topic as it came: the guard reads records natively, so
- * the binder hands the dead-letter producer what the consumer's deserializers made of them. Bytes (the binder's
- * default deserializer) go as they are; a {@code String} (a {@code StringDeserializer}) as UTF-8, the bytes it was read
- * from. Anything else cannot be written back without the service's own serializer, and fails saying which property to
- * set (start-up refuses the deserializers it knows of, see the library's Kafka dead-letter defaults).
+ * Writes a rejected record's key or value to the dead-letter topic as it came (the guard reads records natively): bytes
+ * as they are, a {@code String} as UTF-8. Anything else fails, saying which serializer to set. See docs/reference.md,
+ * "Swapping binders".
  */
 public final class DeadLetterSerializer implements Serializer<Object> {
 

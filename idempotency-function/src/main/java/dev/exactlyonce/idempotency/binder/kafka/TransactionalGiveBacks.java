@@ -24,17 +24,15 @@ import org.springframework.kafka.listener.MessageListenerContainer;
 import org.springframework.kafka.listener.SeekUtils;
 
 /**
- * The error handler of a guarded single-record binding on a transactional Kafka binder: it decides the give-backs in
- * the record's transaction, since the error channel hears of a failure only after {@code max-attempts} rollbacks.
+ * The error handler of a guarded single-record binding on a transactional Kafka binder, deciding give-backs in the
+ * record's transaction (the error channel hears of a failure only after {@code max-attempts} rollbacks):
  *
  * <ul>
  *   <li>an outage (or a delivery the library gave back) is tried again after a second, without limit;
  *   <li>a conflict, after {@code first-hold} doubling up to {@code longest-hold}, up to {@code max-give-backs} times;
- *   <li>any other failure is left to the binder's after-rollback processor ({@code max-attempts}, then dead letter).
+ *   <li>any other failure is left to the binder's after-rollback processor; a give-back ({@link GivenBack}) never is.
  * </ul>
- *
- * <p>A give-back ends the transaction with a {@link GivenBack}, which the after-rollback processor is not handed. See
- * docs/reference.md, "Swapping binders".
+ * <p>See docs/reference.md, "Swapping binders".
  */
 final class TransactionalGiveBacks implements CommonErrorHandler {
 

@@ -20,8 +20,7 @@ import org.springframework.cloud.stream.config.ListenerContainerCustomizer;
 import org.springframework.util.ErrorHandler;
 
 /**
- * What the library sets on the RabbitMQ binder's listener containers (the binder applies every
- * {@code ListenerContainerCustomizer} bean, the service's too):
+ * What the library sets on the RabbitMQ binder's listener containers:
  *
  * <ul>
  *   <li>a delivery given back to the broker (an outage, a conflict) is not logged at WARN with a stack trace;

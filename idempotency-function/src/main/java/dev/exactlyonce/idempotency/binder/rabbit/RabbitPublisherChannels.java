@@ -12,11 +12,9 @@ import org.springframework.amqp.rabbit.connection.PublisherCallbackChannelFactor
 import org.springframework.amqp.rabbit.connection.PublisherCallbackChannelImpl;
 
 /**
- * Publisher channels whose nacks say why the broker closed the channel, every time. Spring AMQP nacks a closed
- * channel's pending confirms twice, with the broker's reason and with {@code Channel closed by application}, either
- * first; these nack with the close's own reason both times, so that the relay tells a refused row from a lost
- * connection. Set on the publisher factory of the outbox binder's caching connection factory, the service's other
- * publishers there included. See docs/outbox.md ("A row the broker refuses").
+ * Publisher channels whose nacks always say why the broker closed the channel, so that the relay tells a refused row
+ * from a lost connection. Spring AMQP nacks a closed channel's pending confirms twice, either reason first. See
+ * docs/outbox.md ("A row the broker refuses").
  */
 final class RabbitPublisherChannels {
 
@@ -24,10 +22,7 @@ final class RabbitPublisherChannels {
 
     private RabbitPublisherChannels() {}
 
-    /**
-     * Sets these channels on the factory the binder publishes with: the factory's publisher factory, or the factory
-     * itself when it has none. Its consumers' channels are left as they were.
-     */
+    /** Sets these channels on the factory's publisher factory, or on the factory when it has none; not on consumers. */
     public static void install(ConnectionFactory factory) {
         ConnectionFactory publishing =
                 factory.getPublisherConnectionFactory() != null ? factory.getPublisherConnectionFactory() : factory;
@@ -42,10 +37,7 @@ final class RabbitPublisherChannels {
             super(delegate, executor);
         }
 
-        /**
-         * Closes the channel, unless it was closed already (by the broker, or with its connection), and nacks what is
-         * pending with why the channel closed, as the channel's shutdown does: whichever of the two runs first.
-         */
+        /** Closes the channel, unless closed already, and nacks what is pending with why the channel closed. */
         @Override
         public void close() throws IOException, TimeoutException {
             try {
