@@ -156,27 +156,37 @@ final class FailedBatchSplitter implements ChannelInterceptor {
     private @Nullable Throwable attempt(Message<Object> single, int attempts) {
         RetryPolicy policy = RetryPolicy.builder()
                 .maxRetries(attempts - 1L)
-                .delay(Duration.ofMillis(this.consumer.getBackOffInitialInterval()))
-                .multiplier(this.consumer.getBackOffMultiplier())
-                .maxDelay(Duration.ofMillis(this.consumer.getBackOffMaxInterval()))
-                .predicate(this::isRetryable)
+                .delay(Duration.ofMillis(Math.max(0, this.consumer.getBackOffInitialInterval())))
+                .multiplier(Math.max(1.0, this.consumer.getBackOffMultiplier()))
+                .maxDelay(Duration.ofMillis(Math.max(1, this.consumer.getBackOffMaxInterval())))
+                .predicate(failure -> !(failure instanceof GivenBack) && isRetryable(failure))
                 .build();
+        AtomicInteger made = new AtomicInteger();
         try {
-            new RetryTemplate(policy).execute(() -> sendOnce(single));
+            new RetryTemplate(policy).execute(() -> {
+                made.incrementAndGet();
+                return sendOnce(single);
+            });
             return null;
         } catch (RetryException ex) {
-            if (Thread.currentThread().isInterrupted()) {
+            Throwable failure = ex.getLastException();
+            if (failure instanceof GivenBack givenBack) {
+                throw givenBack.getCause();
+            }
+            if (made.get() < attempts
+                    && isRetryable(failure)
+                    && Thread.currentThread().isInterrupted()) {
+                // The back-off before the next attempt was interrupted: the service stops.
                 throw new IdempotencyException("Interrupted while processing a failed batch one message at a time", ex);
             }
-            Throwable failure = ex.getLastException();
             PartlyFailedBatch rejected = Failures.find(failure, PartlyFailedBatch.class);
             return rejected != null ? rejected.failures().values().iterator().next() : Failures.real(failure);
         }
     }
 
     /**
-     * Delivers the message once; an outage holds it and tries it again in place, or (throws) gives the batch back, to
-     * come again once the dependency is there.
+     * Delivers the message once; an outage holds it and tries it again in place, or gives the whole batch back (a
+     * {@link GivenBack}, which no retry takes), to come again once the dependency is there.
      */
     private @Nullable Void sendOnce(Message<Object> single) throws Throwable {
         try {
@@ -185,12 +195,30 @@ final class FailedBatchSplitter implements ChannelInterceptor {
             if (!this.outage.isOutage(ex)) {
                 throw ex;
             }
-            Message<?> after = this.giveBack.preSend(new ErrorMessage(ex), this.input);
+            Message<?> after;
+            try {
+                after = this.giveBack.preSend(new ErrorMessage(ex), this.input);
+            } catch (RuntimeException givenBack) {
+                throw new GivenBack(givenBack);
+            }
             if (!OutageGiveBack.isSettled(after)) {
                 throw (Throwable) after.getPayload();
             }
         }
         return null;
+    }
+
+    /** The batch given back to the broker during an outage, out of the retry of one of its messages. */
+    private static final class GivenBack extends RuntimeException {
+
+        GivenBack(RuntimeException givenBack) {
+            super(givenBack);
+        }
+
+        @Override
+        public synchronized RuntimeException getCause() {
+            return (RuntimeException) super.getCause();
+        }
     }
 
     /** As the binder's retry classifies it: by the binding's {@code retryable-exceptions}, causes included. */
