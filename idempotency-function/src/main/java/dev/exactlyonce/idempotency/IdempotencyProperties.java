@@ -216,8 +216,8 @@ public record IdempotencyProperties(
      *
      * @param maxSize The largest message body read. Keep it at or under the broker's own bound, which bounds what a
      *     consumer holds in memory.
-     * @param maxDecimalDigits The most digits, and the largest exponent, of a decimal mapped to a BigDecimal or Number
-     *     field. Elsewhere in the body a JSON number's exponent may reach ten times this.
+     * @param maxDecimalDigits The most digits of a JSON number anywhere in the body, and the largest exponent of one
+     *     mapped to a BigDecimal or Number field. Elsewhere in the body an exponent may reach ten times this.
      */
     public record Payload(
             @DefaultValue("4MB") DataSize maxSize,
@@ -240,7 +240,8 @@ public record IdempotencyProperties(
      * What the guarded bindings do with a message that conflicted with another transaction, under
      * {@code idempotency.conflicts}: held, tried again, then given back. See docs/operations.md, "Runbook".
      *
-     * @param maxGiveBacks How many times a message is given back so. After that it fails as any message does.
+     * @param maxGiveBacks How many times a message that conflicted is held and tried again. After that it fails as any
+     *     message does.
      * @param firstHold The first hold before a message that conflicted is tried again; it doubles each time.
      * @param longestHold The longest hold before a message that conflicted is tried again.
      */

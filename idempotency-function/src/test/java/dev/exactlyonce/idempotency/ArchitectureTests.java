@@ -19,8 +19,8 @@ import org.junit.jupiter.params.provider.ValueSource;
 /**
  * The library's layout as rules on its compiled classes (see the map of packages in {@code docs/design.md}): a
  * broker's API is used only in its binder's package, and nothing else uses a binder's package, which the library
- * picks by the binder a binding uses; the feature packages do not depend on each other in a cycle; the envelope
- * depends on nothing of the library.
+ * picks by the binder a binding uses; the packages, the root included, do not depend on each other in a cycle; the
+ * root depends on the envelope only, and the envelope on nothing of the library.
  */
 class ArchitectureTests {
 

@@ -27,8 +27,8 @@ public final class ConflictHolds {
     };
 
     public ConflictHolds(IdempotencyProperties.Conflicts settings) {
-        this.holds = new ExponentialBackOff(settings.firstHold().toMillis(), 2);
-        this.holds.setMaxInterval(settings.longestHold().toMillis());
+        this.holds = new ExponentialBackOff(Math.max(1, settings.firstHold().toMillis()), 2);
+        this.holds.setMaxInterval(Math.max(1, settings.longestHold().toMillis()));
         this.holds.setMaxAttempts(settings.maxGiveBacks());
     }
 

@@ -292,7 +292,8 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                 intervals = probeIntervals(
                         soonAfterTheLast ? this.lastInterval : this.settings.probeInitialInterval(), this.settings);
                 if (soonAfterTheLast) {
-                    // Past the interval the last halt reached.
+                    // A halt within probe-max-interval of the last resume: a dependency other than the database is
+                    // likely still down, so the probe goes on past the interval the last halt reached.
                     intervals.nextBackOff();
                 }
                 firstInterval = Duration.ofMillis(intervals.nextBackOff());
@@ -609,7 +610,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
 
     /** The probe's intervals: {@code first}, then twice as long each time, up to {@code probe-max-interval}. */
     static BackOffExecution probeIntervals(Duration first, IdempotencyProperties.Outage settings) {
-        ExponentialBackOff intervals = new ExponentialBackOff(first.toMillis(), 2);
+        ExponentialBackOff intervals = new ExponentialBackOff(Math.max(1, first.toMillis()), 2);
         intervals.setMaxInterval(settings.probeMaxInterval().toMillis());
         return intervals.start();
     }
