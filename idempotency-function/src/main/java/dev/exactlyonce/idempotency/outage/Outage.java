@@ -271,11 +271,11 @@ public final class Outage implements SmartLifecycle, DisposableBean {
             // A message given back after its hold ran out: nothing new about the database.
             return;
         }
-        BackOffExecution intervals = null;
+        // Set when this failure begins a halt.
+        @Nullable BackOffExecution intervals = null;
         Duration firstInterval = Duration.ZERO;
         Instant countedFrom = Instant.EPOCH;
         boolean trialFailedNow = false;
-        boolean halts = false;
         synchronized (this.lock) {
             if (this.trial) {
                 trialFailedNow = !this.trialFailed;
@@ -283,7 +283,6 @@ public final class Outage implements SmartLifecycle, DisposableBean {
                 this.trialFailure = failure;
                 this.lock.notifyAll();
             } else if (this.halt == null && !this.stopped) {
-                halts = true;
                 Instant now = Instant.now();
                 this.halt = new Halt(now, describe(failure));
                 this.lastReported = System.nanoTime();
@@ -305,7 +304,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         if (trialFailedNow) {
             this.metrics.trialFailed();
         }
-        if (!halts || intervals == null) {
+        if (intervals == null) {
             return;
         }
         logger.warn(
