@@ -14,6 +14,7 @@ import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.TcpProxy;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
+import java.io.IOException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.LinkedHashMap;
@@ -102,9 +103,10 @@ class OutboxThroughBrokerOutagesOnRabbitIT {
         registry.add("spring.rabbitmq.host", () -> "127.0.0.1");
         registry.add("spring.rabbitmq.port", brokerProxy::port);
         registry.add("idempotency.outbox.destination", () -> OUTPUT);
-        // The exchange is the broker's, as in a deployment: a relay allowed to declare it may declare it again while
-        // it is missing (seen with holds of 2 s), and what it published then would be routed to no queue.
-        registry.add("spring.cloud.stream.rabbit.bindings." + OUTPUT + ".producer.declare-exchange", () -> "false");
+        // The exchange is the broker's, as in a deployment: a relay allowed to declare it declares it again while it
+        // is missing, on its next connection, and what it published then would be routed to no queue. The binding's
+        // name holds dots: in brackets, it is one key of the map, not a path into it.
+        registry.add("spring.cloud.stream.rabbit.bindings[" + OUTPUT + "].producer.declare-exchange", () -> "false");
     }
 
     @BeforeAll
@@ -171,15 +173,21 @@ class OutboxThroughBrokerOutagesOnRabbitIT {
             channel.exchangeDelete(OUTPUT);
         }
         emit(EVENT, "missing-exchange", 200, 2);
-        assertNothingParkedFor(OUTAGE);
-        try (Channel channel = consumer.createChannel()) {
-            // Declared with its queue's binding after it: what reaches it in between goes on to its alternate
-            // exchange, and the consumer. None is lost here, whatever the timing.
-            channel.exchangeDeclare(OUTPUT, "topic", true, false, Map.of("alternate-exchange", UNROUTED));
-            channel.queueBind(EMITTED, OUTPUT, "#");
-        }
-
         try {
+            // The relay's connections dropped meanwhile (a node restarted with the deployment): it connects again
+            // while the exchange is missing, and a relay that declared it would declare it again then.
+            brokerProxy.cut();
+            brokerProxy.restore();
+            assertNothingParkedFor(OUTAGE);
+            assertThat(exchangeExists(OUTPUT))
+                    .as("the exchange, declared by no one while it was missing (the relay declares none)")
+                    .isFalse();
+            try (Channel channel = consumer.createChannel()) {
+                // Declared with its queue's binding after it: what reaches it in between goes on to its alternate
+                // exchange, and the consumer. None is lost here, whatever the timing.
+                channel.exchangeDeclare(OUTPUT, "topic", true, false, Map.of("alternate-exchange", UNROUTED));
+                channel.queueBind(EMITTED, OUTPUT, "#");
+            }
             assertEveryEventPublishedInOrderWithoutAnAttempt();
         } finally {
             // As the other tests expect it, declared as the binder declares it: nothing is published meanwhile.
@@ -276,6 +284,16 @@ class OutboxThroughBrokerOutagesOnRabbitIT {
                 (key, ids) -> assertThat(arrived.stream().filter(ids::contains).toList())
                         .as("the events of key %s, first arrivals, in the order written", key)
                         .containsExactlyElementsOf(ids));
+    }
+
+    private static boolean exchangeExists(String exchange) throws Exception {
+        try (Channel channel = consumer.createChannel()) {
+            channel.exchangeDeclarePassive(exchange);
+            return true;
+        } catch (IOException ex) {
+            // The broker closed the channel: 404, no such exchange.
+            return false;
+        }
     }
 
     private int unpublished() {

@@ -218,15 +218,18 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
     }
 
     /**
-     * Failures of the connection, and Spring AMQP's refusals of a send on a channel the broker closed for an earlier
-     * publication: a plain {@link AmqpException} ("... is closed"), an {@link IllegalArgumentException} ("Listener not
-     * registered"), or the client's {@link ClassCastException} on a reused channel number (spring-amqp#1337).
+     * Failures of the connection, and what Spring AMQP throws when the broker closed the channel under a send (for an
+     * earlier publication): a plain {@link AmqpException} ("... is closed"), or a runtime exception from its template
+     * or channel cache ("Listener not registered", a {@link NullPointerException} on the closed channel's target) or
+     * the client's {@link ClassCastException} on a reused channel number (spring-amqp#1337). The row's own content is
+     * refused by the broker (406) or the client's frame writer, never there.
      */
     private static final Predicate<Throwable> BROKER_CONDITIONS = failure -> failure instanceof AmqpConnectException
             || (failure.getClass() == AmqpException.class
                     && String.valueOf(failure.getMessage()).endsWith("is closed"))
-            || (failure instanceof IllegalArgumentException
-                    && String.valueOf(failure.getMessage()).startsWith("Listener not registered"))
+            || (failure instanceof RuntimeException
+                    && !(failure instanceof AmqpException)
+                    && thrownBy(failure, "org.springframework.amqp.rabbit."))
             || failure instanceof AmqpIOException
             || failure instanceof AmqpTimeoutException
             || failure instanceof AmqpAuthenticationException
@@ -234,10 +237,18 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
             || failure instanceof ShutdownSignalException
             || failure instanceof IOException
             || failure instanceof TimeoutException
-            || (failure instanceof ClassCastException && thrownByTheClient(failure));
+            || (failure instanceof ClassCastException && thrownBy(failure, "com.rabbitmq.client."));
 
-    private static boolean thrownByTheClient(Throwable failure) {
-        StackTraceElement[] trace = failure.getStackTrace();
-        return trace.length > 0 && trace[0].getClassName().startsWith("com.rabbitmq.client.");
+    /** Whether the first frame of the failure outside the JDK and Spring's assertions is in that package. */
+    private static boolean thrownBy(Throwable failure, String packagePrefix) {
+        for (StackTraceElement frame : failure.getStackTrace()) {
+            String type = frame.getClassName();
+            if (!type.startsWith("java.")
+                    && !type.startsWith("jdk.")
+                    && !type.startsWith("org.springframework.util.")) {
+                return type.startsWith(packagePrefix);
+            }
+        }
+        return false;
     }
 }
