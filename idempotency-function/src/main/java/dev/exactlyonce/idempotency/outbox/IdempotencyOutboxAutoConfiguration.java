@@ -26,6 +26,7 @@ import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.StreamBridge;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.env.Environment;
 import org.springframework.transaction.ConfigurableTransactionManager;
 
 /**
@@ -85,6 +86,7 @@ public class IdempotencyOutboxAutoConfiguration {
                 BindingServiceProperties bindings,
                 BindingService bindingService,
                 EnvelopeCodec codec,
+                Environment environment,
                 OutboxProperties properties,
                 ObjectProvider<PublishConfirmation> confirmations,
                 ObjectProvider<IdempotencyMetrics> metrics) {
@@ -96,6 +98,7 @@ public class IdempotencyOutboxAutoConfiguration {
                             bindings,
                             bindingService,
                             codec,
+                            environment,
                             properties.relay().confirmTimeout(),
                             properties.relay().longestHold(),
                             confirmations.orderedStream().toList()),

@@ -38,6 +38,7 @@ import org.springframework.cloud.stream.binder.ExtendedPropertiesBinder;
 import org.springframework.cloud.stream.binding.BindingService;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.StreamBridge;
+import org.springframework.core.env.Environment;
 import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.MessageHeaders;
 import org.springframework.messaging.support.MessageBuilder;
@@ -145,6 +146,9 @@ final class OutboxSender {
 
     private final EnvelopeCodec codec;
 
+    /** Where the destinations' binding settings come from: one with dots must be set in brackets. */
+    private final Environment environment;
+
     private final Duration confirmTimeout;
 
     /** The binders' confirmations, one per binder the library knows. */
@@ -179,6 +183,7 @@ final class OutboxSender {
             BindingServiceProperties bindings,
             BindingService bindingService,
             EnvelopeCodec codec,
+            Environment environment,
             Duration confirmTimeout,
             Duration longestHold,
             List<PublishConfirmation> confirmations) {
@@ -187,6 +192,7 @@ final class OutboxSender {
         this.bindings = bindings;
         this.bindingService = bindingService;
         this.codec = codec;
+        this.environment = environment;
         this.confirmTimeout = confirmTimeout;
         this.holds = new Holds(longestHold);
         this.confirmations = List.copyOf(confirmations);
@@ -586,6 +592,7 @@ final class OutboxSender {
      * says how it confirms. A binding of that name the service bound before, without them, refuses start-up.
      */
     private PublishConfirmation prepare(String destination) {
+        UnbracketedBindingSettings.refuse(this.environment, destination);
         Binder<?, ?, ?> binder =
                 this.binderFactory.getBinder(this.bindings.getBinder(destination), MessageChannel.class);
         if (!(binder instanceof ExtendedPropertiesBinder<?, ?, ?> extended)) {

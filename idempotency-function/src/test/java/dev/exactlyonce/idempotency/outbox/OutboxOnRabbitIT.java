@@ -67,6 +67,7 @@ import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.StreamBridge;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
+import org.springframework.core.env.StandardEnvironment;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
@@ -921,6 +922,7 @@ class OutboxOnRabbitIT {
                         this.bindings,
                         this.bindingService,
                         CODEC,
+                        new StandardEnvironment(),
                         Duration.ofSeconds(30),
                         Duration.ofSeconds(30),
                         this.confirmations),

@@ -23,7 +23,8 @@ import org.springframework.transaction.support.TransactionTemplate;
 /**
  * What the outbox's relay refuses at start-up, on a real RabbitMQ and PostgreSQL: a relay that would publish without
  * the broker's confirms would mark nothing published, and publish every row again on every run. A binding the service
- * named like the relay's destination does not replace the relay's own publisher.
+ * named like the relay's destination does not replace the relay's own publisher. Settings of a destination with dots
+ * written without brackets, which Spring Boot would give another binding, refuse start-up.
  */
 class OutboxStartupOnRabbitIT {
 
@@ -55,6 +56,29 @@ class OutboxStartupOnRabbitIT {
                 .isInstanceOf(StartupRefusal.class)
                 .hasMessageContaining("spring.rabbitmq.publisher-confirm-type: correlated")
                 .hasMessageContaining("idempotency.outbox.relay.enabled: false");
+    }
+
+    /**
+     * The destination's name has dots (it ends with the run's id): written without brackets, Spring Boot binds the
+     * setting to a binding named after its first part, and the relay would declare the exchange it was told not to.
+     */
+    @Test
+    void settingsOfADestinationWithDotsWrittenWithoutBracketsRefuseToStart() {
+        Throwable failure = Deployment.of(Service.class)
+                .on(database)
+                .on(rabbit)
+                .with(
+                        "spring.cloud.stream.default-binder=rabbit",
+                        "spring.cloud.function.definition=",
+                        "idempotency.outbox.destination=" + EXCHANGE,
+                        "spring.cloud.stream.rabbit.bindings." + EXCHANGE + ".producer.declare-exchange=false")
+                .startupFailure();
+
+        assertThat(failure)
+                .isInstanceOf(StartupRefusal.class)
+                .hasMessageContaining("spring.cloud.stream.rabbit.bindings." + EXCHANGE + ".producer.declare-exchange")
+                .hasMessageContaining(
+                        "spring.cloud.stream.rabbit.bindings[" + EXCHANGE + "].producer.declare-exchange");
     }
 
     @Test
