@@ -1,5 +1,6 @@
 package dev.exactlyonce.idempotency;
 
+import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import org.springframework.util.Assert;
 
 /**
@@ -9,7 +10,8 @@ import org.springframework.util.Assert;
  * never before; every publication of it carries that id.
  *
  * @param name the event's name, such as {@code stock.stock.reserved.v1}: the {@code event_name} of its envelope and
- *     the routing key it is published with
+ *     the routing key it is published with; a letter or digit, then letters, digits, {@code .}, {@code -} and
+ *     {@code _}, 255 in all ({@link EventEnvelope#isEventName}), or the constructor refuses it
  * @param key what the event is about (the aggregate's id, such as the order id): events of one key are published in
  *     the order they were written; on Kafka, the record's key
  * @param payload the event's own fields, written as a JSON object
@@ -18,6 +20,11 @@ public record OutgoingEvent(String name, String key, Object payload) {
 
     public OutgoingEvent {
         Assert.hasText(name, "An outgoing event needs a name");
+        Assert.isTrue(
+                EventEnvelope.isEventName(name),
+                () -> ("An outgoing event's name holds a letter or digit, then letters, digits, '.', '-' and '_', 255"
+                                + " in all: every consumer guarded by this library dead-letters '%s' (INVALID_EVENT_NAME)")
+                        .formatted(LogSafe.of(name)));
         Assert.hasText(key, "An outgoing event needs a key (the id of what it is about)");
         Assert.notNull(payload, "An outgoing event needs a payload");
     }

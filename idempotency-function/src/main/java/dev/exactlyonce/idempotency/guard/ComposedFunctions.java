@@ -2,6 +2,7 @@ package dev.exactlyonce.idempotency.guard;
 
 import dev.exactlyonce.idempotency.OutgoingEvent;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import dev.exactlyonce.idempotency.internal.UnbracketedBindingSettings;
 import java.lang.reflect.Type;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
@@ -12,6 +13,7 @@ import org.springframework.cloud.function.context.catalog.SimpleFunctionRegistry
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
 import org.springframework.core.ResolvableType;
+import org.springframework.core.env.Environment;
 import org.springframework.util.ClassUtils;
 
 /**
@@ -96,7 +98,10 @@ final class ComposedFunctions {
                             + " emits with Outbox.emit");
         }
         String outputBinding = bindable.getOutputs().iterator().next();
-        return this.bindings.getBindingDestination(outputBinding);
+        String destination = this.bindings.getBindingDestination(outputBinding);
+        // The relay publishes the events through a binding of the destination's name: refused now, not at the first.
+        UnbracketedBindingSettings.refuse(this.beanFactory.getBean(Environment.class), destination);
+        return destination;
     }
 
     private boolean isConsumer(String functionName) {

@@ -33,8 +33,6 @@ final class EventReader {
     static final String AMQP_MESSAGE_ID = "amqp_messageId";
 
     /** The longest event name: it goes into log lines, the MDC and meters' tags. */
-    private static final int NAME_MAX_LENGTH = 255;
-
     /**
      * The prefixes of CloudEvents attributes in binary mode: Kafka's, HTTP's, AMQP's (two spellings). Not read with
      * Spring Cloud Function's {@code CloudEventMessageUtils} (5.0), which reads String header values only, not Kafka's.
@@ -93,7 +91,7 @@ final class EventReader {
             Map<String, List<String>> routeNames,
             Supplier<@Nullable String> routeOf,
             BooleanSupplier movedBack) {
-        if (!isEventName(event.eventName())) {
+        if (!EventEnvelope.isEventName(event.eventName())) {
             throw new RejectedMessageException(
                     Reason.INVALID_EVENT_NAME,
                     event.eventId(),
@@ -131,25 +129,6 @@ final class EventReader {
             }
         }
         return event;
-    }
-
-    /**
-     * Whether it is a name fit for log lines, the MDC and meters' tags: a letter or digit, then letters, digits,
-     * {@code .}, {@code _} and {@code -}, 255 in all. Checked by hand, not by a regular expression: every message is.
-     */
-    static boolean isEventName(String name) {
-        int length = name.length();
-        if (length == 0 || length > NAME_MAX_LENGTH) {
-            return false;
-        }
-        for (int i = 0; i < length; i++) {
-            char c = name.charAt(i);
-            boolean letterOrDigit = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-            if (!letterOrDigit && (i == 0 || (c != '.' && c != '_' && c != '-'))) {
-                return false;
-            }
-        }
-        return true;
     }
 
     private IncomingEvent readEvent(MessageHeaders headers, byte[] body, @Nullable EventRoutes routes) {

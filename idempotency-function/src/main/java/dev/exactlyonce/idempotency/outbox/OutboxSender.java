@@ -5,6 +5,7 @@ import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.EventHeaders;
 import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
+import dev.exactlyonce.idempotency.internal.UnbracketedBindingSettings;
 import dev.exactlyonce.idempotency.outbox.PublishConfirmation.Answer;
 import dev.exactlyonce.idempotency.outbox.PublishConfirmation.Verdict;
 import java.time.Duration;
@@ -577,7 +578,11 @@ final class OutboxSender {
             // An Error here (a class missing, a heap exhausted by this row's payload) fails this row only, rather than
             // ending the relay: parked if it keeps failing while other rows go through.
             String failure = "could not publish event %s to %s: %s".formatted(row.id(), row.destination(), ex);
-            Verdict verdict = interrupted(ex) ? Verdict.UNANSWERED : confirmation.failed(ex);
+            // A destination its settings refuse (written for the service's first publication there) holds its route:
+            // the row is not at fault, and goes once the settings are mended.
+            Verdict verdict = interrupted(ex)
+                    ? Verdict.UNANSWERED
+                    : ex instanceof StartupRefusal ? Verdict.ROUTE_REFUSED : confirmation.failed(ex);
             return CompletableFuture.completedFuture(new Outcome(row, failure, verdict));
         }
     }

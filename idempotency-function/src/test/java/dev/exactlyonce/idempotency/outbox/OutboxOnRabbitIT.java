@@ -1,6 +1,7 @@
 package dev.exactlyonce.idempotency.outbox;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatIllegalArgumentException;
 import static org.assertj.core.api.Assertions.assertThatIllegalStateException;
 import static org.awaitility.Awaitility.await;
 
@@ -52,6 +53,8 @@ import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.amqp.rabbit.connection.CachingConnectionFactory;
 import org.springframework.beans.factory.annotation.Autowired;
 import org.springframework.beans.factory.annotation.Qualifier;
@@ -438,6 +441,24 @@ class OutboxOnRabbitIT {
                         Integer.class,
                         event.payload().thingId()))
                 .isEqualTo(1);
+    }
+
+    /**
+     * A name the guard of every consumer dead-letters (INVALID_EVENT_NAME), or one longer than RabbitMQ's routing keys,
+     * which the relay could never publish, is refused to the caller as it emits: nothing of it is written.
+     */
+    @ParameterizedTest
+    @ValueSource(strings = {"audit thing", "audit.thing\nforged log line", ".audit", "LONGER_THAN_255"})
+    void anEventNameNoConsumerWouldTakeIsRefusedAsItIsEmitted(String name) {
+        String eventName = name.equals("LONGER_THAN_255") ? "x".repeat(256) : name;
+        assertThatIllegalArgumentException()
+                .isThrownBy(() -> this.transactions.executeWithoutResult(
+                        status -> this.outbox.emit(eventName, "invalid-name", Map.of("n", 1))))
+                .withMessageContaining("INVALID_EVENT_NAME");
+
+        assertThat(this.jdbcTemplate.queryForObject(
+                        "SELECT count(*) FROM outbox_event WHERE aggregateid = 'invalid-name'", Integer.class))
+                .isZero();
     }
 
     @Test

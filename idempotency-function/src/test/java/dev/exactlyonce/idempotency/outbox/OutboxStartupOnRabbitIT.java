@@ -4,6 +4,8 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import dev.exactlyonce.idempotency.Deployment;
+import dev.exactlyonce.idempotency.OutgoingEvent;
+import dev.exactlyonce.idempotency.ThingHappened;
 import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
@@ -11,11 +13,13 @@ import dev.exactlyonce.idempotency.test.TestRabbit;
 import java.time.Duration;
 import java.util.Map;
 import java.util.UUID;
+import java.util.function.Function;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.context.ConfigurableApplicationContext;
+import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.transaction.support.TransactionTemplate;
@@ -32,6 +36,18 @@ class OutboxStartupOnRabbitIT {
     @Configuration(proxyBeanMethods = false)
     @EnableAutoConfiguration
     static class Service {}
+
+    /** A service whose guarded function returns the events it emits. */
+    @Configuration(proxyBeanMethods = false)
+    @EnableAutoConfiguration
+    static class EmittingService {
+
+        @Bean
+        Function<ThingHappened, OutgoingEvent> noticeThing() {
+            return thing ->
+                    new OutgoingEvent("test.thing.noticed.v1", thing.thingId().toString(), Map.of());
+        }
+    }
 
     private static final TestRabbit rabbit = TestRabbit.broker();
 
@@ -79,6 +95,30 @@ class OutboxStartupOnRabbitIT {
                 .hasMessageContaining("spring.cloud.stream.rabbit.bindings." + EXCHANGE + ".producer.declare-exchange")
                 .hasMessageContaining(
                         "spring.cloud.stream.rabbit.bindings[" + EXCHANGE + "].producer.declare-exchange");
+    }
+
+    /** The same, where the destination is a guarded function's output: refused as the guard is installed. */
+    @Test
+    void settingsOfAGuardedFunctionsOutputDestinationWithDotsWrittenWithoutBracketsRefuseToStart() {
+        Throwable failure = Deployment.of(EmittingService.class)
+                .on(database)
+                .on(rabbit)
+                .with(
+                        "spring.cloud.stream.default-binder=rabbit",
+                        "spring.cloud.function.definition=idempotencyGuard|noticeThing",
+                        "spring.cloud.stream.bindings.idempotencyGuardnoticeThing-in-0.destination="
+                                + rabbit.uniqueName("outbox-startup-in"),
+                        "spring.cloud.stream.bindings.idempotencyGuardnoticeThing-in-0.group=things",
+                        "spring.cloud.stream.bindings.idempotencyGuardnoticeThing-out-0.destination=" + EXCHANGE,
+                        "spring.cloud.stream.rabbit.bindings." + EXCHANGE + ".producer.routing-key-expression='x'")
+                .startupFailure();
+
+        assertThat(failure)
+                .isInstanceOf(StartupRefusal.class)
+                .hasMessageContaining(
+                        "spring.cloud.stream.rabbit.bindings." + EXCHANGE + ".producer.routing-key-expression")
+                .hasMessageContaining(
+                        "spring.cloud.stream.rabbit.bindings[" + EXCHANGE + "].producer.routing-key-expression");
     }
 
     @Test

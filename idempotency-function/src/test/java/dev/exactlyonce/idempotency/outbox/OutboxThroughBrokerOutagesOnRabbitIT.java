@@ -8,6 +8,7 @@ import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.DefaultConsumer;
 import com.rabbitmq.client.Envelope;
+import com.rabbitmq.client.ShutdownSignalException;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.OutgoingEvent;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
@@ -176,9 +177,13 @@ class OutboxThroughBrokerOutagesOnRabbitIT {
         try {
             // The relay's connections dropped meanwhile (a node restarted with the deployment): it connects again
             // while the exchange is missing, and a relay that declared it would declare it again then.
+            int connections = brokerProxy.connections();
             brokerProxy.cut();
             brokerProxy.restore();
             assertNothingParkedFor(OUTAGE);
+            assertThat(brokerProxy.connections())
+                    .as("connections the relay opened again while the exchange was missing")
+                    .isGreaterThan(connections);
             assertThat(exchangeExists(OUTPUT))
                     .as("the exchange, declared by no one while it was missing (the relay declares none)")
                     .isFalse();
@@ -291,8 +296,12 @@ class OutboxThroughBrokerOutagesOnRabbitIT {
             channel.exchangeDeclarePassive(exchange);
             return true;
         } catch (IOException ex) {
-            // The broker closed the channel: 404, no such exchange.
-            return false;
+            if (ex.getCause() instanceof ShutdownSignalException closed
+                    && closed.getReason() instanceof AMQP.Channel.Close close
+                    && close.getReplyCode() == AMQP.NOT_FOUND) {
+                return false;
+            }
+            throw ex;
         }
     }
 

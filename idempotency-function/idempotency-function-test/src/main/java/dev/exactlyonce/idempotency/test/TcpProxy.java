@@ -12,6 +12,7 @@ import java.net.Socket;
 import java.time.Duration;
 import java.util.Set;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.locks.LockSupport;
 import org.jspecify.annotations.Nullable;
 import org.slf4j.Logger;
@@ -43,6 +44,9 @@ public final class TcpProxy implements AutoCloseable {
 
     private final Object frozenLock = new Object();
 
+    /** The connections let through since the proxy was made. */
+    private final AtomicInteger connections = new AtomicInteger();
+
     /** Run as each connection is accepted, before it is registered: a test's way into that moment. */
     volatile Runnable accepted = () -> {};
 
@@ -64,6 +68,11 @@ public final class TcpProxy implements AutoCloseable {
     /** The local port the service connects to. */
     public int port() {
         return this.port;
+    }
+
+    /** How many connections the proxy let through since it was made: a service that connected again made one more. */
+    public int connections() {
+        return this.connections.get();
     }
 
     /** Closes every connection through the proxy and refuses new ones. */
@@ -190,6 +199,7 @@ public final class TcpProxy implements AutoCloseable {
         }
         this.sockets.add(client);
         this.sockets.add(upstream);
+        this.connections.incrementAndGet();
         return true;
     }
 

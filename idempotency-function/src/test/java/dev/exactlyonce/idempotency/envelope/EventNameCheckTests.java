@@ -1,4 +1,4 @@
-package dev.exactlyonce.idempotency.guard;
+package dev.exactlyonce.idempotency.envelope;
 
 import static org.assertj.core.api.Assertions.assertThat;
 
@@ -11,21 +11,21 @@ class EventNameCheckTests {
     @ParameterizedTest
     @ValueSource(strings = {"a", "7", "order.order.placed.v1", "Stock-Reserved_v2", "a..b", "a-"})
     void lettersAndDigitsThenDotsDashesAndUnderscoresAreANameUpTo255(String name) {
-        assertThat(EventReader.isEventName(name)).isTrue();
-        assertThat(EventReader.isEventName(name + "x".repeat(255 - name.length())))
+        assertThat(EventEnvelope.isEventName(name)).isTrue();
+        assertThat(EventEnvelope.isEventName(name + "x".repeat(255 - name.length())))
                 .isTrue();
     }
 
     @ParameterizedTest
     @ValueSource(strings = {"", ".a", "-a", "_a", "a b", "a\nb", "a/b", "é", "a\u0000", "order.placed${jndi}"})
     void anythingElseIsNot(String name) {
-        assertThat(EventReader.isEventName(name)).isFalse();
+        assertThat(EventEnvelope.isEventName(name)).isFalse();
     }
 
     @ParameterizedTest
     @ValueSource(strings = {"a", "order.order.placed.v1"})
     void norAreMoreThan255Characters(String name) {
-        assertThat(EventReader.isEventName(name + "x".repeat(256 - name.length())))
+        assertThat(EventEnvelope.isEventName(name + "x".repeat(256 - name.length())))
                 .isFalse();
     }
 }
