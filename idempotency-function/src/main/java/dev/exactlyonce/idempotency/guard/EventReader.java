@@ -32,7 +32,6 @@ final class EventReader {
 
     static final String AMQP_MESSAGE_ID = "amqp_messageId";
 
-    /** The longest event name: it goes into log lines, the MDC and meters' tags. */
     /**
      * The prefixes of CloudEvents attributes in binary mode: Kafka's, HTTP's, AMQP's (two spellings). Not read with
      * Spring Cloud Function's {@code CloudEventMessageUtils} (5.0), which reads String header values only, not Kafka's.
