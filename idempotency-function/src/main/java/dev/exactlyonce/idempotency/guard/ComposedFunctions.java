@@ -99,8 +99,12 @@ final class ComposedFunctions {
         }
         String outputBinding = bindable.getOutputs().iterator().next();
         String destination = this.bindings.getBindingDestination(outputBinding);
-        // The relay publishes the events through a binding of the destination's name: refused now, not at the first.
-        UnbracketedBindingSettings.refuse(this.beanFactory.getBean(Environment.class), destination);
+        Environment environment = this.beanFactory.getBean(Environment.class);
+        if (environment.getProperty("idempotency.outbox.relay.enabled", Boolean.class, true)) {
+            // The relay publishes the events through a binding of the destination's name: refused now, not at the
+            // first event.
+            UnbracketedBindingSettings.refuse(environment, destination);
+        }
         return destination;
     }
 

@@ -72,6 +72,7 @@ public final class Outbox {
      * @param payload the event's own fields, written as a JSON object
      * @return the event's id
      * @throws IllegalStateException when no transaction on the service's DataSource is under way
+     * @throws IllegalArgumentException when the name is not an event name ({@link OutgoingEvent})
      */
     public UUID emit(String eventName, String key, Object payload) {
         return emit(new OutgoingEvent(eventName, key, payload));

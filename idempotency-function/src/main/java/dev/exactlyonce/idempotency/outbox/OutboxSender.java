@@ -157,6 +157,13 @@ final class OutboxSender {
 
     private final Map<String, PublishConfirmation> destinations = new ConcurrentHashMap<>();
 
+    /**
+     * The destinations whose preparation was refused, and why: refused again at each row (their routes held). Tried
+     * once only, since a refused preparation may have set the binding's producer settings half-way, which would
+     * answer the next check as prepared.
+     */
+    private final Map<String, StartupRefusal> refused = new ConcurrentHashMap<>();
+
     /** Sends the rows, one at a time, so that a run ends within {@code confirm-timeout} even when a send blocks. */
     private @Nullable ExecutorService sender;
 
@@ -597,6 +604,19 @@ final class OutboxSender {
      * says how it confirms. A binding of that name the service bound before, without them, refuses start-up.
      */
     private PublishConfirmation prepare(String destination) {
+        StartupRefusal refusal = this.refused.get(destination);
+        if (refusal != null) {
+            throw refusal;
+        }
+        try {
+            return preparedFor(destination);
+        } catch (StartupRefusal ex) {
+            this.refused.put(destination, ex);
+            throw ex;
+        }
+    }
+
+    private PublishConfirmation preparedFor(String destination) {
         UnbracketedBindingSettings.refuse(this.environment, destination);
         Binder<?, ?, ?> binder =
                 this.binderFactory.getBinder(this.bindings.getBinder(destination), MessageChannel.class);

@@ -3,8 +3,11 @@ package dev.exactlyonce.idempotency.binder.kafka;
 import static java.nio.charset.StandardCharsets.UTF_8;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.assertj.core.api.Assertions.catchThrowable;
+import static org.awaitility.Awaitility.await;
 
+import dev.exactlyonce.idempotency.OutgoingEvent;
 import dev.exactlyonce.idempotency.ThingHappened;
+import dev.exactlyonce.idempotency.outbox.Outbox;
 import dev.exactlyonce.idempotency.test.TestDatabase;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import java.time.Duration;
@@ -35,6 +38,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.kafka.test.EmbeddedKafkaBroker;
 import org.springframework.kafka.test.context.EmbeddedKafka;
 import org.springframework.messaging.MessageChannel;
+import org.springframework.transaction.support.TransactionTemplate;
 
 /**
  * What the library checks when a guarded Kafka binding starts:
@@ -203,6 +207,37 @@ class StartupChecksOnKafkaIT {
                 .anySatisfy(message -> assertThat(message)
                         .contains("The outbox relay publishes to outbox-startup through a binding of that name")
                         .contains("spring.cloud.stream.output-bindings"));
+    }
+
+    /**
+     * The same binding, for a destination the service first writes to once it runs ({@code Outbox.write}): the relay
+     * publishes none of its rows through it, each time it tries (the first refusal set the binding's producer settings
+     * half-way, which a second check took as prepared: the rows then went out without waiting for the broker, and
+     * were marked published), and counts no attempt against them: their route is held.
+     */
+    @Test
+    void aBindingNamedLikeADestinationWrittenToLaterBoundBeforeTheRelayPublishesNoneOfItsRows(
+            EmbeddedKafkaBroker kafka) {
+        try (ConfigurableApplicationContext service = start(
+                kafka,
+                "idempotency.outbox.destination=outbox-startup-relay",
+                "idempotency.outbox.relay.poll-interval=200ms",
+                "spring.cloud.stream.output-bindings=outbox-startup-later")) {
+            service.getBean(TransactionTemplate.class)
+                    .executeWithoutResult(status -> service.getBean(Outbox.class)
+                            .write(
+                                    "outbox-startup-later",
+                                    List.of(new OutgoingEvent("test.thing.noticed.v1", "later", Map.of("n", 1)))));
+            JdbcTemplate jdbc = service.getBean(JdbcTemplate.class);
+
+            await().during(Duration.ofSeconds(5))
+                    .atMost(Duration.ofSeconds(30))
+                    .until(
+                            () -> jdbc.queryForMap(
+                                    "SELECT published_at IS NULL AS unpublished, attempts FROM outbox_event"),
+                            row -> Boolean.TRUE.equals(row.get("unpublished"))
+                                    && ((Number) row.get("attempts")).intValue() == 0);
+        }
     }
 
     /** The test service on Kafka, with its guarded binding {@value #BINDING} on {@value #TOPIC}. */
