@@ -3,6 +3,7 @@ package dev.exactlyonce.idempotency.outage;
 import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
+import dev.exactlyonce.idempotency.SharedServers;
 import dev.exactlyonce.idempotency.ThingHappened;
 import dev.exactlyonce.idempotency.Things;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
@@ -46,6 +47,7 @@ import org.springframework.test.context.DynamicPropertySource;
 @EnableIdempotencyTestKit
 // Its @AfterAll closes what the context connects through.
 @DirtiesContext
+@SharedServers.Alone(SharedServers.Server.MARIADB)
 class OutageOnMariaDbTests {
 
     private static final TestDatabase database = TestMariaDb.newDatabase("outage");

@@ -11,6 +11,7 @@ import com.rabbitmq.client.DefaultConsumer;
 import com.rabbitmq.client.Envelope;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
 import dev.exactlyonce.idempotency.OutgoingEvent;
+import dev.exactlyonce.idempotency.SharedServers;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.observability.MicrometerIdempotencyMetrics;
 import dev.exactlyonce.idempotency.outbox.ParkedOutboxEvents.Parked;
@@ -84,6 +85,7 @@ import tools.jackson.databind.util.RawValue;
 // Its @AfterAll closes what the context connects through: the context must not stay cached, its threads
 // logging failures into later tests.
 @DirtiesContext
+@SharedServers.Alone(SharedServers.Server.RABBITMQ_NODE)
 class OutboxRefusedRowsOnRabbitIT {
 
     static final String EMITTED_EVENT = "test.thing.noticed.v1";

@@ -6,6 +6,7 @@ import static org.awaitility.Awaitility.await;
 import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.GetResponse;
+import dev.exactlyonce.idempotency.SharedServers;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbitCluster;
@@ -48,6 +49,7 @@ import tools.jackson.databind.json.JsonMapper;
         properties = {"spring.cloud.stream.default-binder=rabbit", "spring.cloud.function.definition="})
 @EnableIdempotencyTestKit(testBinder = false)
 @EnabledIfEnvironmentVariable(named = "RABBITMQ_CLUSTER", matches = ".+")
+@SharedServers.Alone(SharedServers.Server.RABBITMQ_CLUSTER)
 class OutboxRelayThroughANodeLossOnRabbitClusterIT {
 
     /** A service that emits, and consumes nothing. */

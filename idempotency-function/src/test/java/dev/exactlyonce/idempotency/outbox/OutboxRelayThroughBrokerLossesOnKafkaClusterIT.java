@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import dev.exactlyonce.idempotency.OutgoingEvent;
+import dev.exactlyonce.idempotency.SharedServers;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.TestKafkaCluster;
 import dev.exactlyonce.idempotency.test.TestPostgres;
@@ -66,6 +67,7 @@ import tools.jackson.databind.json.JsonMapper;
 @EnableIdempotencyTestKit(testBinder = false)
 @Tag("kafka")
 @EnabledIfEnvironmentVariable(named = "KAFKA_CLUSTER", matches = ".+")
+@SharedServers.Alone(SharedServers.Server.KAFKA_CLUSTER)
 class OutboxRelayThroughBrokerLossesOnKafkaClusterIT {
 
     /** A service that emits, and consumes nothing. */

@@ -4,6 +4,7 @@ import static org.assertj.core.api.Assertions.assertThat;
 import static org.awaitility.Awaitility.await;
 
 import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.idempotency.SharedServers;
 import dev.exactlyonce.idempotency.ThingHappened;
 import dev.exactlyonce.idempotency.Things;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
@@ -72,6 +73,7 @@ import org.springframework.test.context.DynamicPropertySource;
 @EnableIdempotencyTestKit(testBinder = false)
 @Tag("kafka")
 @EnabledIfEnvironmentVariable(named = "KAFKA_CLUSTER", matches = ".+")
+@SharedServers.Alone(SharedServers.Server.KAFKA_CLUSTER)
 class NodeFaultsOnKafkaClusterIT {
 
     /** The service: its business function, and Spring Boot's auto-configuration. */

@@ -7,6 +7,7 @@ import com.rabbitmq.client.Channel;
 import com.rabbitmq.client.Connection;
 import com.rabbitmq.client.MessageProperties;
 import dev.exactlyonce.idempotency.EnvelopeCodec;
+import dev.exactlyonce.idempotency.SharedServers;
 import dev.exactlyonce.idempotency.ThingHappened;
 import dev.exactlyonce.idempotency.Things;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
@@ -58,6 +59,7 @@ import org.springframework.test.context.DynamicPropertySource;
         properties = "spring.cloud.stream.default-binder=rabbit")
 @EnableIdempotencyTestKit(testBinder = false)
 @EnabledIfEnvironmentVariable(named = "RABBITMQ_CLUSTER", matches = ".+")
+@SharedServers.Alone(SharedServers.Server.RABBITMQ_CLUSTER)
 class NodeFaultsOnRabbitClusterIT {
 
     /** The service: its business function, and Spring Boot's auto-configuration. */
