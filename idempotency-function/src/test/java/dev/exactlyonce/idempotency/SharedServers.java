@@ -80,24 +80,31 @@ public final class SharedServers implements BeforeAllCallback {
             Path file = Path.of(
                     System.getProperty("java.io.tmpdir"),
                     "exactlyonce-tests-" + server.name().toLowerCase(Locale.ROOT) + ".lock");
+            String waiting = (shared
+                            ? "%s waits for the class running alone on %s to finish (%s)"
+                            : "%s waits to run alone on %s: other classes, of this build or another, use it (%s)")
+                    .formatted(testClass, server, file);
             try {
                 FileChannel channel = FileChannel.open(
                         file, StandardOpenOption.CREATE, StandardOpenOption.READ, StandardOpenOption.WRITE);
-                FileLock lock = channel.tryLock(0, Long.MAX_VALUE, shared);
-                if (lock == null) {
-                    System.out.printf(
-                            shared
-                                    ? "%s waits for the class running alone on %s to finish (%s)%n"
-                                    : "%s waits to run alone on %s: other classes, of this build or another, use it (%s)%n",
-                            testClass,
-                            server,
-                            file);
-                    lock = channel.lock(0, Long.MAX_VALUE, shared);
+                // Its first byte is a turnstile that each class passes, and a class waiting to run alone holds: the
+                // classes that come after it wait, instead of sharing the server on and on before it.
+                try (FileLock turnstile = acquire(channel, 0, 1, false, waiting)) {
+                    return new Held(channel, acquire(channel, 1, Long.MAX_VALUE - 1, shared, waiting));
                 }
-                return new Held(channel, lock);
             } catch (IOException ex) {
                 throw new UncheckedIOException("Could not lock " + file, ex);
             }
+        }
+
+        private static FileLock acquire(FileChannel channel, long position, long size, boolean shared, String waiting)
+                throws IOException {
+            FileLock lock = channel.tryLock(position, size, shared);
+            if (lock != null) {
+                return lock;
+            }
+            System.out.println(waiting);
+            return channel.lock(position, size, shared);
         }
 
         @Override
