@@ -32,6 +32,7 @@ import org.springframework.boot.autoconfigure.EnableAutoConfiguration;
 import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 import org.springframework.transaction.support.TransactionTemplate;
@@ -49,6 +50,8 @@ import tools.jackson.databind.json.JsonMapper;
         properties = {"spring.cloud.stream.default-binder=rabbit", "spring.cloud.function.definition="})
 @EnableIdempotencyTestKit(testBinder = false)
 @EnabledIfEnvironmentVariable(named = "RABBITMQ_CLUSTER", matches = ".+")
+// Closed with the class: its consumers would otherwise go on through the nodes the next cluster test kills.
+@DirtiesContext
 @SharedServers.Alone(SharedServers.Server.RABBITMQ_CLUSTER)
 class OutboxRelayThroughANodeLossOnRabbitClusterIT {
 

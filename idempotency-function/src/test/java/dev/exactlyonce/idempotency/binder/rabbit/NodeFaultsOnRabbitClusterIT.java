@@ -40,6 +40,7 @@ import org.springframework.boot.test.context.SpringBootTest;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.test.annotation.DirtiesContext;
 import org.springframework.test.context.DynamicPropertyRegistry;
 import org.springframework.test.context.DynamicPropertySource;
 
@@ -59,6 +60,8 @@ import org.springframework.test.context.DynamicPropertySource;
         properties = "spring.cloud.stream.default-binder=rabbit")
 @EnableIdempotencyTestKit(testBinder = false)
 @EnabledIfEnvironmentVariable(named = "RABBITMQ_CLUSTER", matches = ".+")
+// Closed with the class: its consumers would otherwise go on through the nodes the next cluster test kills.
+@DirtiesContext
 @SharedServers.Alone(SharedServers.Server.RABBITMQ_CLUSTER)
 class NodeFaultsOnRabbitClusterIT {
 
