@@ -42,6 +42,9 @@ public final class TcpProxy implements AutoCloseable {
 
     private volatile @Nullable ServerSocket server;
 
+    /** While cut, the port bound without listening ({@link #reserve}). */
+    private @Nullable Socket reservation;
+
     private final Object frozenLock = new Object();
 
     /** The connections let through since the proxy was made. */
@@ -77,8 +80,11 @@ public final class TcpProxy implements AutoCloseable {
 
     /** Closes every connection through the proxy and refuses new ones. */
     public synchronized void cut() {
-        closeQuietly(this.server);
-        this.server = null;
+        if (this.server != null) {
+            closeQuietly(this.server);
+            this.server = null;
+            this.reservation = reserve(this.port);
+        }
         this.sockets.forEach(TcpProxy::closeQuietly);
         this.sockets.clear();
         logger.info("Proxy to {}:{} cut", this.targetHost, this.targetPort);
@@ -87,6 +93,8 @@ public final class TcpProxy implements AutoCloseable {
     /** Accepts connections again, on the same port. */
     public synchronized void restore() {
         if (this.server == null) {
+            closeQuietly(this.reservation);
+            this.reservation = null;
             this.server = listen(this.port);
             accept(this.server);
             logger.info("Proxy to {}:{} restored", this.targetHost, this.targetPort);
@@ -125,6 +133,33 @@ public final class TcpProxy implements AutoCloseable {
     public void close() {
         thaw();
         cut();
+        synchronized (this) {
+            closeQuietly(this.reservation);
+            this.reservation = null;
+        }
+    }
+
+    /**
+     * Binds the port without listening, so that no other socket of the machine (another test JVM's, say) takes it
+     * while the proxy is cut: a connection to it is refused, as to a stopped server. {@code null} when the port cannot
+     * be bound within 200 ms (the listener's close still under way): the port is then free meanwhile.
+     */
+    private static @Nullable Socket reserve(int port) {
+        long deadline = System.nanoTime() + Duration.ofMillis(200).toNanos();
+        while (true) {
+            Socket socket = new Socket();
+            try {
+                socket.setReuseAddress(true);
+                socket.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), port));
+                return socket;
+            } catch (IOException ex) {
+                closeQuietly(socket);
+                if (!(ex instanceof BindException) || System.nanoTime() > deadline) {
+                    return null;
+                }
+                LockSupport.parkNanos(Duration.ofMillis(10).toNanos());
+            }
+        }
     }
 
     /**

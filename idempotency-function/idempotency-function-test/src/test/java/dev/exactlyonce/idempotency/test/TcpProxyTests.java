@@ -1,10 +1,14 @@
 package dev.exactlyonce.idempotency.test;
 
 import static org.assertj.core.api.Assertions.assertThat;
+import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
 
 import java.io.IOException;
 import java.io.InputStream;
+import java.net.BindException;
+import java.net.ConnectException;
 import java.net.InetAddress;
+import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketTimeoutException;
@@ -36,6 +40,26 @@ class TcpProxyTests {
             assertThat(closedByTheProxy(client.getInputStream()))
                     .as("the connection is closed, as the server is gone")
                     .isTrue();
+        }
+    }
+
+    @Test
+    void whileCutItsPortRefusesConnectionsAndStaysItsOwn() throws Exception {
+        this.proxy.cut();
+
+        assertThatExceptionOfType(ConnectException.class)
+                .as("a connection is refused, as by a stopped server")
+                .isThrownBy(() -> new Socket(InetAddress.getLoopbackAddress(), this.proxy.port()).close());
+        try (Socket other = new Socket()) {
+            assertThatExceptionOfType(BindException.class)
+                    .as("no other socket of the machine (another test JVM's) takes the port meanwhile")
+                    .isThrownBy(() ->
+                            other.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), this.proxy.port())));
+        }
+
+        this.proxy.restore();
+        try (Socket client = new Socket(InetAddress.getLoopbackAddress(), this.proxy.port())) {
+            assertThat(client.isConnected()).as("restored, on the same port").isTrue();
         }
     }
 
