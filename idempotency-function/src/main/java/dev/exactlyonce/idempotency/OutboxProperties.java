@@ -35,8 +35,9 @@ public record OutboxProperties(
      *     LAGGING. LAGGING answers 200 and is left out of the aggregate health.
      * @param maxAttempts How many times the broker may refuse a row before the relay parks it. The row and its key's
      *     later rows then wait until an operator releases or skips it.
-     * @param longestHold The longest wait before the relay tries again a destination, route or key the broker refused
-     *     for a reason not the row's. The wait starts at 1 s and doubles up to this.
+     * @param firstHold The relay's first wait before it tries again: after a failed run, and for a destination, route
+     *     or key the broker refused. Each wait in a row doubles, up to longest-hold.
+     * @param longestHold The longest of the relay's waits before it tries again.
      */
     public record Relay(
             @DefaultValue("true") boolean enabled,
@@ -46,6 +47,7 @@ public record OutboxProperties(
             @DefaultValue("30s") Duration confirmTimeout,
             @DefaultValue("5m") Duration lagBound,
             @DefaultValue("10") int maxAttempts,
+            @DefaultValue("1s") Duration firstHold,
             @DefaultValue("30s") Duration longestHold) {
 
         public Relay {
@@ -57,9 +59,10 @@ public record OutboxProperties(
                 throw new IllegalArgumentException(
                         "idempotency.outbox.relay.max-attempts must be at least 1, not " + maxAttempts);
             }
-            if (longestHold.compareTo(Duration.ofSeconds(1)) < 0) {
-                throw new IllegalArgumentException("idempotency.outbox.relay.longest-hold must be at least 1s, not "
-                        + longestHold.toMillis() + "ms");
+            if (firstHold.toMillis() < 1 || longestHold.compareTo(firstHold) < 0) {
+                throw new IllegalArgumentException(
+                        "idempotency.outbox.relay.first-hold must be at least 1ms, and longest-hold at least as long,"
+                                + " but they are %s and %s".formatted(firstHold, longestHold));
             }
         }
     }

@@ -14,8 +14,9 @@ import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
  * What the relay waits out in this process: an unanswered destination, a refused route, a key whose send failed
- * without saying why. None counts an attempt or parks a row; each is tried again after 1 s, 2 s, ... up to
- * {@code longest-hold}, and let go once a row of it is confirmed. See docs/outbox.md ("What a failure says of a row").
+ * without saying why. None counts an attempt or parks a row; each is tried again after {@code first-hold}, doubling
+ * up to {@code longest-hold}, and let go once a row of it is confirmed. See docs/outbox.md ("What a failure says of a
+ * row").
  */
 final class Holds {
 
@@ -69,14 +70,12 @@ final class Holds {
 
     private final Duration longest;
 
-    /** The waits of a hold: 1 s, 2 s, 4 s, ... up to the longest. */
+    /** The waits of a hold: the first, doubling up to the longest. */
     private final ExponentialBackOff waits;
 
-    /** @param longest the longest wait before a hold is tried again */
-    Holds(Duration longest) {
+    Holds(Duration first, Duration longest) {
         this.longest = longest;
-        this.waits = new ExponentialBackOff(1_000, 2);
-        this.waits.setMaxInterval(longest.toMillis());
+        this.waits = OutboxRelay.waits(first, longest);
     }
 
     /** Whether the row waits: its destination, its route or its key is held and not due yet. */

@@ -100,6 +100,7 @@ public class IdempotencyOutboxAutoConfiguration {
                             codec,
                             environment,
                             properties.relay().confirmTimeout(),
+                            properties.relay().firstHold(),
                             properties.relay().longestHold(),
                             confirmations.orderedStream().toList()),
                     properties.destination(),

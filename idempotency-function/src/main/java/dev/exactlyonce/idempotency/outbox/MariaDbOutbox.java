@@ -86,7 +86,8 @@ final class MariaDbOutbox implements OutboxStatements {
     private static final String REFUSED = """
             UPDATE outbox_event
             SET last_error = ?,
-                next_attempt_at = NOW(6) + INTERVAL CAST(LEAST(POW(2, LEAST(attempts, 30)), ?) AS UNSIGNED) SECOND,
+                next_attempt_at = NOW(6)
+                    + INTERVAL CAST(LEAST(? * POW(2, LEAST(attempts, 30)), ?) AS UNSIGNED) MICROSECOND,
                 parked_at = CASE WHEN attempts + 1 >= ? THEN NOW(6) END,
                 attempts = attempts + 1
             WHERE id = ?""";
@@ -285,13 +286,15 @@ final class MariaDbOutbox implements OutboxStatements {
             JdbcTemplate jdbc,
             List<OutboxSender.Refusal> refusals,
             int maxAttempts,
-            int maxBackOffSeconds,
+            Duration first,
+            Duration longest,
             RowCallbackHandler refused) {
         for (OutboxSender.Refusal refusal : refusals) {
             jdbc.update(
                     REFUSED,
                     refusal.reason(),
-                    maxBackOffSeconds,
+                    first.toNanos() / 1_000,
+                    longest.toNanos() / 1_000,
                     maxAttempts,
                     refusal.row().id().toString());
         }

@@ -55,17 +55,6 @@ public final class OutboxRelay implements SmartLifecycle {
     /** How long stopping waits for a run under way. */
     private static final Duration STOP_WAIT = Duration.ofSeconds(2);
 
-    /** The longest a relay that the broker does not answer waits before it tries again. */
-    static final int MAX_RETRY_SECONDS = 30;
-
-    static final Duration MAX_RETRY_DELAY = Duration.ofSeconds(MAX_RETRY_SECONDS);
-
-    /** The wait after a failed run, doubling after each failed run in a row. */
-    private static final Duration FIRST_RETRY_DELAY = Duration.ofSeconds(1);
-
-    /** The longest a key whose row the broker refused is held back before the row is tried again. */
-    static final int MAX_KEY_BACKOFF_SECONDS = 60;
-
     /** How soon a relay tries again the partitions another instance's relay was publishing. */
     static final Duration CONTENDED_RETRY = Duration.ofMillis(50);
 
@@ -126,6 +115,11 @@ public final class OutboxRelay implements SmartLifecycle {
 
     private final Duration linger;
 
+    /** The first and the longest of the relay's waits before it tries again ({@link #waits}). */
+    private final Duration firstHold;
+
+    private final Duration longestHold;
+
     private final IdempotencyMetrics metrics;
 
     private final Semaphore wakeUps = new Semaphore(0);
@@ -164,6 +158,8 @@ public final class OutboxRelay implements SmartLifecycle {
         this.maxAttempts = properties.maxAttempts();
         this.pollInterval = properties.pollInterval();
         this.linger = properties.linger();
+        this.firstHold = properties.firstHold();
+        this.longestHold = properties.longestHold();
         this.metrics = metrics;
         publisher.onReturn(this::wake);
     }
@@ -353,7 +349,7 @@ public final class OutboxRelay implements SmartLifecycle {
 
     /** Counts the refused rows' attempts and holds their keys back, or parks them. */
     private void holdBack(List<OutboxSender.Refusal> refusals) {
-        sql().holdBack(this.jdbc, refusals, this.maxAttempts, MAX_KEY_BACKOFF_SECONDS, row -> {
+        sql().holdBack(this.jdbc, refusals, this.maxAttempts, this.firstHold, this.longestHold, row -> {
             Duration retry = Duration.ofMillis((long) (row.getDouble(5) * 1000));
             if (row.getBoolean(4)) {
                 logger.warn(
@@ -413,7 +409,7 @@ public final class OutboxRelay implements SmartLifecycle {
                 }
                 failures++;
                 if (retries == null) {
-                    retries = retries().start();
+                    retries = waits(this.firstHold, this.longestHold).start();
                 }
                 backOff(failures, Duration.ofMillis(retries.nextBackOff()), ex.toString());
                 continue;
@@ -446,7 +442,7 @@ public final class OutboxRelay implements SmartLifecycle {
                     "A run of the outbox relay failed; its rows stay unpublished (any it sent go out again, with their"
                             + " ids), and it tries again in {}, then less and less often, up to every {}: {}",
                     retry,
-                    MAX_RETRY_DELAY,
+                    this.longestHold,
                     failure);
         } else {
             logger.debug("The outbox relay could not publish (failure {} in a row): {}", failures, failure);
@@ -465,7 +461,7 @@ public final class OutboxRelay implements SmartLifecycle {
             wait = earliest(wait, CONTENDED_RETRY);
         }
         if (run.unanswered() && run.published() > 0) {
-            wait = earliest(wait, FIRST_RETRY_DELAY);
+            wait = earliest(wait, this.firstHold);
         }
         if (run.heldOnly()) {
             // A hold that ended since the run is tried at once, not left for the poll interval.
@@ -485,11 +481,14 @@ public final class OutboxRelay implements SmartLifecycle {
         }
     }
 
-    /** The waits after failed runs in a row: 1 s, 2 s, 4 s, ... up to {@link #MAX_RETRY_DELAY}, whatever wakes it. */
-    private static ExponentialBackOff retries() {
-        ExponentialBackOff retries = new ExponentialBackOff(FIRST_RETRY_DELAY.toMillis(), 2);
-        retries.setMaxInterval(MAX_RETRY_DELAY.toMillis());
-        return retries;
+    /**
+     * Every wait of the relay before it tries again (after failed runs in a row, whatever wakes it; for a hold): the
+     * first, doubling up to the longest. A row the broker refused waits as long, counted from its attempts.
+     */
+    static ExponentialBackOff waits(Duration first, Duration longest) {
+        ExponentialBackOff waits = new ExponentialBackOff(first.toMillis(), 2);
+        waits.setMaxInterval(longest.toMillis());
+        return waits;
     }
 
     /** Waits that long, or until the relay stops. */

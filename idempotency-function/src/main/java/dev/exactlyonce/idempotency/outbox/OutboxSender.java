@@ -193,6 +193,7 @@ final class OutboxSender {
             EnvelopeCodec codec,
             Environment environment,
             Duration confirmTimeout,
+            Duration firstHold,
             Duration longestHold,
             List<PublishConfirmation> confirmations) {
         this.streamBridge = streamBridge;
@@ -202,7 +203,7 @@ final class OutboxSender {
         this.codec = codec;
         this.environment = environment;
         this.confirmTimeout = confirmTimeout;
-        this.holds = new Holds(longestHold);
+        this.holds = new Holds(firstHold, longestHold);
         this.confirmations = List.copyOf(confirmations);
     }
 

@@ -123,14 +123,15 @@ interface OutboxStatements {
     void markPublished(JdbcTemplate jdbc, List<UUID> ids);
 
     /**
-     * Counts the refused rows' attempts and holds their keys back (1 s, 2 s, 4 s, ... up to the maximum), or parks
-     * them after {@code maxAttempts}; calls back with each row's outcome.
+     * Counts the refused rows' attempts and holds their keys back ({@code first} doubling with each attempt up to
+     * {@code longest}), or parks them after {@code maxAttempts}; calls back with each row's outcome.
      */
     void holdBack(
             JdbcTemplate jdbc,
             List<OutboxSender.Refusal> refusals,
             int maxAttempts,
-            int maxBackOffSeconds,
+            Duration first,
+            Duration longest,
             RowCallbackHandler refused);
 
     /** The rows parked, the seconds until a held key's back-off ends (or {@code null}), and a held key's lag. */

@@ -86,7 +86,8 @@ final class PostgresOutbox implements OutboxStatements {
     private static final String REFUSED = """
             UPDATE outbox_event
             SET attempts = attempts + 1, last_error = refused.reason,
-                next_attempt_at = clock_timestamp() + make_interval(secs => least(power(2, least(attempts, 30)), ?)),
+                next_attempt_at = clock_timestamp()
+                    + make_interval(secs => least(? * power(2, least(attempts, 30)), ?)),
                 parked_at = CASE WHEN attempts + 1 >= ? THEN clock_timestamp() END
             FROM unnest(?::uuid[], ?::text[]) AS refused (id, reason)
             WHERE outbox_event.id = refused.id
@@ -216,12 +217,14 @@ final class PostgresOutbox implements OutboxStatements {
             JdbcTemplate jdbc,
             List<OutboxSender.Refusal> refusals,
             int maxAttempts,
-            int maxBackOffSeconds,
+            Duration first,
+            Duration longest,
             RowCallbackHandler refused) {
         jdbc.query(
                 REFUSED,
                 refused,
-                maxBackOffSeconds,
+                first.toNanos() / 1e9,
+                longest.toNanos() / 1e9,
                 maxAttempts,
                 refusals.stream().map(refusal -> refusal.row().id()).toArray(UUID[]::new),
                 refusals.stream().map(OutboxSender.Refusal::reason).toArray(String[]::new));

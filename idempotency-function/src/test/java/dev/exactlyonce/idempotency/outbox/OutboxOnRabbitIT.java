@@ -945,6 +945,7 @@ class OutboxOnRabbitIT {
                         CODEC,
                         new StandardEnvironment(),
                         Duration.ofSeconds(30),
+                        Duration.ofSeconds(1),
                         Duration.ofSeconds(30),
                         this.confirmations),
                 OUTPUT,
@@ -956,6 +957,7 @@ class OutboxOnRabbitIT {
                         Duration.ofSeconds(30),
                         Duration.ofMinutes(5),
                         10,
+                        Duration.ofSeconds(1),
                         Duration.ofSeconds(30)),
                 IdempotencyMetrics.NONE);
     }
