@@ -148,7 +148,7 @@ public final class SharedServers implements BeforeAllCallback, TestInstancePreCo
             if (lock != null) {
                 return lock;
             }
-            System.out.println(waiting);
+            System.out.println(waiting); // at the turnstile, or past it
             long deadline = System.nanoTime() + LONGEST_WAIT.toNanos();
             while (lock == null) {
                 if (System.nanoTime() > deadline) {

@@ -68,12 +68,15 @@ final class Holds {
     /** When each destination last confirmed a row. */
     private final Map<String, Instant> confirmed = new ConcurrentHashMap<>();
 
+    private final Duration first;
+
     private final Duration longest;
 
     /** The waits of a hold: the first, doubling up to the longest. */
     private final ExponentialBackOff waits;
 
     Holds(Duration first, Duration longest) {
+        this.first = first;
         this.longest = longest;
         this.waits = OutboxRelay.waits(first, longest);
     }
@@ -129,11 +132,12 @@ final class Holds {
         if (hold.failures() == 1 && kind != Kind.KEY) {
             logger.warn(
                     "The outbox relay holds the {} {}: no row of it counts an attempt or is parked, each of its keys"
-                            + " keeps its order, and it is tried again in 1 s, then less and less often, up to every"
-                            + " {} s, until the broker takes a row of it: {}",
+                            + " keeps its order, and it is tried again in {}, then less and less often, up to every"
+                            + " {}, until the broker takes a row of it: {}",
                     kind,
                     name,
-                    this.longest.toSeconds(),
+                    this.first,
+                    this.longest,
                     reason);
         } else {
             logger.debug(
