@@ -23,6 +23,8 @@ import org.junit.jupiter.api.extension.ExtensionConfigurationException;
 import org.junit.jupiter.api.extension.ExtensionContext;
 import org.junit.jupiter.api.extension.TestInstanceFactoryContext;
 import org.junit.jupiter.api.extension.TestInstancePreConstructCallback;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * The build runs its test classes in two JVMs at once, and other builds may run on the same machine. A class that
@@ -33,6 +35,8 @@ import org.junit.jupiter.api.extension.TestInstancePreConstructCallback;
  * for every class by JUnit's extension auto-detection ({@code junit-platform.properties}).
  */
 public final class SharedServers implements BeforeAllCallback, TestInstancePreConstructCallback {
+
+    private static final Logger logger = LoggerFactory.getLogger(SharedServers.class);
 
     /** How long a class waits for a server before it fails, saying who holds it. */
     private static final Duration LONGEST_WAIT = Duration.ofMinutes(15);
@@ -148,7 +152,7 @@ public final class SharedServers implements BeforeAllCallback, TestInstancePreCo
             if (lock != null) {
                 return lock;
             }
-            System.out.println(waiting); // at the turnstile, or past it
+            logger.info(waiting); // at the turnstile, or past it
             long deadline = System.nanoTime() + LONGEST_WAIT.toNanos();
             while (lock == null) {
                 if (System.nanoTime() > deadline) {
