@@ -35,7 +35,7 @@ public final class Infra {
 
             Commands:
               demo [--orders <n>] [--database-outage <s>] [--provider-freeze <s>] [--database postgresql|mariadb]
-                  [--cluster rabbitmq] [--console true]
+                  [--binder rabbitmq|kafka] [--cluster rabbitmq|kafka] [--console true]
                   The main job: runs the three services, the payment provider and the order service on
                   PostgreSQL (or MariaDB: --database mariadb) and RabbitMQ (localhost, or infra/compose.yaml
                   when Docker is there), fires all three sources of duplicates (relay republish, broker
@@ -50,10 +50,14 @@ public final class Infra {
                   broker of compose.yaml, an administrator it makes): an administrator, since the demo creates
                   the shop's broker users. The
                   containers it starts from infra/compose.yaml keep running when it ends: stop them with
-                  docker compose -f infra/compose.yaml down. --cluster rabbitmq runs the shop on the
-                  three-node cluster of infra/cluster.sh (RABBITMQ_CLUSTER, RABBITMQ_CLUSTER_CONTROL; infra/demo.sh
-                  --cluster starts it and sets them), kills the node leading stock's queue mid-run and then cuts
-                  another off for 30 s. --console true leaves the shop running after the report, with the
+                  docker compose -f infra/compose.yaml down. --binder kafka runs the services with their kafka
+                  profile on the brokers KAFKA_BROKERS names, or on one started in this process. --cluster
+                  rabbitmq (or kafka, which implies --binder kafka) runs the shop on the three-node cluster of
+                  infra/cluster.sh (RABBITMQ_CLUSTER and RABBITMQ_CLUSTER_CONTROL, or KAFKA_CLUSTER and
+                  KAFKA_CLUSTER_CONTROL; infra/demo.sh --cluster starts it and sets them), kills the node leading
+                  what stock consumes mid-run and then cuts another off for 30 s. On Kafka, the broker's
+                  redeliveries come from killing every service once (kill -9), not from dropped connections.
+                  --console true (RabbitMQ only) leaves the shop running after the report, with the
                   operator console (infra/console) on http://127.0.0.1:8090, and prints a password of the run
                   for its user operator; Ctrl-C stops both.
 
@@ -266,12 +270,28 @@ public final class Infra {
 
     private static int demo(String[] args, PrintStream out) throws Exception {
         Map<String, String> options = options(
-                args, "--orders", "--database-outage", "--provider-freeze", "--database", "--cluster", "--console");
+                args,
+                "--orders",
+                "--database-outage",
+                "--provider-freeze",
+                "--database",
+                "--binder",
+                "--cluster",
+                "--console");
         String cluster = options.getOrDefault("--cluster", "none");
-        if (!List.of("none", "rabbitmq").contains(cluster)) {
+        if (!List.of("none", "rabbitmq", "kafka").contains(cluster)) {
             throw new IllegalArgumentException(
-                    "--cluster takes rabbitmq (the cluster of infra/cluster.sh rabbitmq), not '%s'."
+                    "--cluster takes rabbitmq or kafka (the clusters of infra/cluster.sh), not '%s'."
                             .formatted(cluster));
+        }
+        String binder = options.getOrDefault("--binder", cluster.equals("none") ? "rabbitmq" : cluster);
+        if (!List.of("rabbitmq", "kafka").contains(binder)) {
+            throw new IllegalArgumentException("--binder takes rabbitmq or kafka, not '%s'.".formatted(binder));
+        }
+        if (!cluster.equals("none") && !cluster.equals(binder)) {
+            throw new IllegalArgumentException(
+                    "--binder %s runs the shop on %s, and --cluster %s names the other broker's cluster."
+                            .formatted(binder, binder, cluster));
         }
         return new Demo(out, System.getenv())
                 .run(
@@ -279,7 +299,8 @@ public final class Infra {
                         Integer.parseInt(options.getOrDefault("--orders", "200")),
                         Duration.ofSeconds(Long.parseLong(options.getOrDefault("--database-outage", "0"))),
                         Duration.ofSeconds(Long.parseLong(options.getOrDefault("--provider-freeze", "0"))),
-                        cluster.equals("rabbitmq"),
+                        binder,
+                        !cluster.equals("none"),
                         Boolean.parseBoolean(options.getOrDefault("--console", "false")));
     }
 

@@ -9,6 +9,7 @@ import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
 import dev.exactlyonce.infra.shop.Report;
 import dev.exactlyonce.infra.shop.ServiceProcess;
+import dev.exactlyonce.infra.shop.ShopBroker;
 import dev.exactlyonce.infra.shop.ShopDatabases;
 import dev.exactlyonce.infra.shop.ShopScenario;
 import java.io.ByteArrayOutputStream;
@@ -94,10 +95,11 @@ class ConsoleOnTheShopIT {
                                         postgres.port(),
                                         postgres.username(),
                                         postgres.password()),
-                                this.rabbit.host(),
-                                this.rabbit.port(),
-                                this.rabbit.username(),
-                                this.rabbit.password(),
+                                ShopBroker.rabbitMq(
+                                        List.of(this.rabbit.host() + ":" + this.rabbit.port()),
+                                        this.rabbit.username(),
+                                        this.rabbit.password(),
+                                        null),
                                 Path.of(System.getProperty("services.dir", "..")),
                                 this.run,
                                 this.logs),

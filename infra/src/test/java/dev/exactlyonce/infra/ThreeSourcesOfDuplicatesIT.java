@@ -6,11 +6,13 @@ import static org.assertj.core.api.Assertions.assertThatExceptionOfType;
 import dev.exactlyonce.idempotency.test.TestPostgres;
 import dev.exactlyonce.idempotency.test.TestRabbit;
 import dev.exactlyonce.infra.shop.Report;
+import dev.exactlyonce.infra.shop.ShopBroker;
 import dev.exactlyonce.infra.shop.ShopDatabases;
 import dev.exactlyonce.infra.shop.ShopScenario;
 import java.nio.file.Path;
 import java.sql.Connection;
 import java.sql.SQLException;
+import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.BeforeAll;
@@ -24,13 +26,11 @@ import org.junit.jupiter.api.condition.EnabledIf;
  * connection drops once, a period is replayed), stock is killed with {@code kill -9} while its outbox holds committed
  * events not yet published, and billing is killed and started again: every event is applied exactly once, across both
  * hops (order service to stock, stock to shipping through stock's outbox), nothing is lost, the queues drain, nothing
- * is dead-lettered. {@code ThreeSourcesOfDuplicatesOnMariaDbIT} runs the same on MariaDB; a build runs one of the
- * two ({@link ShopDatabaseOfTheRun}).
+ * is dead-lettered. {@code ThreeSourcesOfDuplicatesOnMariaDbIT} runs the same on MariaDB, and
+ * {@code ThreeSourcesOfDuplicatesOnKafkaIT} on Kafka; a build runs one of the three ({@link ShopOfTheRun}).
  */
 @TestInstance(TestInstance.Lifecycle.PER_CLASS)
-@EnabledIf(
-        value = "dev.exactlyonce.infra.ShopDatabaseOfTheRun#postgresql",
-        disabledReason = ShopDatabaseOfTheRun.SKIPPED)
+@EnabledIf(value = "dev.exactlyonce.infra.ShopOfTheRun#postgresql", disabledReason = ShopOfTheRun.SKIPPED)
 class ThreeSourcesOfDuplicatesIT {
 
     private static final int ORDERS = 200;
@@ -44,6 +44,17 @@ class ThreeSourcesOfDuplicatesIT {
                 "postgresql", postgres.host(), postgres.port(), postgres.username(), postgres.password());
     }
 
+    /** The broker the shop runs on. */
+    ShopBroker broker() {
+        TestRabbit rabbit = TestRabbit.broker();
+        return ShopBroker.rabbitMq(List.of(rabbit.host() + ":" + rabbit.port()), "guest", "guest", null);
+    }
+
+    /** Deletes the run's names on the broker once the tests are over. */
+    void deleteAtExit(List<String> names) {
+        names.forEach(TestRabbit.broker()::deleteAtExit);
+    }
+
     /** What the server says when a role opens a database it may not. */
     String accessDenied() {
         return "permission denied for database";
@@ -51,21 +62,17 @@ class ThreeSourcesOfDuplicatesIT {
 
     @BeforeAll
     void start() throws Exception {
-        TestRabbit rabbit = TestRabbit.broker();
         String run = "_it" + Integer.toHexString(ThreadLocalRandom.current().nextInt(0x1000, 0x10000));
         this.shop = new ShopScenario(
                         new ShopScenario.Settings(
                                 database(),
-                                rabbit.host(),
-                                rabbit.port(),
-                                "guest",
-                                "guest",
+                                broker(),
                                 Path.of(System.getProperty("services.dir", "..")),
                                 run,
                                 Path.of("target", "shop" + run)),
                         System.out::println)
                 .start();
-        this.shop.brokerNames().forEach(rabbit::deleteAtExit);
+        deleteAtExit(this.shop.brokerNames());
     }
 
     @AfterAll

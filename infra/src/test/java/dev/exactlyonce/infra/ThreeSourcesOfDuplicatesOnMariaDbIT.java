@@ -8,7 +8,7 @@ import org.junit.jupiter.api.condition.EnabledIf;
  * {@link ThreeSourcesOfDuplicatesIT} on a real MariaDB: the same services, from the same jars, with nothing but the
  * JDBC URL changed (each carries MariaDB's driver and its tables in MariaDB's SQL).
  */
-@EnabledIf(value = "dev.exactlyonce.infra.ShopDatabaseOfTheRun#mariadb", disabledReason = ShopDatabaseOfTheRun.SKIPPED)
+@EnabledIf(value = "dev.exactlyonce.infra.ShopOfTheRun#mariadb", disabledReason = ShopOfTheRun.SKIPPED)
 class ThreeSourcesOfDuplicatesOnMariaDbIT extends ThreeSourcesOfDuplicatesIT {
 
     @Override

@@ -1,5 +1,6 @@
 package dev.exactlyonce.infra.shop;
 
+import dev.exactlyonce.idempotency.test.TestKafkaCluster;
 import dev.exactlyonce.idempotency.test.TestRabbitCluster;
 import java.io.IOException;
 import java.io.OutputStream;
@@ -15,6 +16,7 @@ import java.util.Map;
 import java.util.UUID;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import org.springframework.kafka.test.EmbeddedKafkaKraftBroker;
 
 /**
  * The main job: finds PostgreSQL (or MariaDB) and RabbitMQ on localhost (or starts what is missing of them from
@@ -45,9 +47,11 @@ public final class Demo {
      *     events (none when zero)
      * @param providerFreeze how long the payment provider is frozen (answers nothing) from the first order on, while
      *     every source of duplicates fires (none when zero)
-     * @param cluster whether the shop runs on the three-node RabbitMQ cluster the environment names
-     *     ({@code RABBITMQ_CLUSTER}, {@code RABBITMQ_CLUSTER_CONTROL}: infra/cluster.sh), one node of which is
-     *     killed and another cut off mid-run
+     * @param binder the broker the shop runs on: {@code rabbitmq}, or {@code kafka} (the services' kafka profile;
+     *     the brokers {@code KAFKA_BROKERS} names, or one started in this process)
+     * @param cluster whether the shop runs on the three-node cluster of that broker the environment names
+     *     ({@code RABBITMQ_CLUSTER} and {@code RABBITMQ_CLUSTER_CONTROL}, or {@code KAFKA_CLUSTER} and
+     *     {@code KAFKA_CLUSTER_CONTROL}: infra/cluster.sh), one node of which is killed and another cut off mid-run
      * @param console whether the shop keeps running after the report, watched by the operator console, until the
      *     process is stopped
      */
@@ -56,32 +60,38 @@ public final class Demo {
             int orders,
             Duration databaseOutage,
             Duration providerFreeze,
+            String binder,
             boolean cluster,
             boolean console)
             throws Exception {
+        boolean kafka = binder.equals("kafka");
+        if (kafka && console) {
+            this.out.println("--console watches the shop's RabbitMQ queues: run it without --binder kafka.");
+            return 2;
+        }
         this.out.println("Exactly-once effects on at-least-once delivery: the shop, with every ordinary source of"
                 + " duplicates firing");
         ShopDatabases.Server database = ShopDatabases.Server.fromEnvironment(product, this.env);
         TestRabbitCluster nodes = TestRabbitCluster.fromEnvironment();
-        List<String> rabbitNodes = cluster ? List.of(nodes.addresses().split(",")) : List.of();
-        String rabbitHost = cluster
+        List<String> rabbitNodes = cluster && !kafka ? List.of(nodes.addresses().split(",")) : List.of();
+        String rabbitHost = !rabbitNodes.isEmpty()
                 ? rabbitNodes.get(0).substring(0, rabbitNodes.get(0).lastIndexOf(':'))
                 : this.env.getOrDefault("RABBITMQ_HOST", "127.0.0.1");
-        int rabbitPort = cluster
+        int rabbitPort = !rabbitNodes.isEmpty()
                 ? Integer.parseInt(
                         rabbitNodes.get(0).substring(rabbitNodes.get(0).lastIndexOf(':') + 1))
                 : Integer.parseInt(this.env.getOrDefault("RABBITMQ_PORT", "5672"));
         String rabbitUser = this.env.getOrDefault("RABBITMQ_USERNAME", "guest");
         String rabbitPassword = this.env.getOrDefault("RABBITMQ_PASSWORD", "guest");
         boolean databaseMissing = !answers(database.host(), database.port());
-        boolean brokerMissing = !answers(rabbitHost, rabbitPort);
+        boolean brokerMissing = !kafka && !answers(rabbitHost, rabbitPort);
         if (databaseMissing || brokerMissing) {
             if (!dockerAvailable()) {
                 this.out.printf(
                         ("Nothing to run on: %s. Start %s (port %d, %s) and RabbitMQ (port %d, guest/guest) on"
                                 + " localhost, or a Docker engine so that the demo starts infra/compose.yaml. Other"
                                 + " hosts: %s, RABBITMQ_HOST, RABBITMQ_PORT.%n"),
-                        describeMissing(database, rabbitHost, rabbitPort),
+                        describeMissing(database, brokerMissing, rabbitHost, rabbitPort),
                         database.displayName(),
                         database.port(),
                         database.administrator(),
@@ -103,7 +113,8 @@ public final class Demo {
                 database = database.asComposeAdministrator(this.env);
             }
         }
-        boolean composeBroker = !cluster
+        boolean composeBroker = !kafka
+                && !cluster
                 && List.of("127.0.0.1", "localhost").contains(rabbitHost)
                 && rabbitPort == 5672
                 && composeBrokerRuns();
@@ -114,25 +125,31 @@ public final class Demo {
             rabbitPassword = UUID.randomUUID().toString();
             composeAdministrator(rabbitUser, rabbitPassword);
         }
+        EmbeddedKafkaKraftBroker embedded = null;
+        ShopBroker broker;
+        if (!kafka) {
+            broker = ShopBroker.rabbitMq(
+                    cluster ? rabbitNodes : List.of(rabbitHost + ":" + rabbitPort),
+                    rabbitUser,
+                    rabbitPassword,
+                    cluster ? nodes : null);
+        } else if (cluster) {
+            TestKafkaCluster kafkaCluster = TestKafkaCluster.fromEnvironment();
+            broker = ShopBroker.kafka(kafkaCluster.brokers(), kafkaCluster);
+        } else if (this.env.containsKey("KAFKA_BROKERS")) {
+            broker = ShopBroker.kafka(this.env.get("KAFKA_BROKERS"), null);
+        } else {
+            this.out.println("Starting a Kafka broker in this process (KAFKA_BROKERS names none)");
+            embedded = new EmbeddedKafkaKraftBroker(1, 3);
+            embedded.afterPropertiesSet();
+            broker = ShopBroker.kafka(embedded.getBrokersAsString(), null);
+        }
         this.out.printf(
-                "%s %s:%d (as %s), RabbitMQ %s%n",
-                database.displayName(),
-                database.host(),
-                database.port(),
-                database.adminUser(),
-                cluster ? "cluster " + String.join(",", rabbitNodes) : rabbitHost + ":" + rabbitPort);
+                "%s %s:%d (as %s), %s%n",
+                database.displayName(), database.host(), database.port(), database.adminUser(), broker.describe());
         Path logs = Path.of("infra", "target", "demo");
         Files.createDirectories(logs);
-        ShopScenario.Settings settings = new ShopScenario.Settings(
-                database,
-                rabbitHost,
-                rabbitPort,
-                rabbitUser,
-                rabbitPassword,
-                Path.of("."),
-                "",
-                logs,
-                cluster ? rabbitNodes : List.of(rabbitHost + ":" + rabbitPort));
+        ShopScenario.Settings settings = new ShopScenario.Settings(database, broker, Path.of("."), "", logs);
         try (ShopScenario shop = new ShopScenario(settings, this.out::println)) {
             Runtime.getRuntime().addShutdownHook(new Thread(shop::close, "demo-stop"));
             shop.start();
@@ -145,7 +162,7 @@ public final class Demo {
                     shop.cutDatabaseFor(databaseOutage);
                 }
                 if (cluster) {
-                    shop.faultClusterNodes(nodes, Duration.ofSeconds(30));
+                    shop.faultClusterNodes(Duration.ofSeconds(30));
                 }
             });
             Report report = shop.report();
@@ -160,6 +177,10 @@ public final class Demo {
                         logs);
             }
             return report.exactlyOnce() ? 0 : 1;
+        } finally {
+            if (embedded != null) {
+                embedded.destroy();
+            }
         }
     }
 
@@ -203,13 +224,14 @@ public final class Demo {
         new CountDownLatch(1).await();
     }
 
-    private String describeMissing(ShopDatabases.Server database, String rabbitHost, int rabbitPort) {
+    private String describeMissing(
+            ShopDatabases.Server database, boolean brokerMissing, String rabbitHost, int rabbitPort) {
         StringBuilder missing = new StringBuilder();
         if (!answers(database.host(), database.port())) {
             missing.append(
                     "no %s answers on %s:%d".formatted(database.displayName(), database.host(), database.port()));
         }
-        if (!answers(rabbitHost, rabbitPort)) {
+        if (brokerMissing) {
             missing.append(missing.isEmpty() ? "" : ", ")
                     .append("no RabbitMQ answers on %s:%d".formatted(rabbitHost, rabbitPort));
         }

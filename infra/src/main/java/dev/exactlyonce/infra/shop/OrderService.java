@@ -1,5 +1,6 @@
 package dev.exactlyonce.infra.shop;
 
+import dev.exactlyonce.idempotency.OutgoingEvent;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.outbox.Outbox;
 import io.micrometer.core.instrument.MeterRegistry;
@@ -13,6 +14,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Random;
 import java.util.UUID;
+import java.util.function.UnaryOperator;
 import org.springframework.boot.Banner;
 import org.springframework.boot.SpringBootConfiguration;
 import org.springframework.boot.WebApplicationType;
@@ -29,7 +31,8 @@ import org.springframework.transaction.support.TransactionTemplate;
  * Plays the order service: a Spring Boot service of its own, in the scenario's process, that writes each order, and
  * each change of its status, together with the event that tells it, in one transaction of its own database, through
  * the library's {@link Outbox} (the event id, a UUID v7, is set there, once). The library's outbox relay publishes the
- * events once committed, to the {@code events} exchange, in order per order, with publisher confirms.
+ * events once committed, in order per order, once the broker has them: on RabbitMQ to the run's exchange, on Kafka to
+ * the topic of each event.
  */
 public final class OrderService implements AutoCloseable {
 
@@ -62,31 +65,33 @@ public final class OrderService implements AutoCloseable {
 
     private final Random random;
 
-    private OrderService(ConfigurableApplicationContext context, long seed) {
+    private final UnaryOperator<String> destinations;
+
+    private OrderService(ConfigurableApplicationContext context, UnaryOperator<String> destinations, long seed) {
         this.context = context;
         this.jdbc = context.getBean(JdbcTemplate.class);
         this.transactions = new TransactionTemplate(context.getBean(PlatformTransactionManager.class));
         this.outbox = context.getBean(Outbox.class);
         this.meters = context.getBean(MeterRegistry.class);
         this.random = new Random(seed);
+        this.destinations = destinations;
     }
 
     /**
      * Starts the order service on an empty database, which it gives its tables and the library's.
      *
      * @param schema the scripts of those tables, in the database's SQL ({@code spring.sql.init.schema-locations})
-     * @param properties its settings ({@code name=value}): the database, the broker and its user, the outbox's
-     *     destination
+     * @param properties its settings ({@code name=value}): the database, the binder, the broker and its user
+     * @param destinations the destination of each event name: RabbitMQ's exchange, Kafka's topic of the event
      * @param seed what the orders are drawn from
      */
-    public static OrderService start(String schema, List<String> properties, long seed) {
+    public static OrderService start(
+            String schema, List<String> properties, UnaryOperator<String> destinations, long seed) {
         List<String> arguments = new ArrayList<>(List.of(
                 "spring.sql.init.mode=always",
                 "spring.sql.init.schema-locations=" + schema,
                 // It binds no function: the relay's output is its only binding.
                 "spring.cloud.stream.function.autodetect=false",
-                // The infra jar carries the Kafka binder too (bench-outbox --broker kafka).
-                "spring.cloud.stream.default-binder=rabbit",
                 "spring.application.name=order-service"));
         arguments.addAll(properties);
         ConfigurableApplicationContext context = new SpringApplicationBuilder(Application.class)
@@ -94,7 +99,7 @@ public final class OrderService implements AutoCloseable {
                 .bannerMode(Banner.Mode.OFF)
                 .logStartupInfo(false)
                 .run(arguments.stream().map(property -> "--" + property).toArray(String[]::new));
-        return new OrderService(context, seed);
+        return new OrderService(context, destinations, seed);
     }
 
     /** A placed order: what the services must make of it. */
@@ -138,7 +143,7 @@ public final class OrderService implements AutoCloseable {
                         new BigDecimal((String) lines.get(line).get("quantity")),
                         new BigDecimal((String) lines.get(line).get("unitPrice")));
             }
-            this.outbox.emit(PLACED, orderId.toString(), payload);
+            emit(new OutgoingEvent(PLACED, orderId.toString(), payload));
         });
         return new PlacedOrder(orderId, count, amount.setScale(2, RoundingMode.HALF_EVEN));
     }
@@ -154,11 +159,15 @@ public final class OrderService implements AutoCloseable {
             long version = this.jdbc.queryForObject("SELECT version FROM orders WHERE id = ?", Long.class, orderId);
             String next = STATUSES[(int) Math.min(version - 2, STATUSES.length - 1)];
             this.jdbc.update("UPDATE orders SET status = ? WHERE id = ?", next, orderId);
-            this.outbox.emit(
+            emit(new OutgoingEvent(
                     STATUS_CHANGED,
                     orderId.toString(),
-                    Map.of("orderId", orderId.toString(), "status", next, "version", version));
+                    Map.of("orderId", orderId.toString(), "status", next, "version", version)));
         });
+    }
+
+    private void emit(OutgoingEvent event) {
+        this.outbox.write(this.destinations.apply(event.name()), List.of(event));
     }
 
     /**

@@ -1,13 +1,7 @@
 package dev.exactlyonce.infra.shop;
 
-import com.rabbitmq.client.Address;
-import com.rabbitmq.client.Channel;
-import com.rabbitmq.client.Connection;
-import com.rabbitmq.client.ConnectionFactory;
-import com.rabbitmq.client.ShutdownSignalException;
 import com.zaxxer.hikari.HikariDataSource;
 import dev.exactlyonce.idempotency.test.TcpProxy;
-import dev.exactlyonce.idempotency.test.TestRabbitCluster;
 import dev.exactlyonce.paymentprovider.PaymentProvider;
 import java.io.IOException;
 import java.math.BigDecimal;
@@ -43,59 +37,24 @@ import tools.jackson.databind.json.JsonMapper;
 
 /**
  * The shop, run: the three services from their jars, the payment provider, the order service and its outbox relay, on
- * one database server (PostgreSQL or MariaDB) and one RabbitMQ; then a scenario in which all three ordinary sources of
- * duplicates fire, and a report of what each service made of it.
+ * one database server (PostgreSQL or MariaDB) and one broker ({@link ShopBroker}: RabbitMQ or Kafka); then a scenario
+ * in which all three ordinary sources of duplicates fire, and a report of what each service made of it.
  *
- * <p>The services reach RabbitMQ through a TCP proxy of the scenario's per node, so that it can drop every broker
- * connection at once (the broker then redelivers what was unacknowledged); they acknowledge every 20 messages, so that
- * a drop finds committed messages whose acknowledgement it loses. On a cluster ({@link #faultClusterNodes}), they are
- * given every node, and the run kills one node and cuts off another while the events of its replay flow.
+ * <p>On RabbitMQ, the services reach each node through a TCP proxy of the run, which drops every broker connection at
+ * once (the broker then redelivers what was unacknowledged); they acknowledge every 20 messages, so that a drop finds
+ * committed messages whose acknowledgement it loses. On Kafka, the services are killed instead (a group then reads
+ * again from its last committed offsets). On a cluster ({@link #faultClusterNodes}), they are given every node, and
+ * the run kills one node and cuts off another while the events of its replay flow.
  */
 public final class ShopScenario implements AutoCloseable {
 
     /**
      * Where things are, and how the run's names differ from another run's.
      *
-     * @param rabbitNodes every node of the broker ({@code host:port}), its first {@code rabbitHost:rabbitPort}: one
-     *     for a single node, three for a cluster of {@code infra/cluster.sh}
+     * @param broker the broker the shop runs on, RabbitMQ or Kafka, one node or a cluster
      */
     public record Settings(
-            ShopDatabases.Server database,
-            String rabbitHost,
-            int rabbitPort,
-            String rabbitUser,
-            String rabbitPassword,
-            Path servicesDir,
-            String suffix,
-            Path logs,
-            List<String> rabbitNodes) {
-
-        /** On a single node. */
-        public Settings(
-                ShopDatabases.Server database,
-                String rabbitHost,
-                int rabbitPort,
-                String rabbitUser,
-                String rabbitPassword,
-                Path servicesDir,
-                String suffix,
-                Path logs) {
-            this(
-                    database,
-                    rabbitHost,
-                    rabbitPort,
-                    rabbitUser,
-                    rabbitPassword,
-                    servicesDir,
-                    suffix,
-                    logs,
-                    List.of(rabbitHost + ":" + rabbitPort));
-        }
-
-        boolean cluster() {
-            return this.rabbitNodes.size() > 1;
-        }
-    }
+            ShopDatabases.Server database, ShopBroker broker, Path servicesDir, String suffix, Path logs) {}
 
     /**
      * A service of the shop.
@@ -175,9 +134,6 @@ public final class ShopScenario implements AutoCloseable {
 
     private PaymentProvider provider;
 
-    /** Between the services and each node of the broker, to drop their connections. */
-    private final List<TcpProxy> brokerLinks = new ArrayList<>();
-
     /** The cluster's faults, under way or over (none on a single node). */
     private @Nullable Thread clusterFaults;
 
@@ -187,16 +143,9 @@ public final class ShopScenario implements AutoCloseable {
     /** Between billing-service and the payment provider: frozen to make the provider stop answering. */
     private TcpProxy providerLink;
 
-    /** Setting up and watching the broker, as its administrator. */
-    private Connection admin;
-
-    private final BrokerAdministration brokerAdmin;
-
-    private final List<ShopBrokerUsers.User> brokerUsers;
+    private final ShopBroker broker;
 
     private OrderService orderService;
-
-    private final String exchange;
 
     private boolean closed;
 
@@ -207,41 +156,23 @@ public final class ShopScenario implements AutoCloseable {
         this.settings = settings;
         this.progress = progress;
         this.databases = ShopDatabases.on(settings.database(), settings.suffix());
-        this.exchange = "events" + settings.suffix();
-        this.brokerAdmin =
-                BrokerAdministration.of(settings.rabbitHost(), settings.rabbitUser(), settings.rabbitPassword());
-        this.brokerUsers = ShopBrokerUsers.users(settings.suffix());
+        this.broker = settings.broker();
     }
 
-    /** Makes the databases, resets the queues, and starts the provider, the services and the order service. */
+    /** Makes the databases, resets the broker, and starts the provider, the services and the order service. */
     public ShopScenario start() throws Exception {
         this.databases.recreate();
-        this.admin = connect(this.settings.rabbitUser(), this.settings.rabbitPassword(), "shop-administration");
-        resetTopology();
-        this.brokerUsers.forEach(this.brokerAdmin::createUser);
-        ShopBrokerPolicies.policies(this.settings.suffix()).forEach(this.brokerAdmin::createPolicy);
         say(
-                "databases %s recreated, each owned by a role of its own that no other role can connect to; broker"
-                        + " users %s, each allowed what it needs (a service its own queues, the relay the events"
-                        + " exchange, the replay command the dead-letter queues)",
+                "databases %s recreated, each owned by a role of its own that no other role can connect to",
                 String.join(
                         ", ",
-                        ShopDatabases.NAMES.stream().map(this.databases::name).toList()),
-                String.join(
-                        ", ",
-                        this.brokerUsers.stream()
-                                .map(ShopBrokerUsers.User::name)
-                                .toList()));
+                        ShopDatabases.NAMES.stream().map(this.databases::name).toList()));
+        say("%s: %s", this.broker.describe(), this.broker.prepare(this.settings.suffix()));
         this.provider = PaymentProvider.start(0);
         this.providerLink = TcpProxy.to("127.0.0.1", this.provider.port());
-        for (Address node : Address.parseAddresses(String.join(",", this.settings.rabbitNodes()))) {
-            this.brokerLinks.add(TcpProxy.to(node.getHost(), node.getPort()));
-        }
         this.databaseLink = TcpProxy.to(
                 this.settings.database().host(), this.settings.database().port());
-        say(
-                "payment provider on %s; the services reach RabbitMQ through %s on %s",
-                this.provider.url(), this.settings.cluster() ? "a proxy per node" : "a proxy", brokerAddresses());
+        say("payment provider on %s", this.provider.url());
         List<CompletableFuture<Void>> starting = new ArrayList<>();
         for (Service service : SERVICES) {
             this.ports.put(service.name(), freePort());
@@ -253,13 +184,12 @@ public final class ShopScenario implements AutoCloseable {
             starting.add(CompletableFuture.runAsync(() -> startService(service, holdRelay)));
         }
         CompletableFuture.allOf(starting.toArray(CompletableFuture[]::new)).join();
-        bindReplayExchanges();
+        this.broker.servicesStarted();
         say(
                 "%s started from their jars (logs in %s)",
                 String.join(", ", this.processes.keySet()), this.settings.logs());
         this.orderService = startOrderService();
-        say("order service started, emitting through the library's outbox, published by its relay as the broker user"
-                + " relay");
+        say("order service started, emitting through the library's outbox, published by its relay");
         return this;
     }
 
@@ -314,12 +244,22 @@ public final class ShopScenario implements AutoCloseable {
         waitFor(
                 () -> processed("shipping-service") >= this.orderService.events() / 2,
                 "some of the events to be processed");
-        this.brokerLinks.forEach(TcpProxy::cut);
-        // Long enough for the broker to see the connections gone and requeue what they had not acknowledged.
-        Thread.sleep(500);
-        this.brokerLinks.forEach(TcpProxy::restore);
-        say("duplicate source 2, the broker: every service's broker connection dropped; the broker redelivers what"
-                + " was delivered and not acknowledged, committed or not");
+        if (this.broker.dropConnections()) {
+            say("duplicate source 2, the broker: every service's broker connection dropped; the broker redelivers"
+                    + " what was delivered and not acknowledged, committed or not");
+        } else {
+            List<CompletableFuture<Void>> restarting = new ArrayList<>();
+            for (Service service : SERVICES) {
+                this.processes.get(service.name()).kill();
+                // An emitting service's relay stays held: the next step kills it with events in its outbox.
+                restarting.add(CompletableFuture.runAsync(
+                        () -> startService(service, !service.emits().isEmpty())));
+            }
+            CompletableFuture.allOf(restarting.toArray(CompletableFuture[]::new))
+                    .join();
+            say("duplicate source 2, the broker: every service killed (kill -9) and started again; each group reads"
+                    + " again from its last committed offsets what was delivered, committed or not");
+        }
 
         for (Service emitting : SERVICES) {
             if (!emitting.emits().isEmpty()) {
@@ -480,7 +420,7 @@ public final class ShopScenario implements AutoCloseable {
             if (processed != expected) {
                 differences.add("%d events processed of %d".formatted(processed, expected));
             }
-            int deadLetters = messageCount(service.queue(this.settings.suffix()) + ".dlq");
+            int deadLetters = this.broker.deadLetters(service);
             if (deadLetters > 0) {
                 differences.add(deadLetters + " dead letters");
             }
@@ -585,38 +525,42 @@ public final class ShopScenario implements AutoCloseable {
     }
 
     /**
-     * On a cluster, while the run goes on, on a thread of its own: kills ({@code kill -9}) the node that leads
-     * stock-service's queue, starts it again once the services drained their queues without it, then cuts another node
-     * off from the other two and from the services for {@code cutOff}, and heals it. Says how soon after each fault the
-     * queues were drained (every event that came meanwhile handled). {@link #run} waits for it before it waits for the
-     * queues to drain.
+     * On a cluster, while the run goes on, on a thread of its own: kills ({@code kill -9}) the node that leads what
+     * stock-service consumes (its queue, or the first partition of its topic), starts it again once the services
+     * drained their queues without it, then cuts another node off from the other two and from the services for
+     * {@code cutOff}, and heals it. Says how soon after each fault the queues were drained (every event that came
+     * meanwhile handled). {@link #run} waits for it before it waits for the queues to drain.
      */
-    public void faultClusterNodes(TestRabbitCluster cluster, Duration cutOff) {
+    public void faultClusterNodes(Duration cutOff) {
+        if (!this.broker.cluster()) {
+            throw new IllegalStateException(this.broker.describe() + " is no cluster whose nodes the run may fault");
+        }
+        String node = this.broker.nodeName();
         Thread faults = new Thread(
                 () -> {
                     try {
-                        String queue = SERVICES.get(0).queue(this.settings.suffix());
-                        int leader = cluster.leaderOf(queue, 1);
+                        ShopBroker.Leader leader = this.broker.leaderOf(SERVICES.get(0));
                         long killed = System.nanoTime();
-                        cluster.control("kill", Integer.toString(leader));
-                        say("RabbitMQ node %d, which leads %s, killed (kill -9)", leader, queue);
+                        this.broker.control("kill", Integer.toString(leader.node()));
+                        say("%s %d, which leads %s, killed (kill -9)", node, leader.node(), leader.of());
                         awaitDrained(killed);
-                        cluster.control("start", Integer.toString(leader));
+                        this.broker.control("start", Integer.toString(leader.node()));
                         say(
-                                "node %d started again, into the cluster, %.1f s after it was killed",
-                                leader, since(killed));
-                        int other = leader % 3 + 1;
+                                "%s %d started again, into the cluster, %.1f s after it was killed",
+                                node, leader.node(), since(killed));
+                        int other = leader.node() % 3 + 1;
                         long cut = System.nanoTime();
-                        cluster.control("cut", Integer.toString(other));
+                        this.broker.control("cut", Integer.toString(other));
                         say(
-                                "RabbitMQ node %d cut off from the other nodes and from the services for %d s",
-                                other, cutOff.toSeconds());
+                                "%s %d cut off from the other nodes and from the services for %d s",
+                                node, other, cutOff.toSeconds());
                         awaitDrained(cut);
                         LockSupport.parkNanos(Math.max(0, cut + cutOff.toNanos() - System.nanoTime()));
-                        cluster.control("heal");
-                        // Paused while cut off (pause_minority), it serves again once it has rejoined the other two.
-                        cluster.control("start", Integer.toString(other));
-                        say("node %d healed, back in the cluster %.1f s after it was cut off", other, since(cut));
+                        this.broker.control("heal");
+                        // A RabbitMQ node paused while cut off (pause_minority) serves again once it has rejoined the
+                        // other two; a Kafka broker goes on by itself.
+                        this.broker.control("start", Integer.toString(other));
+                        say("%s %d healed, back in the cluster %.1f s after it was cut off", node, other, since(cut));
                     } catch (Exception ex) {
                         say("the cluster's faults did not go as planned: %s", ex);
                     }
@@ -639,7 +583,10 @@ public final class ShopScenario implements AutoCloseable {
     private int queuedOrNot() {
         try {
             return queued();
-        } catch (IOException | RuntimeException ex) {
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            return -1;
+        } catch (Exception ex) {
             return -1;
         }
     }
@@ -652,18 +599,9 @@ public final class ShopScenario implements AutoCloseable {
         return this.databases;
     }
 
-    /**
-     * The names of the run on the broker: its exchange, the services' queues (each with its {@code .dlq}) and their
-     * dead-letter exchanges.
-     */
+    /** The names of the run on the broker: RabbitMQ's exchanges and queues, Kafka's topics. */
     public List<String> brokerNames() {
-        List<String> names = new ArrayList<>(List.of(this.exchange));
-        SERVICES.forEach(service -> {
-            names.add(service.queue(this.settings.suffix()));
-            names.add(ShopBrokerUsers.deadLetterExchange(service.queue(this.settings.suffix())));
-            names.add(ShopBrokerUsers.replayExchange(service.queue(this.settings.suffix())));
-        });
-        return names;
+        return this.broker.names();
     }
 
     @Override
@@ -686,61 +624,34 @@ public final class ShopScenario implements AutoCloseable {
         if (this.providerLink != null) {
             this.providerLink.close();
         }
-        this.brokerLinks.forEach(TcpProxy::close);
+        this.broker.close();
         this.dataSources.forEach(HikariDataSource::close);
-        try {
-            if (this.admin != null && this.admin.isOpen()) {
-                this.admin.close();
-            }
-        } catch (IOException | RuntimeException ex) {
-            // closing anyway
-        }
     }
 
-    /** Starts the order service on its database, as its role, publishing to the run's exchange as the relay user. */
+    /** Starts the order service on its database, as its role, publishing through the broker as its relay's user. */
     private OrderService startOrderService() {
         String role = this.databases.name("orders");
-        String relay = "relay" + this.settings.suffix();
-        return OrderService.start(
-                this.databases.orderServiceSchema(),
-                List.of(
-                        "spring.datasource.url=" + this.databases.url(role),
-                        "spring.datasource.username=" + role,
-                        "spring.datasource.password=" + role,
-                        "spring.rabbitmq.addresses=" + String.join(",", this.settings.rabbitNodes()),
-                        // A node cut off closes nothing the client sees: missed heartbeats tell it (60 s by default).
-                        "spring.rabbitmq.requested-heartbeat=10s",
-                        "spring.rabbitmq.username=" + relay,
-                        "spring.rabbitmq.password=" + relay,
-                        "idempotency.outbox.destination=" + this.exchange,
-                        "spring.cloud.stream.rabbit.bindings[" + this.exchange + "].producer.declare-exchange=false",
-                        // The scenario says what the relay's failure was; the relay's own warning would repeat it, and
-                        // so would MariaDB's driver, which logs every error the server answers.
-                        "logging.level.dev.exactlyonce.idempotency.outbox.OutboxRelay=ERROR",
-                        "logging.level.org.mariadb.jdbc.message.server.ErrorPacket=ERROR"),
-                42);
+        List<String> properties = new ArrayList<>(List.of(
+                "spring.datasource.url=" + this.databases.url(role),
+                "spring.datasource.username=" + role,
+                "spring.datasource.password=" + role,
+                // The scenario says what the relay's failure was; the relay's own warning would repeat it, and so
+                // would MariaDB's driver, which logs every error the server answers.
+                "logging.level.dev.exactlyonce.idempotency.outbox.OutboxRelay=ERROR",
+                "logging.level.org.mariadb.jdbc.message.server.ErrorPacket=ERROR"));
+        properties.addAll(this.broker.orderServiceProperties());
+        return OrderService.start(this.databases.orderServiceSchema(), properties, this.broker::destination, 42);
     }
 
     private void startService(Service service, boolean holdRelay) {
         String binding = "spring.cloud.stream.bindings." + service.binding() + ".";
         String role = this.databases.name(service.database());
-        List<String> properties = new ArrayList<>(List.of(
-                // The outbox relay publishes to the run's exchange, which the service's user may not declare.
-                "idempotency.outbox.destination=" + this.exchange,
-                "spring.cloud.stream.rabbit.bindings[" + this.exchange + "].producer.declare-exchange=false",
+        List<String> properties = new ArrayList<>(this.broker.serviceProperties(service));
+        properties.addAll(List.of(
                 "idempotency.outbox.relay.enabled=" + !holdRelay,
                 // Parked rows released or skipped from the operator console (infra/demo.sh --console); the management
                 // port answers on the loopback interface only.
                 "management.endpoint.outbox.access=unrestricted"));
-        if (!service.emits().isEmpty()) {
-            // The relay publishes through the binder of its own that the service's application.yml gives it, as its
-            // own user: the consumer's user may not write to the exchange (ShopBrokerUsers).
-            String relay = ShopBrokerUsers.relayOf(service, this.settings.suffix());
-            properties.addAll(List.of(
-                    "shop.relay.username=" + relay,
-                    "shop.relay.password=" + relay,
-                    "spring.cloud.stream.bindings." + this.exchange + ".binder=relay"));
-        }
         properties.addAll(List.of(
                 "spring.datasource.url="
                         + this.databases
@@ -751,12 +662,6 @@ public final class ShopScenario implements AutoCloseable {
                 "spring.datasource.password=" + this.databases.appRole(service.database()),
                 "spring.flyway.user=" + role,
                 "spring.flyway.password=" + role,
-                "spring.rabbitmq.addresses=" + brokerAddresses(),
-                "spring.rabbitmq.requested-heartbeat=10s",
-                "spring.rabbitmq.username=" + ShopBrokerUsers.userOf(service, this.settings.suffix()),
-                "spring.rabbitmq.password=" + ShopBrokerUsers.userOf(service, this.settings.suffix()),
-                binding + "destination=" + this.exchange,
-                binding + "group=" + service.queue(this.settings.suffix()),
                 binding + "consumer.back-off-initial-interval=200",
                 binding + "consumer.back-off-max-interval=1000",
                 "billing.payment-provider.url=http://127.0.0.1:" + this.providerLink.port(),
@@ -822,10 +727,10 @@ public final class ShopScenario implements AutoCloseable {
         }
     }
 
-    private int queued() throws IOException {
+    private int queued() throws Exception {
         int queued = 0;
         for (Service service : SERVICES) {
-            queued += messageCount(service.queue(this.settings.suffix()));
+            queued += this.broker.queued(service);
         }
         return queued;
     }
@@ -860,24 +765,6 @@ public final class ShopScenario implements AutoCloseable {
         return count != null ? count : 0;
     }
 
-    /**
-     * The messages of the queue, ready or not; on a cluster, asked again (up to a minute) while the node the
-     * administration connection reached is lost and it reconnects to another.
-     */
-    private int messageCount(String queue) throws IOException {
-        long deadline = System.nanoTime() + Duration.ofMinutes(1).toNanos();
-        while (true) {
-            try (Channel channel = this.admin.createChannel()) {
-                return channel.queueDeclarePassive(queue).getMessageCount();
-            } catch (IOException | TimeoutException | ShutdownSignalException ex) {
-                if (!this.settings.cluster() || System.nanoTime() > deadline) {
-                    throw ex instanceof IOException io ? io : new IOException(ex);
-                }
-                LockSupport.parkNanos(Duration.ofMillis(500).toNanos());
-            }
-        }
-    }
-
     private double meter(String service, String meter) {
         try {
             HttpResponse<String> response = this.http.send(
@@ -901,59 +788,9 @@ public final class ShopScenario implements AutoCloseable {
         }
     }
 
-    /**
-     * Deletes the services' queues, and declares the exchanges, which the services do not declare (their users may not
-     * configure them), as the broker's definitions do.
-     */
-    private void resetTopology() throws IOException, TimeoutException {
-        try (Channel channel = this.admin.createChannel()) {
-            channel.exchangeDeclare(this.exchange, "topic", true);
-            for (Service service : SERVICES) {
-                channel.exchangeDeclare(
-                        ShopBrokerUsers.deadLetterExchange(service.queue(this.settings.suffix())), "direct", true);
-                channel.exchangeDeclare(
-                        ShopBrokerUsers.replayExchange(service.queue(this.settings.suffix())), "direct", true);
-            }
-        }
-        for (Service service : SERVICES) {
-            String queue = service.queue(this.settings.suffix());
-            try (Channel channel = this.admin.createChannel()) {
-                channel.queueDelete(queue);
-                channel.queueDelete(queue + ".dlq");
-            }
-        }
-    }
-
-    /**
-     * Binds each service's replay exchange to its queue and dead-letter queue, as the broker's definitions do, once
-     * the service has declared them.
-     */
-    private void bindReplayExchanges() throws Exception {
-        for (Service service : SERVICES) {
-            String queue = service.queue(this.settings.suffix());
-            waitFor(() -> queueExists(queue) && queueExists(queue + ".dlq"), "the queues of " + service.name());
-            try (Channel channel = this.admin.createChannel()) {
-                channel.queueBind(queue, ShopBrokerUsers.replayExchange(queue), queue);
-                channel.queueBind(queue + ".dlq", ShopBrokerUsers.replayExchange(queue), queue + ".dlq");
-            }
-        }
-    }
-
-    private boolean queueExists(String queue) {
-        try (Channel channel = this.admin.createChannel()) {
-            channel.queueDeclarePassive(queue);
-            return true;
-        } catch (IOException | TimeoutException | ShutdownSignalException ex) {
-            // 404: not declared yet (the channel is closed by the broker, and closing it again says so)
-            return false;
-        }
-    }
-
     /** Deletes the run's broker users (the demo's stay, as its databases do). */
     public void dropBrokerUsers() {
-        this.brokerUsers.forEach(user -> this.brokerAdmin.deleteUser(user.name()));
-        ShopBrokerPolicies.policies(this.settings.suffix())
-                .forEach(policy -> this.brokerAdmin.deletePolicy(policy.name()));
+        this.broker.dropUsers();
     }
 
     private JdbcTemplate jdbc(String database) {
@@ -971,27 +808,6 @@ public final class ShopScenario implements AutoCloseable {
         dataSource.setMaximumPoolSize(3);
         this.dataSources.add(dataSource);
         return dataSource;
-    }
-
-    private Connection connect(String user, String password, String name) throws IOException, TimeoutException {
-        ConnectionFactory factory = new ConnectionFactory();
-        factory.setUsername(user);
-        factory.setPassword(password);
-        factory.setRequestedHeartbeat(10);
-        factory.setChannelRpcTimeout(10_000);
-        // On a cluster, it reconnects to another node when its own goes; what it declared is the broker's, durable.
-        factory.setNetworkRecoveryInterval(1_000);
-        factory.setTopologyRecoveryEnabled(false);
-        return factory.newConnection(Address.parseAddresses(String.join(",", this.settings.rabbitNodes())), name);
-    }
-
-    /** The services' addresses of the broker's nodes: the proxies'. */
-    private String brokerAddresses() {
-        return String.join(
-                ",",
-                this.brokerLinks.stream()
-                        .map(link -> "127.0.0.1:" + link.port())
-                        .toList());
     }
 
     /**

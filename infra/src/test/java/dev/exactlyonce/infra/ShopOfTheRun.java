@@ -10,53 +10,64 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * Which database server the end-to-end shop runs on in this build: one per build, since each costs CI a minute and a
- * half, chosen by the commit (the parity of the last digit of its id), so that commits share the two; both outside a
- * git checkout. {@code -Dshop.database=postgresql|mariadb|both} chooses.
+ * Which of its three set-ups the end-to-end shop runs in this build: PostgreSQL and RabbitMQ, MariaDB and RabbitMQ, or
+ * PostgreSQL and Kafka. One per build, since each costs CI a minute and a half, chosen by the commit (the last digit of
+ * its id, modulo 3), so that commits share the three; all of them outside a git checkout.
+ * {@code -Dshop.run=postgresql|mariadb|kafka|all} chooses.
  */
-final class ShopDatabaseOfTheRun {
+final class ShopOfTheRun {
 
-    static final String PROPERTY = "shop.database";
+    static final String PROPERTY = "shop.run";
 
-    /** Why a build skips the shop on a server, and how to have it run there. */
-    static final String SKIPPED = "This build runs the end-to-end shop on the other database server (-D" + PROPERTY
-            + ", or by the commit's id): -D" + PROPERTY + "=both runs both";
+    /** Why a build skips the shop on a set-up, and how to have it run there. */
+    static final String SKIPPED = "This build runs the end-to-end shop on another set-up (-D" + PROPERTY
+            + ", or by the commit's id): -D" + PROPERTY + "=all runs the three";
 
-    private static final List<String> CHOICES = List.of("postgresql", "mariadb", "both");
+    /** The set-ups, in the order the commit's digit picks them. */
+    private static final List<String> SETUPS = List.of("postgresql", "mariadb", "kafka");
 
-    private static final Logger logger = LoggerFactory.getLogger(ShopDatabaseOfTheRun.class);
+    private static final Logger logger = LoggerFactory.getLogger(ShopOfTheRun.class);
 
     private static final String CHOSEN = choose();
 
-    private ShopDatabaseOfTheRun() {}
+    private ShopOfTheRun() {}
 
-    /** Whether this build runs the shop on PostgreSQL. */
+    /** Whether this build runs the shop on PostgreSQL and RabbitMQ. */
     static boolean postgresql() {
-        return CHOSEN.equals("both") || CHOSEN.equals("postgresql");
+        return chosen("postgresql");
     }
 
-    /** Whether this build runs the shop on MariaDB. */
+    /** Whether this build runs the shop on MariaDB and RabbitMQ. */
     static boolean mariadb() {
-        return CHOSEN.equals("both") || CHOSEN.equals("mariadb");
+        return chosen("mariadb");
+    }
+
+    /** Whether this build runs the shop on PostgreSQL and Kafka. */
+    static boolean kafka() {
+        return chosen("kafka");
+    }
+
+    private static boolean chosen(String setup) {
+        return CHOSEN.equals("all") || CHOSEN.equals(setup);
     }
 
     private static String choose() {
         String chosen = System.getProperty(PROPERTY, "").strip();
         if (!chosen.isEmpty()) {
-            if (!CHOICES.contains(chosen)) {
+            if (!chosen.equals("all") && !SETUPS.contains(chosen)) {
                 throw new IllegalArgumentException(
-                        "-D%s takes one of %s, not '%s'".formatted(PROPERTY, CHOICES, chosen));
+                        "-D%s takes one of %s or all, not '%s'".formatted(PROPERTY, SETUPS, chosen));
             }
             logger.info("The end-to-end shop runs on {} (-D{})", chosen, PROPERTY);
             return chosen;
         }
         String commit = commit();
         if (commit == null) {
-            logger.info("The end-to-end shop runs on both database servers (no git checkout to choose one by)");
-            return "both";
+            logger.info("The end-to-end shop runs on its three set-ups (no git checkout to choose one by)");
+            return "all";
         }
-        chosen = Character.digit(commit.charAt(commit.length() - 1), 16) % 2 == 0 ? "postgresql" : "mariadb";
-        logger.info("The end-to-end shop runs on {} (by commit {}; -D{}=both runs both)", chosen, commit, PROPERTY);
+        chosen = SETUPS.get(Character.digit(commit.charAt(commit.length() - 1), 16) % SETUPS.size());
+        logger.info("The end-to-end shop runs on {} (by commit {}; -D{}=all runs the three)", chosen, commit, PROPERTY);
         return chosen;
     }
 
