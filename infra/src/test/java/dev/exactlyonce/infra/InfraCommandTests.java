@@ -32,6 +32,25 @@ class InfraCommandTests {
         assertThat(this.err.toString()).contains("Unexpected argument '--scenario'.");
     }
 
+    @Test
+    void theDemoRefusesAClusterOfTheOtherBroker() {
+        int status = run("demo", "--binder", "rabbitmq", "--cluster", "kafka");
+
+        assertThat(status).isEqualTo(2);
+        assertThat(this.err.toString())
+                .contains("--binder rabbitmq runs the shop on rabbitmq, and --cluster kafka names the other broker's");
+        assertThat(this.out.toString()).isEmpty();
+    }
+
+    @Test
+    void theDemoRefusesAnUnknownBinder() {
+        int status = run("demo", "--binder", "pulsar");
+
+        assertThat(status).isEqualTo(2);
+        assertThat(this.err.toString()).contains("--binder takes rabbitmq or kafka, not 'pulsar'.");
+        assertThat(this.out.toString()).isEmpty();
+    }
+
     private int run(String... args) {
         return Infra.run(args, new PrintStream(this.out, true), new PrintStream(this.err, true));
     }
