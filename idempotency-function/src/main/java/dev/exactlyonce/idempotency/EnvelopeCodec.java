@@ -35,9 +35,8 @@ import tools.jackson.databind.util.RawValue;
  * Reads and writes the JSON event envelope, rejecting what is not one with a {@link RejectedMessageException} that
  * names the reason. See docs/reference.md, "The envelope".
  *
- * <p>The default mapper requires every record component, ignores unknown properties and maps decimals to
- * {@link java.math.BigDecimal} exactly. What a message costs to read is bounded before it is read ({@link Limits}):
- * beyond them it is {@link Reason#INVALID_PAYLOAD}.
+ * <p>The default mapper requires every record component, ignores unknown properties, maps decimals to
+ * {@link java.math.BigDecimal} exactly and bounds what a message costs to read before it reads it ({@link Limits}).
  */
 public final class EnvelopeCodec {
 
@@ -50,25 +49,19 @@ public final class EnvelopeCodec {
 
     private final Limits limits;
 
-    /** A codec with the default mapper described above and the default limits. */
     public EnvelopeCodec() {
         this(Limits.DEFAULTS);
     }
 
-    /** A codec with the default mapper described above, bounded by the given limits. */
     public EnvelopeCodec(Limits limits) {
         this(defaultJsonMapper(limits), limits);
     }
 
-    /**
-     * A codec that maps payloads with the given mapper, with the default limits. Only the default mapper bounds
-     * decimals given as strings ({@link #defaultJsonMapper(Limits)}).
-     */
+    /** A codec with the given mapper: only the default mapper bounds decimals given as strings. */
     public EnvelopeCodec(JsonMapper jsonMapper) {
         this(jsonMapper, Limits.DEFAULTS);
     }
 
-    /** A codec that maps payloads with the given mapper, bounded by the given limits. */
     public EnvelopeCodec(JsonMapper jsonMapper, Limits limits) {
         Assert.notNull(jsonMapper, "jsonMapper must not be null");
         Assert.notNull(limits, "limits must not be null");
@@ -76,7 +69,6 @@ public final class EnvelopeCodec {
         this.limits = limits;
     }
 
-    /** The mapper the no-argument constructor uses. */
     public static JsonMapper defaultJsonMapper() {
         return defaultJsonMapper(Limits.DEFAULTS);
     }
@@ -100,11 +92,7 @@ public final class EnvelopeCodec {
                 .build();
     }
 
-    /**
-     * Reads an envelope, leaving its payload as a JSON tree.
-     *
-     * @throws RejectedMessageException when the body is not a valid envelope
-     */
+    /** Reads an envelope, leaving its payload as a JSON tree; rejects a body that is not a valid envelope. */
     public EventEnvelope<JsonNode> decode(byte[] body) {
         EventEnvelope<RawPayload> envelope = read(body);
         return new EventEnvelope<>(
@@ -112,10 +100,8 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * Reads an envelope as {@link #decode} does, leaving its payload unparsed, so that a discarded copy costs no more
-     * than reading its id ({@link #readPayload(RawPayload, Type, String, UUID)} maps it later).
-     *
-     * @throws RejectedMessageException when the body is not a valid envelope
+     * Reads an envelope as {@link #decode} does, rejections included, leaving its payload unparsed, so that a discarded
+     * copy costs no more than reading its id ({@link #readPayload(RawPayload, Type, String, UUID)} maps it later).
      */
     public EventEnvelope<RawPayload> read(byte[] body) {
         Scan scan = scan(body, "message body", true);
@@ -134,49 +120,30 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * Reads a message body that is a bare payload (a JSON object), for messages whose event id and name travel in
-     * headers rather than in an envelope.
-     *
-     * @throws RejectedMessageException when the body is not a JSON object
+     * Reads a message body that is a bare payload, for messages whose event id and name travel in headers; rejects a
+     * body that is not a JSON object, or is beyond the limits.
      */
     public JsonNode decodePayload(byte[] body) {
         return decodePayload(body, null);
     }
 
-    /**
-     * Reads a bare payload, as {@link #decodePayload(byte[])}, whose event id a rejection names.
-     *
-     * @throws RejectedMessageException when the body is not a JSON object, or is beyond the limits
-     */
+    /** Reads a bare payload as {@link #decodePayload(byte[])} does, naming the event id in a rejection. */
     public JsonNode decodePayload(byte[] body, @Nullable UUID eventId) {
         return tree(readBarePayload(body, eventId));
     }
 
-    /**
-     * Reads a bare payload as {@link #decodePayload(byte[], UUID)} does, leaving it unparsed as {@link #read} does.
-     *
-     * @throws RejectedMessageException when the body is not a JSON object, or is beyond the limits
-     */
+    /** Reads a bare payload as {@link #decodePayload(byte[], UUID)} does, leaving it unparsed. */
     public RawPayload readBarePayload(byte[] body, @Nullable UUID eventId) {
         scan(body, "payload", false).refuseNumber(eventId);
         return new RawPayload(body, 0, body.length);
     }
 
-    /**
-     * Maps an envelope's payload to the given type.
-     *
-     * @throws RejectedMessageException when the payload does not map to the type
-     */
+    /** Maps an envelope's payload to the given type; rejects one that does not map ({@link Reason#INVALID_PAYLOAD}). */
     public <T> T readPayload(EventEnvelope<JsonNode> envelope, Type type) {
         return readPayload(envelope.payload(), type, envelope.eventName(), envelope.eventId());
     }
 
-    /**
-     * Maps a payload {@link #read} left as it came to the given type, straight from its bytes; the event's name and id
-     * only serve the message of the exception.
-     *
-     * @throws RejectedMessageException when the payload does not map to the type
-     */
+    /** Maps a payload {@link #read} left unparsed, from its bytes, or rejects it, as the overload for a tree does. */
     public <T> T readPayload(RawPayload payload, Type type, String eventName, @Nullable UUID eventId) {
         JavaType javaType = this.jsonMapper.constructType(type);
         try {
@@ -186,11 +153,7 @@ public final class EnvelopeCodec {
         }
     }
 
-    /**
-     * Maps a payload to the given type; the event's name and id only serve the message of the exception.
-     *
-     * @throws RejectedMessageException when the payload does not map to the type
-     */
+    /** Maps a payload to the given type, or rejects it; the event's name and id only serve the rejection's message. */
     public <T> T readPayload(JsonNode payload, Type type, String eventName, @Nullable UUID eventId) {
         JavaType javaType = this.jsonMapper.constructType(type);
         if (javaType.isTypeOrSubTypeOf(JsonNode.class)) {
@@ -218,11 +181,8 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * A payload as it came: checked by {@link #read} (a JSON object, its numbers within the limits) but not parsed.
-     *
-     * @param body the message body it is part of
-     * @param offset where it starts in the body
-     * @param length its length in bytes
+     * A payload as it came, {@code length} bytes from {@code offset} of the message body: checked by {@link #read} (a
+     * JSON object, its numbers within the limits) but not parsed.
      */
     public record RawPayload(byte[] body, int offset, int length) {
 
@@ -247,10 +207,7 @@ public final class EnvelopeCodec {
         }
     }
 
-    /**
-     * Writes an envelope; the payload with the codec's mapper, or as it is when a {@link RawValue} (a {@code jsonb}
-     * column's text).
-     */
+    /** Writes an envelope; its payload with the codec's mapper, or as it is when a {@link RawValue} (jsonb text). */
     public byte[] encode(EventEnvelope<?> envelope) {
         ObjectNode root = this.jsonMapper.createObjectNode();
         root.put(EVENT_ID, envelope.eventId().toString());
@@ -266,11 +223,7 @@ public final class EnvelopeCodec {
         return this.jsonMapper.writeValueAsBytes(root);
     }
 
-    /**
-     * The JSON object an outgoing event's payload is written as, with the codec's mapper.
-     *
-     * @throws IllegalArgumentException when the payload is not written as a JSON object (a string, a number, a list)
-     */
+    /** An outgoing event's payload as a JSON object; throws IllegalArgumentException if it is another JSON value. */
     public ObjectNode writePayload(Object payload) {
         JsonNode tree = this.jsonMapper.valueToTree(payload);
         if (!(tree instanceof ObjectNode object)) {
@@ -282,10 +235,8 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * Parses a UUID in its canonical 36-character form only ({@link UUID#fromString} also accepts shortened forms
-     * such as {@code 1-2-3-4-5}, which no producer writes).
-     *
-     * @return the UUID, or {@code null} when the text is not a canonical UUID
+     * Parses a UUID in its canonical 36-character form only, {@code null} for any other text ({@link UUID#fromString}
+     * also accepts shortened forms such as {@code 1-2-3-4-5}, which no producer writes).
      */
     public static @Nullable UUID parseCanonicalUuid(String text) {
         if (text.length() != 36) {
@@ -409,7 +360,6 @@ public final class EnvelopeCodec {
         return false;
     }
 
-    /** Reads the value the parser is on to its end, checking its numbers ({@link #check}). */
     private void walk(JsonParser parser, JsonToken token, Scan scan) {
         check(parser, token, scan);
         if (!token.isStructStart()) {
@@ -475,7 +425,6 @@ public final class EnvelopeCodec {
     /** An envelope's field: its first token, its text when a string, and where its value is ({@link Scan#offset}). */
     private record Field(JsonToken token, @Nullable String text, int start, int end) {}
 
-    /** What {@link #scan} read of a body. */
     private final class Scan {
 
         private final byte[] body;
@@ -522,7 +471,6 @@ public final class EnvelopeCodec {
             return new RawPayload(bytes, 0, bytes.length);
         }
 
-        /** Rejects the body if a number in it is beyond the limits. */
         void refuseNumber(@Nullable UUID eventId) {
             if (this.refused != null) {
                 throw new RejectedMessageException(
@@ -592,15 +540,11 @@ public final class EnvelopeCodec {
     }
 
     /**
-     * What a message may cost to read.
-     *
-     * @param maxBytes the largest body read, in bytes
-     * @param maxDecimalDigits the most digits a decimal may have, and the largest exponent (of either sign) it may be
-     *     written with: {@code 1e100} and {@code 1e-100} are allowed with 100, {@code 1e101} is not
+     * What a message may cost to read: its size in bytes, and the most digits a decimal may have, which is also the
+     * largest exponent (of either sign) it may be written with ({@code 1e100} passes 100, {@code 1e101} does not).
      */
     public record Limits(long maxBytes, int maxDecimalDigits) {
 
-        /** 4 MiB, 100 digits. */
         public static final Limits DEFAULTS = new Limits(4L * 1024 * 1024, 100);
 
         public Limits {

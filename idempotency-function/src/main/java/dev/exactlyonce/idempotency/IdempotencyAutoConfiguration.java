@@ -11,10 +11,7 @@ import org.springframework.cloud.stream.function.BindableFunctionProxyFactory;
 import org.springframework.context.annotation.Bean;
 import org.springframework.jdbc.core.JdbcTemplate;
 
-/**
- * What every part of the library uses: its properties and the envelope's codec. The guard's, the outbox's, the
- * retention's and the binders' auto-configurations come after this one.
- */
+/** What every part of the library uses, its properties and the envelope's codec; other auto-configurations follow. */
 @AutoConfiguration(after = {DataSourceAutoConfiguration.class, DataSourceTransactionManagerAutoConfiguration.class})
 @ConditionalOnClass({FunctionCatalog.class, BindableFunctionProxyFactory.class, JdbcTemplate.class})
 @EnableConfigurationProperties(IdempotencyProperties.class)

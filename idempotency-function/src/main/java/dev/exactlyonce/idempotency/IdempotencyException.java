@@ -2,9 +2,7 @@ package dev.exactlyonce.idempotency;
 
 import org.jspecify.annotations.Nullable;
 
-/**
- * The one unchecked exception type of the library. Subclasses exist only where a caller must tell them apart.
- */
+/** The one unchecked exception type of the library; subclasses exist only where a caller must tell them apart. */
 public class IdempotencyException extends RuntimeException {
 
     private static final long serialVersionUID = 1L;

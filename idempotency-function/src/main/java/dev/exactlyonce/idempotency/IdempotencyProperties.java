@@ -11,15 +11,13 @@ import org.springframework.util.unit.DataSize;
 /**
  * Configuration of the idempotency guard, under the {@code idempotency} prefix. See docs/reference.md, "Configuration".
  *
- * @param tableName Name of the table that records processed event ids. A lower-case SQL identifier of at most 46
- *     characters that is not a reserved word.
+ * @param tableName Table of processed event ids. A lower-case SQL identifier of at most 46 characters, not reserved.
  * @param migrateWithFlyway Whether the library migrates its tables with Flyway when the service uses Flyway. Set to
  *     false to create them from the jar's dev/exactlyonce/idempotency/schema-*.sql scripts.
  * @param eventId Where the guard reads each message's event id.
  * @param keyScope What an event is recorded as processed for: the whole service (service), or each function composed
  *     after the guard (function). It names each binding's scope by default: the empty string, or the functions.
- * @param retention How long a processed event id is kept; a later copy is processed again. It must cover the
- *     replay horizon.
+ * @param retention How long a processed id is kept; a later copy is processed again. It must cover the replay horizon.
  * @param replayHorizon How late a copy of an event can still arrive.
  * @param purge The scheduled purges of old ids and of published outbox rows.
  * @param partitioning The opt-in range-partitioned table, whose old ids go with whole partitions.
@@ -27,9 +25,8 @@ import org.springframework.util.unit.DataSize;
  * @param conflicts What the guarded bindings do with a message whose attempts conflict with other transactions.
  * @param endpoint The idempotency Actuator endpoint.
  * @param batch How guarded batch bindings (batch-mode) gather their batches.
- * @param payload What a message may cost to read: its size, the digits of its decimals.
- * @param bindings Per guarded binding, by its name (idempotencyGuardreserveStock-in-0): its scope, former scopes and
- *     routes.
+ * @param payload What a message may cost to read (its size, the digits of its decimals) before it is rejected.
+ * @param bindings Each guarded binding, by name (idempotencyGuardreserveStock-in-0): its scope, former scopes, routes.
  * @param retiredScopes Scopes whose claims are given up on purpose: their events are processed again if a copy
  *     arrives. Start-up refuses a scope with claims that no binding uses, takes over or retires.
  */
@@ -71,13 +68,11 @@ public record IdempotencyProperties(
         }
     }
 
-    /** The settings of a guarded binding, by its name. */
     @Override
     public Map<String, Binding> bindings() {
         return this.bindings;
     }
 
-    /** The scopes whose claims are given up on purpose. */
     @Override
     public List<String> retiredScopes() {
         return this.retiredScopes;
@@ -86,8 +81,7 @@ public record IdempotencyProperties(
     /**
      * A guarded binding's identity in the table, under {@code idempotency.bindings.<binding>}.
      *
-     * @param scope The scope its claims are recorded under; by default key-scope's, which a rename changes. Name it
-     *     to keep it through renames.
+     * @param scope The scope its claims are recorded under, by default key-scope's. Name it to keep it through renames.
      * @param formerScopes Scopes whose claims are copied to this binding's scope at start-up: its scope before a
      *     rename, or before key-scope changed ("" for the service's).
      * @param routes The event names each route (routing key or topic) may carry besides its own name, where routes
@@ -103,13 +97,11 @@ public record IdempotencyProperties(
             routes = routes != null ? Map.copyOf(routes) : Map.of();
         }
 
-        /** The event names each route may carry besides its own name. */
         @Override
         public Map<String, List<String>> routes() {
             return this.routes;
         }
 
-        /** The scopes whose claims this binding takes over. */
         @Override
         public List<String> formerScopes() {
             return this.formerScopes;
@@ -117,8 +109,6 @@ public record IdempotencyProperties(
     }
 
     /**
-     * How late a copy of an event can still arrive, under {@code idempotency.replay-horizon}.
-     *
      * @param producerReplay How far back producers can replay their events (their outbox's retention).
      * @param deadLetterRetention How long a message can stay in the dead-letter queue before it is replayed.
      */
@@ -133,8 +123,6 @@ public record IdempotencyProperties(
     }
 
     /**
-     * The scheduled purges of old ids and of published outbox rows, under {@code idempotency.purge}.
-     *
      * @param enabled Whether old ids and published outbox rows are purged on a schedule. Turned off, they are kept
      *     forever, but partition maintenance still drops old ids.
      * @param interval The time between two runs of each purge, and of the partition maintenance.
@@ -196,8 +184,6 @@ public record IdempotencyProperties(
     }
 
     /**
-     * How a guarded batch binding ({@code batch-mode}) gathers its batches, under {@code idempotency.batch}.
-     *
      * @param maxWait The longest a batch waits for more messages before it is handed on. 0 leaves the listener
      *     containers' own settings.
      */
@@ -299,7 +285,6 @@ public record IdempotencyProperties(
             }
         }
 
-        /** The failures, besides the database's, that mean a dependency is down. */
         @Override
         public List<Class<? extends Throwable>> exceptions() {
             return this.exceptions;
@@ -307,8 +292,6 @@ public record IdempotencyProperties(
     }
 
     /**
-     * Where the guard reads each message's event id, under {@code idempotency.event-id}.
-     *
      * @param source Where the id, name and time come from. With any source but envelope the body is the bare payload.
      * @param header The header that carries the id when source is header.
      * @param whenMissing What to do with a message without an event id: reject it, or pass it through unguarded (a

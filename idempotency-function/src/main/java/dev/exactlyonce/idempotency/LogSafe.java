@@ -1,9 +1,8 @@
 package dev.exactlyonce.idempotency;
 
 /**
- * Text from a message, made safe to put in a log line, an exception message or an operator's terminal: control
- * characters (a CR or LF that would forge a log line, an escape sequence for a terminal) escaped as {@code \\uXXXX},
- * and cut after {@value #LENGTH} characters. What the library and its tools print of a message goes through it.
+ * Text from a message, made safe for a log line, an exception message or a terminal: control characters (a CR or LF
+ * that would forge a log line, an escape sequence) escaped as {@code \\uXXXX}, cut after {@value #LENGTH} characters.
  */
 public final class LogSafe {
 
@@ -21,10 +20,7 @@ public final class LogSafe {
         return printable.toString();
     }
 
-    /**
-     * The text escaped, whole: for a text the library wrote around parts of a message, each already cut, that may
-     * still quote the message (a parser's error message does), such as a rejection's.
-     */
+    /** The whole text escaped: a rejection's, its parts cut already, which may still quote a message's text. */
     static String escaped(String text) {
         return escape(text, Integer.MAX_VALUE).toString();
     }

@@ -20,15 +20,12 @@ public record OutboxProperties(
         @DefaultValue Relay relay) {
 
     /**
-     * The relay.
-     *
      * @param enabled Whether this service publishes its outbox's rows. Turn it off when another process publishes
      *     them (Debezium's Outbox Event Router, for one).
      * @param batchSize The most rows one run publishes before it waits for their confirms and marks them.
      * @param pollInterval How often the relay looks for rows when no commit woke it up (rows written by another
      *     instance, or left by a failed run).
-     * @param linger How long the relay waits, once a commit woke it up, for more commits to join its run. Zero
-     *     publishes at once.
+     * @param linger How long a relay woken by a commit waits for more commits to join its run. Zero publishes at once.
      * @param confirmTimeout How long a run of the relay waits, in all, for the broker to confirm the rows it sends;
      *     the rows not confirmed by then are sent again by a later run.
      * @param lagBound The age of the oldest publishable row, of a key not parked, past which the outbox health is

@@ -4,17 +4,12 @@ import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import org.springframework.util.Assert;
 
 /**
- * An event the service emits: returned by a guarded {@code Function} (alone, or several in a list), or passed to
- * {@link dev.exactlyonce.idempotency.outbox.Outbox#emit(OutgoingEvent)}. It is written to the outbox in the
- * transaction of its effect, where it gets its event id (a UUID v7), and published after that transaction committed,
- * never before; every publication of it carries that id.
+ * An event the service emits, returned by a guarded {@code Function} (alone or in a list) or passed to
+ * {@link dev.exactlyonce.idempotency.outbox.Outbox#emit(OutgoingEvent)}: written to the outbox in the transaction of
+ * its effect, with its event id, and published after that commits. Its payload is a JSON object. See docs/outbox.md.
  *
- * @param name the event's name, such as {@code stock.stock.reserved.v1}: the {@code event_name} of its envelope and
- *     the routing key it is published with; a letter or digit, then letters, digits, {@code .}, {@code -} and
- *     {@code _}, 255 in all ({@link EventEnvelope#isEventName}), or the constructor refuses it
- * @param key what the event is about (the aggregate's id, such as the order id): events of one key are published in
- *     the order they were written; on Kafka, the record's key
- * @param payload the event's own fields, written as a JSON object
+ * @param name its {@code event_name} and routing key, refused unless {@link EventEnvelope#isEventName} accepts it
+ * @param key what the event is about (the aggregate's id; on Kafka, the record's key), whose events publish in order
  */
 public record OutgoingEvent(String name, String key, Object payload) {
 

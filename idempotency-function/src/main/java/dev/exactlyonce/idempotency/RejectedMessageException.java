@@ -27,10 +27,7 @@ public class RejectedMessageException extends IdempotencyException {
         INVALID_EVENT_NAME,
         /** The event name is not the routing key (RabbitMQ) or topic (Kafka) the event arrived by. */
         ROUTE_MISMATCH,
-        /**
-         * A dead letter moved back to its queue that the service did not record dead-lettering within the dead
-         * letters' retention: nothing vouches for the route it first came by.
-         */
+        /** A dead letter moved back to its queue that the service has no record of: nothing vouches for its route. */
         UNRECORDED_DEAD_LETTER,
         /** The envelope's {@code occurred_at} is not an ISO-8601 instant. */
         INVALID_OCCURRED_AT,
@@ -49,14 +46,12 @@ public class RejectedMessageException extends IdempotencyException {
     }
 
     public RejectedMessageException(Reason reason, @Nullable UUID eventId, String message, @Nullable Throwable cause) {
-        // Escaped whole, the cause too: a parser's message quotes the message's text raw, and both go into the dead
-        // letter's headers, log lines and terminals.
+        // Escaped whole, the cause too: both may quote the message's text, and go into headers, logs and terminals.
         super(reason + ": " + LogSafe.escaped(message), EscapedCause.of(cause, 0));
         this.reason = reason;
         this.eventId = eventId;
     }
 
-    /** Why the message was rejected. */
     public Reason reason() {
         return this.reason;
     }
@@ -67,8 +62,8 @@ public class RejectedMessageException extends IdempotencyException {
     }
 
     /**
-     * A cause of a rejection as it was, its type and stack trace kept, its message escaped: a parser's message quotes
-     * the message's text, and a stack trace is printed whole (the binder writes it into {@code x-exception-stacktrace}).
+     * A rejection's cause, its type and stack trace kept, its message escaped: a parser's message quotes the message's
+     * text, and the binder writes the stack trace whole into {@code x-exception-stacktrace}.
      */
     static final class EscapedCause extends RuntimeException {
 

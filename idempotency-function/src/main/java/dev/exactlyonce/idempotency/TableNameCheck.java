@@ -5,12 +5,10 @@ import java.util.regex.Pattern;
 
 /**
  * Checks {@code idempotency.table-name} before it is formatted into any SQL: an unquoted lower-case identifier, not
- * reserved, short enough for every derived name to fit PostgreSQL's 63 bytes (it would truncate them silently, and two
- * could collide).
+ * reserved, short enough for each derived name to fit PostgreSQL's 63 bytes (it cuts longer ones: two could clash).
  */
 final class TableNameCheck {
 
-    /** The longest table name: 63 bytes less the longest suffix, {@code _processed_at_idx}. */
     static final int MAX_LENGTH = 63 - "_processed_at_idx".length();
 
     private static final Pattern IDENTIFIER = Pattern.compile("[a-z_][a-z0-9_]*");
@@ -120,9 +118,7 @@ final class TableNameCheck {
 
     private TableNameCheck() {}
 
-    /**
-     * @throws IllegalArgumentException saying what to change, when the name cannot be used as it is
-     */
+    /** Throws IllegalArgumentException, saying what to change, when the name cannot be used as it is. */
     static void check(String tableName) {
         if (tableName == null || !IDENTIFIER.matcher(tableName).matches()) {
             throw new IllegalArgumentException(("idempotency.table-name must be a lower-case SQL identifier (letters,"

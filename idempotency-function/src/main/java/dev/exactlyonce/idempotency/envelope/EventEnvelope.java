@@ -6,19 +6,15 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.util.Assert;
 
 /**
- * What a producer publishes: the event id it set when it wrote its outbox row, the event name (also the routing
- * key), when the event occurred, and the event's own fields.
+ * What a producer publishes: the event id it set when it wrote its outbox row (never one generated on receipt), the
+ * event name (also the routing key), when the event occurred if it said so, and the event's own fields. See
+ * docs/reference.md, "The envelope".
  *
- * @param eventId the producer's id of the event, a UUID (v7 in this project); never generated on receipt
- * @param eventName the name of the event, for example {@code order.order.placed.v1}
- * @param occurredAt when the event occurred, if the producer said so
- * @param payload the event's own fields
  * @param <T> the type of the payload
  */
 public record EventEnvelope<T>(
         UUID eventId, String eventName, @Nullable Instant occurredAt, T payload) {
 
-    /** The longest event name, in characters. */
     private static final int NAME_MAX_LENGTH = 255;
 
     public EventEnvelope {

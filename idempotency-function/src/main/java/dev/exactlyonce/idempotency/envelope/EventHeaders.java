@@ -24,12 +24,9 @@ public final class EventHeaders {
     private EventHeaders() {}
 
     /**
-     * The headers of the message at that index of a batch, as a binder delivers a batch: each header that holds a list
-     * of one value per message (RabbitMQ's {@code amqp_batchedHeaders}, Kafka's {@code kafka_offset} and the like) is
-     * replaced by that message's value; the batch's other headers are kept, except its id and timestamp.
-     *
-     * @param batch a batch, or a lone message (its headers are then its own)
-     * @param index the message's position in the batch
+     * The headers of the message at that index of a batch (or of a lone message), as a binder delivers it: a header
+     * that holds a list of one value per message (RabbitMQ's {@code amqp_batchedHeaders}, Kafka's {@code kafka_offset}
+     * and the like) gives that message's value; the others are kept, except the batch's id and timestamp.
      */
     public static Map<String, Object> ofMessageInBatch(Message<?> batch, int index) {
         int size = batch.getPayload() instanceof List<?> bodies ? bodies.size() : -1;

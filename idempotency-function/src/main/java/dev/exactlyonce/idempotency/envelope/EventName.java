@@ -7,12 +7,10 @@ import java.lang.annotation.RetentionPolicy;
 import java.lang.annotation.Target;
 
 /**
- * The name of the event whose payload the annotated type maps: {@code @EventName("order.order.placed.v1") record
- * OrderPlacedV1(...)}.
- *
- * <p>The guard hands a function only the events its input type names, others are rejected; for several events it
- * takes a sealed interface of annotated types. A type that names no event takes every event its route lets through (on
- * RabbitMQ, set {@code binding-routing-key}, or start-up is refused).
+ * The name of the event whose payload the annotated type maps, as in {@code @EventName("order.order.placed.v1")}. The
+ * guard hands a function only the events its input type names, rejecting others; a sealed interface of annotated types
+ * takes several. A type that names none takes every event its route lets through (on RabbitMQ, set
+ * {@code binding-routing-key}, or start-up is refused).
  */
 @Documented
 @Retention(RetentionPolicy.RUNTIME)

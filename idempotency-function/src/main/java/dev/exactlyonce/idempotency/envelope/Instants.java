@@ -18,9 +18,7 @@ public final class Instants {
 
     private Instants() {}
 
-    /**
-     * @throws java.time.format.DateTimeParseException as {@link Instant#parse} does, for text it cannot read
-     */
+    /** As {@link Instant#parse}; throws {@link java.time.format.DateTimeParseException} for text it cannot read. */
     public static Instant parse(String text) {
         Instant instant = parseUtc(text);
         return instant != null ? instant : Instant.parse(text);

@@ -15,7 +15,6 @@ public final class UuidV7 {
 
     private UuidV7() {}
 
-    /** A new version 7 UUID for the current time. */
     public static UUID generate() {
         return at(Instant.now());
     }
@@ -31,7 +30,6 @@ public final class UuidV7 {
         return new UUID(most, least);
     }
 
-    /** Whether the UUID is a version 7 UUID of the RFC 9562 variant. */
     public static boolean isV7(UUID uuid) {
         return uuid.version() == 7 && uuid.variant() == 2;
     }

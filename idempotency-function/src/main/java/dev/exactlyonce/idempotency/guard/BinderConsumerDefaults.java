@@ -1,11 +1,9 @@
 package dev.exactlyonce.idempotency.guard;
 
 /**
- * What the library sets and checks on a guarded binding's consumer properties for one binder, through the binder's
- * own typed properties: picked by the type of the binding's extended consumer properties, that is by the binder the
- * binding uses, not by what is on the class path. See {@link ConsumerSettings}.
- *
- * <p>Not API: implemented by the library's binder packages, and may change in any release.
+ * What the library sets and checks on a guarded binding's consumer properties for one binder, picked by the type of
+ * the binding's extended consumer properties (the binder it uses, not what is on the class path). See
+ * {@link ConsumerSettings}. Not API: implemented by the library's binder packages, and may change in any release.
  *
  * @param <P> the binder's extended consumer properties
  */

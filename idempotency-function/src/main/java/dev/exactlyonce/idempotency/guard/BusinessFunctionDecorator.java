@@ -10,9 +10,8 @@ import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.util.ClassUtils;
 
 /**
- * Wraps each {@code Consumer} or {@code Function} bean composed after the guard in
- * {@link GuardedBusinessFunction}. The proxy implements the bean's interfaces; Spring Cloud Function still
- * reads the function's input type from the bean definition, so payload conversion is unchanged.
+ * Wraps each {@code Consumer} or {@code Function} bean composed after the guard in {@link GuardedBusinessFunction}, a
+ * proxy of the bean's interfaces. See docs/design.md, "How it works".
  */
 final class BusinessFunctionDecorator implements BeanPostProcessor, BeanClassLoaderAware {
 
@@ -43,7 +42,7 @@ final class BusinessFunctionDecorator implements BeanPostProcessor, BeanClassLoa
         return proxyFactory.getProxy(this.classLoader);
     }
 
-    /** Whether the bean of that name was decorated, so that it is skipped on a duplicate. */
+    /** Whether the bean of that name was decorated: one that was not cannot be protected. */
     boolean isDecorated(String beanName) {
         return this.decorated.contains(beanName);
     }

@@ -16,10 +16,7 @@ import org.springframework.core.ResolvableType;
 import org.springframework.core.env.Environment;
 import org.springframework.util.ClassUtils;
 
-/**
- * What a definition composes after the guard, checked once at start-up: the first function's payload type, batches,
- * and where the last one's events go. Refuses what the guarantee cannot hold with ({@link GuardInstaller}).
- */
+/** What a definition composes after the guard, checked at start-up: refuses what the guarantee cannot hold with. */
 final class ComposedFunctions {
 
     private final ConfigurableListableBeanFactory beanFactory;
@@ -41,11 +38,7 @@ final class ComposedFunctions {
         return List.class.isAssignableFrom(ResolvableType.forType(type).toClass());
     }
 
-    /**
-     * Whether the binding delivers batches. A function of a list of payloads takes the batches of a batch binding; a
-     * {@code Consumer} of one payload, composed alone after the guard, takes single messages or, on a batch binding,
-     * the events of a batch one call at a time; any other function of one payload, single messages only.
-     */
+    /** Whether the binding delivers batches; refuses a composition that cannot take them. See docs/batch-mode.md. */
     boolean checkBatchMode(String definition, List<String> businessFunctions, String bindingName, boolean takesList) {
         boolean batchMode = this.bindings.getConsumerProperties(bindingName).isBatchMode();
         if (takesList && !batchMode) {
@@ -101,8 +94,7 @@ final class ComposedFunctions {
         String destination = this.bindings.getBindingDestination(outputBinding);
         Environment environment = this.beanFactory.getBean(Environment.class);
         if (environment.getProperty("idempotency.outbox.relay.enabled", Boolean.class, true)) {
-            // The relay publishes the events through a binding of the destination's name: refused now, not at the
-            // first event.
+            // The relay publishes through a binding of the destination's name: refused now, not at the first event.
             UnbracketedBindingSettings.refuse(environment, destination);
         }
         return destination;
@@ -125,7 +117,6 @@ final class ComposedFunctions {
         }
     }
 
-    /** Whether the business function takes a {@code Message} rather than a payload. */
     boolean takesMessage(String businessFunction) {
         FunctionInvocationWrapper function = this.catalog.lookup(businessFunction);
         return function != null

@@ -16,9 +16,8 @@ import org.springframework.messaging.support.InterceptableChannel;
 import org.springframework.util.StringUtils;
 
 /**
- * Sets a guarded binding's binder consumer properties unless the service set them, and checks what it relies on (a
- * dead-letter queue first), through its binder's {@link BinderConsumerDefaults}. See docs/reference.md,
- * "Configuration".
+ * Sets a guarded binding's binder consumer properties unless the service set them, and checks what it relies on,
+ * through its binder's {@link BinderConsumerDefaults}. See docs/reference.md, "Configuration".
  */
 public final class ConsumerSettings {
 
@@ -30,7 +29,6 @@ public final class ConsumerSettings {
 
     private final BindingServiceProperties bindings;
 
-    /** One per binder the library knows, registered by its auto-configuration; a binding gets its binder's. */
     private final List<BinderConsumerDefaults<?>> binders;
 
     ConsumerSettings(
@@ -41,9 +39,6 @@ public final class ConsumerSettings {
         this.binders = List.copyOf(binders);
     }
 
-    /**
-     * @param eventNames the names of the events the binding's functions map; empty when they take any
-     */
     void apply(Object binder, String bindingName, Set<String> eventNames, InterceptableChannel errorChannel) {
         if (!(binder instanceof ExtendedPropertiesBinder<?, ?, ?> extended)) {
             return;
@@ -150,7 +145,6 @@ public final class ConsumerSettings {
             return bindingsPrefix() + "." + this.name;
         }
 
-        /** spring.cloud.stream.rabbit.bindings, beside the binder's defaults (spring.cloud.stream.rabbit.default). */
         private String bindingsPrefix() {
             String defaults = this.binder.getDefaultsPrefix();
             return defaults.substring(0, defaults.lastIndexOf('.')) + ".bindings";
@@ -160,7 +154,6 @@ public final class ConsumerSettings {
          * Gives the binding its binder's dead-letter queue unless the service switched it either way; refuses one the
          * binder gives none (no group, not durable), where the broker would drop the messages the guard rejects.
          *
-         * @param on the switch as it is
          * @param durable whether the binding's queue outlives the service (else it gets no dead-letter queue)
          * @param withoutGroup what the binder makes of a binding without a group, for the refusal
          * @param switchOn turns the switch on, once what it relies on was checked

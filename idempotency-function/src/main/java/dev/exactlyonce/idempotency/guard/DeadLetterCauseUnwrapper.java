@@ -11,9 +11,7 @@ import org.springframework.messaging.support.ErrorMessage;
 
 /**
  * On a guarded binding's error channel: puts the real failure first in the error message the binder dead-letters, so
- * that {@code x-exception-message} says why rather than "Retry policy ... exhausted". The wrappers become one
- * {@link MessagingException} whose cause is the failure, the original kept as a suppressed exception; a failure whose
- * text the library did not write is shown escaped and cut ({@link FailureText}). See docs/operations.md, "Runbook".
+ * that {@code x-exception-message} says why, not "Retry policy ... exhausted". See docs/design.md, "How it works".
  */
 final class DeadLetterCauseUnwrapper implements ChannelInterceptor {
 
@@ -39,10 +37,7 @@ final class DeadLetterCauseUnwrapper implements ChannelInterceptor {
         return new ErrorMessage(reported, error.getHeaders(), error.getOriginalMessage());
     }
 
-    /**
-     * The failure as {@code x-exception-message} shows it: the library's own as they are (escaped already), any other
-     * (a dependency's answer, quoted by a client's exception) escaped and cut by {@link LogSafe}.
-     */
+    /** As {@code x-exception-message} shows it: the library's own texts as they are, a dependency's escaped and cut. */
     private static Throwable shown(Throwable real) {
         String text = real.getMessage();
         if (real instanceof IdempotencyException

@@ -24,18 +24,12 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.messaging.Message;
 import org.springframework.messaging.MessageHeaders;
 
-/**
- * Reads the event a message carries, from the envelope or, per {@code idempotency.event-id.source}, from headers
- * around a bare payload. Header values that arrive as bytes (as on Kafka) are read as UTF-8.
- */
+/** Reads the event a message carries: from the envelope or, per {@code idempotency.event-id.source}, from headers. */
 final class EventReader {
 
     static final String AMQP_MESSAGE_ID = "amqp_messageId";
 
-    /**
-     * The prefixes of CloudEvents attributes in binary mode: Kafka's, HTTP's, AMQP's (two spellings). Not read with
-     * Spring Cloud Function's {@code CloudEventMessageUtils} (5.0), which reads String header values only, not Kafka's.
-     */
+    /** CloudEvents' binary-mode prefixes; Spring's {@code CloudEventMessageUtils} (5.0) skips Kafka's byte values. */
     private static final List<String> CLOUDEVENTS_PREFIXES = List.of("ce_", "ce-", "cloudEvents:", "cloudEvents_");
 
     private final EnvelopeCodec codec;
@@ -48,9 +42,8 @@ final class EventReader {
     }
 
     /**
-     * @param routes how the binding's binder tells the route a message came by; {@code null} where it does not (the
-     *     test binder): no route check then
-     * @param routeNames the event names each route may carry besides its own name, as the binding declares them
+     * @param routes how the binding's binder tells routes; {@code null} where it does not (the test binder): no check
+     * @param routeNames the event names each route may carry besides its own name
      */
     IncomingEvent read(
             MessageHeaders headers, byte[] body, @Nullable EventRoutes routes, Map<String, List<String>> routeNames) {

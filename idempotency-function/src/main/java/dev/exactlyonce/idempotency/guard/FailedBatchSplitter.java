@@ -30,10 +30,9 @@ import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.ErrorMessage;
 
 /**
- * On the error channel of a guarded batch binding: a batch is never dead-lettered whole, only its messages that fail on
- * their own are, each with its own reason. Those are the messages the guard rejected ({@link PartlyFailedBatch}), or,
- * for a batch that failed as a whole, those that fail again when processed one at a time with their attempts. An
- * outage gives the batch back instead ({@link OutageGiveBack}). See docs/batch-mode.md, "Batch mode".
+ * On the error channel of a guarded batch binding: only the messages that fail on their own are dead-lettered, each
+ * with its reason: those the guard rejected ({@link PartlyFailedBatch}), or, for a batch that failed whole, those that
+ * fail again one at a time. An outage gives the batch back ({@link OutageGiveBack}). See docs/batch-mode.md.
  */
 final class FailedBatchSplitter implements ChannelInterceptor {
 
@@ -57,8 +56,7 @@ final class FailedBatchSplitter implements ChannelInterceptor {
     /**
      * @param consumer the binding's consumer properties: its attempts, back-off and retryable exceptions apply to each
      *     message processed alone
-     * @param budget how long the messages of a batch may be retried alone; past it, each remaining message gets one
-     *     attempt, so that the consumer thread returns within the broker's clocks
+     * @param budget how long messages may be retried alone, so the consumer thread returns within the broker's clocks
      */
     FailedBatchSplitter(
             GuardedBinding binding,
@@ -110,8 +108,7 @@ final class FailedBatchSplitter implements ChannelInterceptor {
             try {
                 errorChannel.send(errorOfOne(error, batch, raw, entry.getKey(), entry.getValue()));
             } catch (RuntimeException ex) {
-                // The dead letter was not published (the broker refused it, or did not confirm it): the batch goes back
-                // to the broker whole, not to the dead-letter queue whole. Its processed events are copies next time.
+                // The dead letter was refused or unconfirmed: the batch goes back to the broker whole, not to the DLQ.
                 throw this.giveBack.givenBack(
                         ("Could not dead-letter message #%d of a batch of %s; the batch is given back, to be delivered"
                                         + " again")
@@ -149,10 +146,7 @@ final class FailedBatchSplitter implements ChannelInterceptor {
         return failed;
     }
 
-    /**
-     * Delivers a batch of one message again, up to that many times, with the binding's back-off while its failures are
-     * retryable ({@link RetryTemplate}, on the consumer thread); its last failure, if any.
-     */
+    /** Delivers a batch of one message up to that many times, with the binding's back-off; its last failure, if any. */
     private @Nullable Throwable attempt(Message<Object> single, int attempts) {
         RetryPolicy policy = RetryPolicy.builder()
                 .maxRetries(attempts - 1L)
@@ -184,10 +178,7 @@ final class FailedBatchSplitter implements ChannelInterceptor {
         }
     }
 
-    /**
-     * Delivers the message once; an outage holds it and tries it again in place, or gives the whole batch back (a
-     * {@link GivenBack}, which no retry takes), to come again once the dependency is there.
-     */
+    /** Delivers the message once; an outage holds it in place, or gives the whole batch back ({@link GivenBack}). */
     private @Nullable Void sendOnce(Message<Object> single) throws Throwable {
         try {
             this.input.send(single);

@@ -44,9 +44,8 @@ import org.springframework.transaction.support.ResourceTransactionManager;
 
 /**
  * Installs the guard on each binding whose definition contains it, before the bindings consume: checks that the
- * guarantee can hold (a last function returns {@link OutgoingEvent}s, say), installs {@link TransactionPerMessage},
- * sets the consumer properties ({@link ConsumerSettings}) and reconciles the scopes ({@link ScopeRegistry}). See
- * docs/troubleshooting.md, "Bindings and function definition".
+ * guarantee can hold (a last function returns {@link OutgoingEvent}s, say), installs {@link TransactionPerMessage} and
+ * reconciles the scopes. See docs/troubleshooting.md, "Bindings and function definition".
  */
 public final class GuardInstaller implements SmartInitializingSingleton {
 
@@ -72,7 +71,6 @@ public final class GuardInstaller implements SmartInitializingSingleton {
 
     private final ConsumerSettings binderConsumers;
 
-    /** What the binders' packages plug in, picked by each binding's binder. */
     private final BinderAdapters binders;
 
     private final List<GuardedBinding> bindings = new ArrayList<>();
@@ -166,10 +164,6 @@ public final class GuardInstaller implements SmartInitializingSingleton {
         return transactionManager;
     }
 
-    /**
-     * Puts the binding's messages in a transaction each (or a batch's in one), its failures through the give-backs and
-     * the dead letters of {@link #interceptErrors}, and its binder's consumer defaults in place.
-     */
     private void guard(GuardedBinding binding, PlatformTransactionManager transactionManager, Outage outage) {
         String bindingName = binding.bindingName();
         Binder<?, ?, ?> binder = binder(bindingName);
@@ -222,16 +216,12 @@ public final class GuardInstaller implements SmartInitializingSingleton {
                         : binding.payloadTypes().eventNames());
     }
 
-    /** The event names each route of the binding may carry besides its own name, as it declares them. */
     private Map<String, List<String>> routeNames(String bindingName) {
         IdempotencyProperties.Binding settings = this.properties.bindings().get(bindingName);
         return settings != null ? settings.routes() : Map.of();
     }
 
-    /**
-     * How the binding's binder tells the route a message came by; a binder the library does not know tells none, and
-     * start-up is refused while the route check is on (it fails closed).
-     */
+    /** The binder's routes: none from a binder the library does not know, refused while the route check is on. */
     private @Nullable EventRoutes routes(Binder<?, ?, ?> binder, String bindingName) {
         EventRoutes routes = this.binders.routesOf(binder, bindingName);
         if (routes == null
@@ -322,9 +312,8 @@ public final class GuardInstaller implements SmartInitializingSingleton {
     }
 
     /**
-     * Whether the transaction manager binds a connection of the DataSource to the thread: a
-     * {@code DataSourceTransactionManager} of it, or one with a {@code dataSource} property
-     * ({@code JpaTransactionManager}); a JTA transaction manager does not.
+     * Whether it binds a connection of the DataSource to the thread: a {@code DataSourceTransactionManager} of it, or
+     * one with a {@code dataSource} property ({@code JpaTransactionManager}); a JTA transaction manager does not.
      */
     private static boolean bindsConnectionOf(PlatformTransactionManager transactionManager, DataSource dataSource) {
         if (transactionManager instanceof ResourceTransactionManager resources
@@ -335,10 +324,6 @@ public final class GuardInstaller implements SmartInitializingSingleton {
         return properties.isReadableProperty("dataSource") && properties.getPropertyValue("dataSource") == dataSource;
     }
 
-    /**
-     * The binding's error channel, {@code <binder identity>.<binding>.errors}: registered before the binder would
-     * create it, so the binder's subscribers (its dead-letter handler among them) stay.
-     */
     private Binder<?, ?, ?> binder(String bindingName) {
         BindingServiceProperties bindingService = this.beanFactory.getBean(BindingServiceProperties.class);
         return this.beanFactory
@@ -346,6 +331,10 @@ public final class GuardInstaller implements SmartInitializingSingleton {
                 .getBinder(bindingService.getBinder(bindingName), MessageChannel.class);
     }
 
+    /**
+     * The binding's error channel, {@code <binder identity>.<binding>.errors}: registered before the binder would
+     * create it, so the binder's subscribers (its dead-letter handler among them) stay.
+     */
     private InterceptableChannel errorChannel(Binder<?, ?, ?> binder, String bindingName) {
         String name = binder.getBinderIdentity() + "." + bindingName + ".errors";
         if (this.beanFactory.containsBean(name)) {

@@ -12,13 +12,10 @@ import org.springframework.aop.ProxyMethodInvocation;
 import org.springframework.messaging.Message;
 
 /**
- * Decorates a business function composed after the guard; see docs/design.md, "How it works".
- * <ul>
- *   <li>on a duplicate ({@link MessageTransaction}) it returns without calling it, though Spring Cloud Function would;
- *   <li>on a batch binding it calls a function of one event once per event, in the batch's transaction;
- *   <li>it writes the {@link OutgoingEvent}s the last function returns to the outbox and returns {@code null};
- *   <li>it rethrows an {@link Error} as an {@link IdempotencyException}, an outage as an {@code OutageMet}.
- * </ul>
+ * Decorates a business function composed after the guard: on a duplicate it returns without calling it, though Spring
+ * Cloud Function would; on a batch binding it calls a function of one event once per event; it writes the
+ * {@link OutgoingEvent}s the last function returns to the outbox, and rethrows an {@link Error} as an
+ * {@link IdempotencyException}. See docs/design.md, "How it works".
  */
 final class GuardedBusinessFunction implements MethodInterceptor {
 

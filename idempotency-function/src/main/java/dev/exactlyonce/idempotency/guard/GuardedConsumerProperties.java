@@ -11,9 +11,8 @@ import org.springframework.dao.DataIntegrityViolationException;
 
 /**
  * Sets two consumer properties of every guarded binding before the binder reads them: {@code use-native-decoding}
- * (Spring Cloud Function's JSON conversion would turn a JSON array into bytes), and {@code retryable-exceptions}: never
- * a {@link RejectedMessageException}, {@link OutageException}, {@link OutageMet}, {@link PartlyFailedBatch}, nor by
- * default a {@link DataIntegrityViolationException}. See docs/reference.md, "Configuration".
+ * (Spring Cloud Function's JSON conversion would turn a JSON array into bytes), and {@code retryable-exceptions}, so
+ * that no rejection or give-back of the library's is retried. See docs/reference.md, "Configuration".
  */
 final class GuardedConsumerProperties implements BeanPostProcessor {
 

@@ -14,9 +14,8 @@ import org.springframework.messaging.MessageHandler;
 import org.springframework.util.Assert;
 
 /**
- * The error channel of a guarded binding: publish-subscribe, the binder's rethrowing
- * {@link LastSubscriberMessageHandler} last. Its bridge to the global {@code errorChannel} (ERROR) forwards no
- * {@link RejectedMessageException} (logged at WARN), no {@link PartlyFailedBatch}, nor a delivery settled in place.
+ * The error channel of a guarded binding, the binder's rethrowing {@link LastSubscriberMessageHandler} last. Its bridge
+ * to the global {@code errorChannel} (ERROR) forwards no rejection (logged at WARN), nor a delivery settled in place.
  */
 final class GuardedErrorChannel extends PublishSubscribeChannel {
 
@@ -63,10 +62,7 @@ final class GuardedErrorChannel extends PublishSubscribeChannel {
         return super.unsubscribe(handler);
     }
 
-    /**
-     * An error message whose delivery the library settled in place ({@link OutageGiveBack#isSettled}) reaches no
-     * handler: the binder's recovery then ends normally, and the delivery is acknowledged.
-     */
+    /** A delivery settled in place reaches no handler: the binder's recovery ends normally, and acknowledges it. */
     @Override
     protected boolean doSend(Message<?> message, long timeout) {
         return OutageGiveBack.isSettled(message) || super.doSend(message, timeout);

@@ -37,11 +37,9 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
 
 /**
  * The {@code idempotencyGuard} function, composed first ({@code idempotencyGuard|reserveStock}): in the message's
- * transaction it reads the event ({@link RejectedMessageException} if it cannot), claims its id with one statement,
- * and hands the mapped payload, with {@link EventHeaders}, to the business function on a first delivery only.
- *
- * <p>On a batch binding it claims the whole batch with one statement. See docs/design.md, "How it works", and
- * docs/batch-mode.md, "Batch mode".
+ * transaction it reads the event ({@link RejectedMessageException} if it cannot), claims its id (a batch's ids) with
+ * one statement, and hands the mapped payload, with {@link EventHeaders}, to the business function on a first delivery
+ * only. See docs/design.md, "How it works", and docs/batch-mode.md.
  */
 public final class IdempotencyGuard implements Function<Message<Object>, @Nullable Message<Object>> {
 
@@ -167,10 +165,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         return eventMessage(payload, event, invocation.binding().takesMessages() ? message.getHeaders() : Map.of());
     }
 
-    /**
-     * A batch: every id claimed with one statement, the first deliveries handed on in their order; a message that
-     * cannot be processed is set aside, and dead-lettered alone once the batch's transaction commits.
-     */
+    /** A batch: a message that cannot be processed is set aside, and dead-lettered alone once the batch commits. */
     private @Nullable Message<Object> guardBatch(Message<Object> delivered, MessageTransaction invocation) {
         // A binder that hands on a lone message as it is (a test binder, say) delivers a batch of one.
         Message<Object> message = delivered.getPayload() instanceof List<?>
@@ -218,7 +213,6 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
                 .build();
     }
 
-    /** Marks taken back the batch's dead letters moved back whose events it claimed and did not reject. */
     private void takenBack(
             Read read, List<?> bodies, Set<ProcessedEventStore.Key> claimed, MessageTransaction invocation) {
         for (ProcessedEventStore.Key key : claimed) {
@@ -328,12 +322,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     }
 
     /**
-     * Records a message the binding is about to dead-letter, if its event was read and its route checked, so that it is
-     * taken back when moved back to its queue.
-     *
-     * @param message the message as the binder delivered it (a batch of one, for a message of a batch)
-     * @param routes how its binder tells routes
-     * @param networkTimeout how long the record's write waits for the database's answer
+     * Records a message the binding is about to dead-letter (a message of a batch comes as a batch of one), if its
+     * event was read and its route checked, so that it is taken back when moved back to its queue.
      */
     void recordDeadLetter(GuardedBinding binding, Message<?> message, EventRoutes routes, Duration networkTimeout) {
         IncomingEvent event;
@@ -358,7 +348,6 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         }
     }
 
-    /** The batch's event ids and names, in order, for the lines logged while it is processed. */
     private static void putInMdc(Read read) {
         Set<UUID> distinct = new LinkedHashSet<>();
         read.firstCopies().keySet().forEach(key -> distinct.add(key.eventId()));
@@ -379,10 +368,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     /** The first deliveries of a batch, in order, and how many have no id (they pass through unguarded). */
     private record FirstDeliveries(List<MessageTransaction.Delivery> deliveries, int unguarded) {}
 
-    /**
-     * The events to hand to the business function: each id's first copy claimed now, and each event without an id; a
-     * payload that does not map is set aside, its claim undone.
-     */
+    /** The events for the business function: each id's first copy claimed now, and each event without an id. */
     private FirstDeliveries firstDeliveries(
             Message<Object> delivered, Read read, Set<ProcessedEventStore.Key> claimed, MessageTransaction invocation) {
         List<MessageTransaction.Delivery> firstDeliveries = new ArrayList<>(claimed.size());
@@ -425,10 +411,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         return new FirstDeliveries(firstDeliveries, unguarded);
     }
 
-    /** An event of a batch that the binding handles, and the type its payload maps to. */
     private record Checked(IncomingEvent event, Type type) {}
 
-    /** The headers of the message at that index of a batch; those of the message itself if it came alone. */
     private static MessageHeaders headersOf(Message<Object> delivered, int index) {
         return delivered.getPayload() instanceof List<?>
                 ? new MessageHeaders(EventHeaders.ofMessageInBatch(delivered, index))
@@ -436,9 +420,8 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
     }
 
     /**
-     * The message of one event: the payload, the headers given, and the event's, copied once. The event's headers are
-     * the guard's alone: a publisher's header of the same name is dropped (an {@code occurred_at} text beside an
-     * envelope without one would fail a function that reads an {@code Instant}, on every attempt).
+     * The message of one event. Its event headers are the guard's alone, a publisher's dropped: an {@code occurred_at}
+     * text beside an envelope without one would fail, on every attempt, a function that reads an {@code Instant}.
      */
     private static Message<Object> eventMessage(Object payload, IncomingEvent event, Map<String, ?> headers) {
         Map<String, Object> eventHeaders = new HashMap<>(headers);
@@ -458,10 +441,7 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         return new GenericMessage<>(payload, eventHeaders);
     }
 
-    /**
-     * The type the event's payload maps to, or the event rejected if the binding does not handle it; the payload is
-     * mapped after the claim, for first deliveries only.
-     */
+    /** The type the event's payload maps to, once claimed; the event rejected if the binding does not handle it. */
     private Type checked(IncomingEvent event, GuardedBinding binding) {
         Type type = binding.payloadTypes().typeFor(event);
         if (event.eventId() != null && this.partitions != null) {

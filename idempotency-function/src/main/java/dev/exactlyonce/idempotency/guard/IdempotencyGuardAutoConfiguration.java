@@ -28,10 +28,7 @@ import org.springframework.core.env.Environment;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.transaction.PlatformTransactionManager;
 
-/**
- * Provides the {@code idempotencyGuard} function, decorates the business functions composed after it, and holds a
- * transaction around each message of every guarded binding.
- */
+/** Provides the {@code idempotencyGuard} function, decorates the functions after it, and installs it on bindings. */
 @AutoConfiguration(after = IdempotencyAutoConfiguration.class)
 @ConditionalOnClass({FunctionCatalog.class, BindableFunctionProxyFactory.class, JdbcTemplate.class})
 @EnableConfigurationProperties(IdempotencyProperties.class)

@@ -77,10 +77,7 @@ final class MessageTransaction {
         /** Begins the message's transaction again after its first statement failed, or throws that failure. */
         TransactionStatus beginAgain(TransactionStatus failed, RuntimeException failure);
 
-        /**
-         * What a failure of the business functions, or of what they emit, is thrown as: an outage as an
-         * {@link dev.exactlyonce.idempotency.outage.OutageMet}, which the binder does not retry as an attempt.
-         */
+        /** What a failure of the business functions, or of what they emit, is thrown as: an outage as an OutageMet. */
         RuntimeException thrown(RuntimeException failure);
     }
 
@@ -97,10 +94,7 @@ final class MessageTransaction {
         return invocation;
     }
 
-    /**
-     * Runs the claim, the transaction's first statement: nothing of the message ran before it, so on an outage the
-     * transaction is begun again in the same attempt; any other failure is thrown.
-     */
+    /** Runs the claim: nothing ran before it, so on an outage the transaction is begun again in the same attempt. */
     <T> T firstStatement(Supplier<T> statement) {
         while (true) {
             try {
@@ -113,7 +107,6 @@ final class MessageTransaction {
         }
     }
 
-    /** How the binding's binder tells the route a message came by; {@code null} on a binder that does not. */
     @Nullable
     EventRoutes routes() {
         return this.routes;
@@ -129,10 +122,7 @@ final class MessageTransaction {
         return CURRENT.get();
     }
 
-    /**
-     * Rolls back and closes an invocation still open though its message was given up (an {@link Error} skipped the
-     * channel's completion callback), so that the next message does not join its transaction.
-     */
+    /** Rolls back an invocation an {@link Error} left open (no completion ran), before the next message joins it. */
     static void rollBackAbandoned() {
         MessageTransaction abandoned = CURRENT.get();
         if (abandoned == null) {
@@ -167,17 +157,14 @@ final class MessageTransaction {
         return this.transaction;
     }
 
-    /** Every event of the message was processed before: its business functions must not run. */
     void skipBusinessFunctions() {
         this.skipBusinessFunctions = true;
     }
 
-    /** How many events of the message were claimed, counted as processed once they commit. */
     void countClaimed(int events) {
         this.claimed = events;
     }
 
-    /** How many events of the message were copies of processed ones, counted once the transaction commits. */
     void countDuplicates(int copies) {
         this.duplicates = copies;
     }
@@ -190,7 +177,6 @@ final class MessageTransaction {
         this.rejected.put(index, rejection);
     }
 
-    /** The messages of the batch set aside, by their index in the batch. */
     Map<Integer, RejectedMessageException> rejected() {
         return Collections.unmodifiableMap(this.rejected);
     }

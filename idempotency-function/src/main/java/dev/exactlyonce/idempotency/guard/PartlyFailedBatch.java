@@ -6,9 +6,8 @@ import java.util.TreeMap;
 import java.util.stream.Collectors;
 
 /**
- * The messages of a batch that failed, by their index in the batch, while the others were processed: they go to the
- * dead-letter queue one by one ({@link FailedBatchSplitter}), each with its own reason, and are not retried with
- * the batch.
+ * The messages of a batch that failed, by index, while the others were processed: each goes to the dead-letter queue
+ * alone ({@link FailedBatchSplitter}), with its own reason, and is not retried with the batch.
  */
 final class PartlyFailedBatch extends IdempotencyException {
 
@@ -30,7 +29,6 @@ final class PartlyFailedBatch extends IdempotencyException {
         this.failures = new TreeMap<>(failures);
     }
 
-    /** The failures, by the index of their message in the batch. */
     Map<Integer, Throwable> failures() {
         return this.failures;
     }

@@ -18,9 +18,9 @@ import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.ErrorMessage;
 
 /**
- * Records each message about to be dead-lettered, so that the guard takes it back when replayed, on a binding whose
- * dead letters come back with no route the broker vouches for ({@link EventRoutes#movesDeadLettersBack}). An outage
- * gives the delivery back; another failure is logged at ERROR. See docs/operations.md, "Replaying dead letters".
+ * Records each message about to be dead-lettered on a binding whose dead letters come back with no route the broker
+ * vouches for ({@link EventRoutes#movesDeadLettersBack}), so that the guard takes it back when replayed. See
+ * docs/operations.md, "Replaying dead letters".
  */
 final class RecordedDeadLetters implements ChannelInterceptor {
 
@@ -87,10 +87,7 @@ final class RecordedDeadLetters implements ChannelInterceptor {
         return message;
     }
 
-    /**
-     * Whether the binder dead-letters one message for this error message: a batch whose failed messages were
-     * dead-lettered one by one ({@link FailedBatchSplitter}) goes on with no received message left.
-     */
+    /** Whether the binder dead-letters one message: a batch split by {@link FailedBatchSplitter} has none left. */
     private static boolean deadLettersOne(ErrorMessage error) {
         Object source = error.getHeaders().get(IntegrationMessageHeaderAccessor.SOURCE_DATA);
         return !(source instanceof List<?> received) || received.size() == 1;

@@ -23,14 +23,10 @@ import org.springframework.jdbc.BadSqlGrammarException;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * Keeps the scopes of the table's claims consistent with the guarded bindings across deployments. See
- * docs/reference.md, "Changing scopes between deployments". At start-up, in one transaction under a lock:
- *
- * <ol>
- *   <li>a former scope's claims are copied (not moved) to the scope of each binding that declares it;
- *   <li>retired scopes, and copied ones no longer declared, are unregistered from {@code <table>_scope};
- *   <li>a scope with claims that no binding uses, takes over or retires fails start-up; the bindings' are registered.
- * </ol>
+ * Keeps the scopes of the table's claims consistent with the guarded bindings across deployments: at start-up, in one
+ * transaction under a lock, it copies (not moves) a former scope's claims to the bindings that declare it, unregisters
+ * retired scopes, and refuses to start over claims that no binding accounts for. See docs/reference.md, "Changing
+ * scopes between deployments".
  */
 final class ScopeRegistry {
 
@@ -78,9 +74,8 @@ final class ScopeRegistry {
     }
 
     /**
-     * The former scopes a binding claims under too ({@link ProcessedEventStore}), so that both versions of a rolling
-     * deployment see each other's claims: those it alone takes over. See docs/reference.md, "Changing scopes between
-     * deployments".
+     * The former scopes a binding alone takes over, which it claims under too ({@link ProcessedEventStore}), so that
+     * both versions of a rolling deployment see each other's claims.
      */
     static List<String> takenOver(IdempotencyProperties properties, String bindingName, String scope) {
         IdempotencyProperties.Binding settings = properties.bindings().get(bindingName);
@@ -96,16 +91,14 @@ final class ScopeRegistry {
                 .toList();
     }
 
-    /** The registry of the table's scopes. */
     static String registryOf(String tableName) {
         return tableName + "_scope";
     }
 
     /**
-     * Reconciles the registry with the guarded bindings, as described above.
-     *
-     * @throws IdempotencyException when {@code idempotency.bindings} names a binding that is not guarded (a typo, or a
-     *     rename left behind), or when the table holds claims under a scope that nothing accounts for
+     * Reconciles the registry with the guarded bindings, or throws {@link IdempotencyException} when
+     * {@code idempotency.bindings} names a binding that is not guarded (a typo, or a rename left behind), or when the
+     * table holds claims under a scope that nothing accounts for.
      */
     void reconcile(List<GuardedBinding> bindings, boolean recordsDeadLetters) {
         Map<String, String> scopes = new LinkedHashMap<>();
@@ -147,10 +140,7 @@ final class ScopeRegistry {
         });
     }
 
-    /**
-     * The table where bindings that take dead letters back record them ({@link RecordedDeadLetters}): without it, no
-     * message could be dead-lettered, each given back for ever.
-     */
+    /** Without the table of dead-letter records, no message could be dead-lettered: each given back for ever. */
     private void requireDeadLetterRecords(JdbcTemplate jdbc) {
         String records = DeadLetterRecords.tableOf(this.tableName);
         if (!this.dialect.tableExists(jdbc, null, records)) {
@@ -174,7 +164,6 @@ final class ScopeRegistry {
         }
     }
 
-    /** What a refusal of a missing table of the library's tells the service to do. */
     private String createTheSchema() {
         return ("Add spring-boot-starter-flyway and Flyway's module for the database (flyway-database-postgresql,"
                         + " flyway-mysql): with flyway-core alone Spring Boot runs no migration, and the library"

@@ -38,19 +38,15 @@ import org.springframework.transaction.support.DefaultTransactionDefinition;
 import org.springframework.transaction.support.TransactionSynchronizationManager;
 
 /**
- * Runs each message of a guarded binding in a database transaction of its own. See docs/design.md, "How it works".
- *
- * <ol>
- *   <li>{@code preSend} begins it once no {@link Outage} halts consumption ({@link OutageException} past max-hold);
- *   <li>{@code postSend} commits: a failed commit throws out of {@code send}, so the binder does not acknowledge;
- *   <li>{@code afterSendCompletion} rolls back what did not commit ({@link OutageGiveBack} for an outage).
- * </ol>
+ * Runs each message of a guarded binding in a database transaction of its own: {@code preSend} begins it once no
+ * {@link Outage} halts consumption, {@code postSend} commits (a failed commit throws out of {@code send}, so the binder
+ * does not acknowledge), {@code afterSendCompletion} rolls back what did not commit ({@link OutageGiveBack} for an
+ * outage). See docs/design.md, "How it works".
  */
 final class TransactionPerMessage implements ChannelInterceptor, MessageTransaction.Recovery {
 
     private static final Logger logger = LoggerFactory.getLogger(TransactionPerMessage.class);
 
-    /** How the binding's binder tells the route a message came by; none on a binder that does not. */
     private final @Nullable EventRoutes routes;
 
     private final GuardedBinding binding;
@@ -67,10 +63,7 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
 
     private final @Nullable Outbox outbox;
 
-    /**
-     * Whether transactions begin on a connection bound beforehand, its network wait bounded (a
-     * {@link DataSourceTransactionManager} of this DataSource; {@link #beginOnABoundedConnection()}).
-     */
+    /** Whether transactions begin on a connection bound beforehand ({@link #beginOnABoundedConnection()}). */
     private final boolean bindsTheConnection;
 
     /** The connection this thread's transaction was begun on, when bound beforehand: released once it completed. */
@@ -117,10 +110,8 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
     }
 
     /**
-     * Begins the message's transaction once consumption is not halted; one that fails to begin is an outage, whatever
-     * its SQLSTATE.
-     *
-     * @throws OutageException once the delivery was held {@code max-hold}, to give it back
+     * Begins the message's transaction once consumption is not halted, or throws {@link OutageException} once held
+     * {@code max-hold}, to give the delivery back. A failure to begin is an outage, whatever its SQLSTATE.
      */
     private TransactionStatus begin() {
         while (true) {
@@ -153,12 +144,9 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
     }
 
     /**
-     * The claim failed: an outage (or the probe's claim failing too) rolls back and begins again in the same attempt,
-     * so an interceptor after this one must not count on the transaction its {@code preSend} ran in.
-     *
-     * @return the new transaction
-     * @throws RuntimeException the failure itself when it is a conflict or the message's, or when consumption did not
-     *     halt for it (the service stops)
+     * An outage (or the probe's claim failing too) rolls back and begins again in the same attempt, so an interceptor
+     * after this one must not count on the transaction its {@code preSend} ran in. A conflict, the message's own
+     * failure, or an outage while the service stops, is thrown.
      */
     @Override
     public TransactionStatus beginAgain(TransactionStatus failed, RuntimeException failure) {
@@ -212,7 +200,6 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
         }
     }
 
-    /** Unbinds the connection the thread's transaction was begun on, if bound beforehand, and gives it back. */
     private void releaseConnection() {
         Connection connection = BOUND.get();
         if (connection == null) {
@@ -242,10 +229,7 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
         }
     }
 
-    /**
-     * An outage met after the claim, by a business statement, a dependency the service declares or the commit: the
-     * message did nothing wrong, and its attempt is not counted ({@link OutageMet}).
-     */
+    /** An outage met after the claim is not the message's fault: its attempt is not counted ({@link OutageMet}). */
     @Override
     public RuntimeException thrown(RuntimeException failure) {
         return this.outage.isOutage(failure) && Failures.find(failure, OutageMet.class) == null
@@ -293,7 +277,6 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
         if (outage) {
             this.outage.detected(failure);
         } else if (failure != null) {
-            // The message's own failure: the database answered, if its claim went through.
             answered(invocation);
         }
         // Counted once, when dead-lettered, not on each attempt at a batch that rolled back.
@@ -318,7 +301,6 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
         }
     }
 
-    /** Rolls back the transaction unless it completed (a failed rollback is logged) and releases its connection. */
     private void rollBack(TransactionStatus transaction, boolean outage) {
         try {
             if (!transaction.isCompleted()) {

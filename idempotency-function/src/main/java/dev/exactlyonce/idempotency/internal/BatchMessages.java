@@ -9,7 +9,6 @@ import org.springframework.messaging.support.MessageBuilder;
 /**
  * The messages of a batch as a binder delivers them: one message whose payload lists the bodies, and whose per-body
  * headers are lists of the same length ({@code amqp_batchedHeaders}, {@code kafka_batchConvertedHeaders}, ...).
- * {@link dev.exactlyonce.idempotency.envelope.EventHeaders#ofMessageInBatch} reads one message's headers.
  */
 public final class BatchMessages {
 

@@ -22,7 +22,6 @@ public final class FunctionDefinitions {
 
     private FunctionDefinitions() {}
 
-    /** The function names of one composition, in order. */
     public static List<String> parts(String definition) {
         return Arrays.stream(definition.split("[|,]"))
                 .map(String::trim)
@@ -37,9 +36,8 @@ public final class FunctionDefinitions {
     }
 
     /**
-     * The definitions of the property that compose the guard.
-     *
-     * @throws IdempotencyException when a definition composes the guard anywhere but first, or with nothing after it
+     * The definitions of the property that compose the guard; throws {@link IdempotencyException} when one composes it
+     * anywhere but first, or with nothing after it.
      */
     static List<List<String>> guardedDefinitions(String property) {
         List<List<String>> guarded = new ArrayList<>();

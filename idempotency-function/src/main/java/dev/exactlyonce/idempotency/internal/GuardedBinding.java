@@ -6,24 +6,12 @@ import java.util.stream.Stream;
 import org.jspecify.annotations.Nullable;
 
 /**
- * A binding whose function definition starts with the guard.
+ * A binding whose function definition starts with the guard ({@code idempotencyGuard|reserveStock}).
  *
- * @param bindingName the input binding, for example {@code idempotencyGuardreserveStock-in-0}
- * @param definition the function definition, for example {@code idempotencyGuard|reserveStock}
- * @param businessFunctions the functions composed after the guard
- * @param payloadTypes the payload type of the first business function, per event name
  * @param scope the scope of its claims: {@code ""} for the whole service, or the functions after the guard
- * @param takenOverScopes the former scopes this binding alone takes over ({@code former-scopes}), which it claims
- *     under too while they are declared
- * @param batch whether the binding delivers batches ({@code batch-mode})
- * @param oneEventPerCall on a batch binding, whether the business function takes one event, not a list: the library
- *     then calls it once per event of the batch, all in the batch's transaction
- * @param outputDestination where the events the last function returns are published (through the outbox): the
- *     destination of the definition's output binding; {@code null} when the last function is a {@code Consumer}
- * @param takesMessages whether a business function takes a {@code Message}: only then does the event's message
- *     carry the headers the binder delivered, copied for each event
- * @param routeNames the event names each route may carry besides its own name
- *     ({@code idempotency.bindings.<binding>.routes})
+ * @param takenOverScopes the former scopes this binding alone takes over, and claims under too while declared
+ * @param oneEventPerCall on a batch binding, whether the function takes one event: then called once per event
+ * @param outputDestination where the last function's events are published; {@code null} for a {@code Consumer}
  */
 public record GuardedBinding(
         String bindingName,

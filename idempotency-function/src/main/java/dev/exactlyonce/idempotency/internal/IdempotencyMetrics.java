@@ -7,10 +7,7 @@ import java.time.Instant;
 import org.jspecify.annotations.Nullable;
 import org.springframework.beans.factory.ObjectProvider;
 
-/**
- * What the guard and the purge report: to Micrometer when it is present ({@code MicrometerIdempotencyMetrics}),
- * nowhere otherwise.
- */
+/** What the library reports: to Micrometer when it is present ({@code MicrometerIdempotencyMetrics}), else nowhere. */
 public interface IdempotencyMetrics {
 
     IdempotencyMetrics NONE = new IdempotencyMetrics() {};
@@ -37,14 +34,9 @@ public interface IdempotencyMetrics {
     /** A purge run deleted rows (or found another instance purging: {@code ran} false, no rows). */
     default void purged(boolean ran, long rows, Duration took) {}
 
-    /** Partition maintenance created or dropped partitions. */
     default void partitionsMaintained(int created, int dropped, Duration took) {}
 
-    /**
-     * An outage halted the consumption of the guarded bindings.
-     *
-     * @param since when consumption stopped: this halt's start, or the start of the one it follows closely
-     */
+    /** An outage halted consumption, {@code since} this halt's start or that of the one it closely follows. */
     default void halted(Instant since) {}
 
     /** The message tried once the probe's write went through met the outage again. */

@@ -8,13 +8,9 @@ import org.jspecify.annotations.Nullable;
 /**
  * The event a message carries, as the guard reads it.
  *
- * @param eventId the producer's event id; {@code null} only when the message has none and
- *     {@code idempotency.event-id.when-missing} lets it through
- * @param eventName the event's name
- * @param occurredAt when the event occurred, if the message says
+ * @param eventId {@code null} only when the message has none and {@code idempotency.event-id.when-missing} lets it pass
  * @param payload the event's fields, as they came: mapped only once the event is claimed
- * @param movedBack whether it is a dead letter moved back to its queue, with no route the broker vouches for: taken
- *     only if the guard recorded it when it dead-lettered it
+ * @param movedBack whether it is a dead letter moved back by a path with no route: taken only if the guard recorded it
  */
 public record IncomingEvent(
         @Nullable UUID eventId,

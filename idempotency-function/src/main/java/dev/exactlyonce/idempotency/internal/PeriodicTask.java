@@ -9,10 +9,7 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.context.SmartLifecycle;
 
-/**
- * Runs a task of the library (the purge, the partition maintenance) on a thread of its own, with a fixed delay
- * between runs, while the application runs. A failed run is logged and the next one comes at its time.
- */
+/** Runs a task of the library (the purge, the partition maintenance) on a thread of its own, at a fixed delay. */
 public final class PeriodicTask implements SmartLifecycle {
 
     private static final Logger logger = LoggerFactory.getLogger(PeriodicTask.class);

@@ -13,9 +13,7 @@ import org.springframework.core.env.Environment;
 
 /**
  * Refuses settings of the outbox relay's binding for a destination whose name has dots ({@code order.events}) written
- * without brackets: Spring Boot reads {@code spring.cloud.stream.rabbit.bindings.order.events.producer.declare-exchange}
- * as a setting of a binding named {@code order}, and the relay's binding never gets it. See docs/outbox.md ("How it
- * publishes").
+ * without brackets: Boot reads them as settings of a binding named {@code order}. See docs/outbox.md, "The relay".
  */
 public final class UnbracketedBindingSettings {
 
@@ -64,8 +62,7 @@ public final class UnbracketedBindingSettings {
 
     /**
      * Where the destination's first part is in {@code spring.cloud.stream[.<binder>].bindings.<its parts>.<setting>},
-     * the name taken as several elements (in brackets, it is one); 0 when the name is not such a setting. Spring Cloud
-     * Function's {@code spring.cloud.stream.function.bindings} is a map of names to names, whose keys Boot takes whole.
+     * else 0; not in {@code spring.cloud.stream.function.bindings}, a map whose keys Boot takes whole.
      */
     private static int bindingAt(ConfigurationPropertyName name, List<String> parts) {
         int count = name.getNumberOfElements();

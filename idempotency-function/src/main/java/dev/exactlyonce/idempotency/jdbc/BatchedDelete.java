@@ -3,12 +3,8 @@ package dev.exactlyonce.idempotency.jdbc;
 import java.util.function.IntSupplier;
 
 /**
- * A delete run in batches, each its own statement (and, in autocommit, its own transaction), until a batch deletes
- * fewer rows than it may: the purges of processed ids and of the outbox, so that neither holds a long transaction or
- * a lock on many rows.
- *
- * @param rows the rows deleted in all
- * @param batches the statements run
+ * A delete run in batches, each its own statement (in autocommit, its own transaction), until one falls short: a purge
+ * then never holds a long transaction or locks many rows.
  */
 public record BatchedDelete(long rows, int batches) {
 

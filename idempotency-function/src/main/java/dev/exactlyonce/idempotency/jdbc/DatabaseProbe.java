@@ -38,10 +38,7 @@ public final class DatabaseProbe {
 
     private final Duration socketTimeout;
 
-    /**
-     * @param socketTimeout how long the probe's statements wait for the database's answer (0: no limit), so that a
-     *     silent connection fails its check rather than waiting for TCP's timeout
-     */
+    /** A silent connection fails the check within {@code socketTimeout} (0: no limit), not TCP's timeout. */
     public DatabaseProbe(DataSource dataSource, String tableName, Duration socketTimeout) {
         this.dataSource = dataSource;
         this.tableName = tableName;
@@ -74,10 +71,7 @@ public final class DatabaseProbe {
         }
     }
 
-    /**
-     * Has the pool replace its connections when the failure says they are stale (ended, broken, read-only); never for a
-     * failure to get one, which would turn a busy pool into an empty one.
-     */
+    /** Evicts the pool's connections when stale; never for a failure to get one, which would empty a busy pool. */
     public void evictConnectionsIfStale(Throwable failure) {
         if (HIKARI && isStale(failure)) {
             Hikari.softEvict(this.dataSource);
@@ -104,10 +98,7 @@ public final class DatabaseProbe {
         return HIKARI ? Hikari.connectionTimeout(dataSource) : Duration.ZERO;
     }
 
-    /**
-     * Sets the PostgreSQL driver's {@code loginTimeout} of a HikariCP pool not started yet, unless set: by default a
-     * login waits without end, whatever HikariCP asks of {@code DriverManager}.
-     */
+    /** Bounds the PostgreSQL login of a HikariCP pool not started yet, unless set: by default it waits without end. */
     public static void boundLogin(DataSource dataSource, Duration timeout) {
         if (HIKARI && !timeout.isZero() && !timeout.isNegative()) {
             Hikari.boundLogin(dataSource, timeout);

@@ -38,10 +38,7 @@ public final class DeadLetterRecords {
 
     private final Duration retention;
 
-    /**
-     * @param table the table of claims, whose records these are ({@link #tableOf})
-     * @param record the dialect's statements, each with {@code %s} for the records' table
-     */
+    /** The dialect's statements each have {@code %s} for the records' table, {@link #tableOf} the table of claims. */
     DeadLetterRecords(
             JdbcTemplate jdbc,
             String table,
@@ -63,20 +60,10 @@ public final class DeadLetterRecords {
         this.purge = purge.formatted(records);
     }
 
-    /**
-     * The dead letters still waiting to be replayed (or discarded, which the records cannot tell).
-     *
-     * @param count how many
-     * @param oldest when the oldest was dead-lettered; {@code null} when none waits
-     */
+    /** Dead letters waiting to be replayed (or discarded: the records cannot tell); {@code oldest} null when none. */
     public record Waiting(long count, @Nullable Instant oldest) {}
 
-    /**
-     * A dead letter still waiting to be replayed.
-     *
-     * @param eventId its event's id
-     * @param deadLetteredAt when the guard dead-lettered it
-     */
+    /** A dead letter still waiting to be replayed: its event's id, and when the guard dead-lettered it. */
     public record WaitingDeadLetter(UUID eventId, Instant deadLetteredAt) {}
 
     /** The table of a table of claims' dead letters. */
@@ -84,10 +71,7 @@ public final class DeadLetterRecords {
         return tableName + "_dead_letter";
     }
 
-    /**
-     * Records that the binding dead-lettered the event with that body, once, outside a transaction; its connection
-     * waits at most {@code networkTimeout} (0: no limit), so that a silent network is an outage, not a blocked thread.
-     */
+    /** Once, outside a transaction, waiting at most {@code networkTimeout} (0: none): a silent network is an outage. */
     public void record(String binding, UUID eventId, String eventName, byte[] body, Duration networkTimeout) {
         this.jdbc.execute((ConnectionCallback<Integer>) connection -> {
             int before = connection.getNetworkTimeout();
@@ -117,7 +101,6 @@ public final class DeadLetterRecords {
         this.jdbc.update(this.takenBack, binding, eventId.toString(), eventName, sha256(body));
     }
 
-    /** The dead letters still waiting to be replayed. */
     public Waiting waiting() {
         return Objects.requireNonNull(this.jdbc.queryForObject(
                 this.waiting,

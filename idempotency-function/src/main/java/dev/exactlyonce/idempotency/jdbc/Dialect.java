@@ -56,13 +56,10 @@ public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
                 "Run the service on one of those databases");
     }
 
-    /** The databases the library runs on. */
     String SUPPORTED = "PostgreSQL, and MariaDB 10.7 or later";
 
-    /** The database's name, for messages. */
     String product();
 
-    /** The claims of the table, with their statements prepared for it. */
     default ProcessedEventStore processedEvents(JdbcTemplate jdbc, String table) {
         return processedEvents(jdbc, table, null);
     }
@@ -73,11 +70,7 @@ public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
     /** The events dead-lettered by the guards of the table ({@code <table>_dead_letter}). */
     DeadLetterRecords deadLetters(JdbcTemplate jdbc, String table, Duration retention);
 
-    /**
-     * Whether the schema holds the table: the connection's current schema, or the one named.
-     *
-     * @param schema the schema, or {@code null} for the connection's
-     */
+    /** Whether the schema ({@code null}: the connection's current one) holds the table. */
     boolean tableExists(JdbcTemplate jdbc, @Nullable String schema, String table);
 
     /** Whether the primary key of the table of claims holds {@code event_name} (version 5 of the schema). */
@@ -116,10 +109,7 @@ public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
     /** The endpoint's figures of the table, its partitions included. */
     TableSize tableSize(JdbcTemplate jdbc, String table);
 
-    /**
-     * @param rows the database's estimate of the table's rows
-     * @param bytes its size on disk, indexes included
-     */
+    /** The database's estimate of the table's rows, and its size on disk, indexes included. */
     record TableSize(long rows, long bytes) {}
 
     /** Where the library's Flyway migrations of this database are. */
@@ -129,11 +119,7 @@ public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
     @Nullable
     String lacks(Feature feature);
 
-    /**
-     * Refuses to start a setting that asks for a feature this database lacks.
-     *
-     * @param action what to set instead
-     */
+    /** Refuses to start a setting that asks for a feature this database lacks; {@code action}: what to set instead. */
     default void require(Feature feature, String action) {
         String lacked = lacks(feature);
         if (lacked != null) {
@@ -149,7 +135,6 @@ public sealed interface Dialect permits PostgresDialect, MariaDbDialect {
         private Dialects() {}
     }
 
-    /** The features that not every database has. */
     enum Feature {
         PARTITIONING
     }

@@ -31,10 +31,7 @@ public final class MariaDbDialect implements Dialect {
 
     private static final MariaDbDialect INSTANCE = new MariaDbDialect();
 
-    /**
-     * Lowers the session's lock wait, statement and idle transaction bounds to the seconds given, unless lower already
-     * (a statement or idle bound of 0 is none).
-     */
+    /** Lowers the session's bounds to the seconds given, unless lower already (0, for a statement or idle, is none). */
     private static final String BOUND_SESSION = """
             SET SESSION innodb_lock_wait_timeout = LEAST(@@session.innodb_lock_wait_timeout, ?),
                 max_statement_time = IF(@@session.max_statement_time = 0, ?, LEAST(@@session.max_statement_time, ?)),
@@ -106,18 +103,15 @@ public final class MariaDbDialect implements Dialect {
             SELECT COALESCE(table_rows, 0), COALESCE(data_length + index_length, 0) FROM information_schema.tables
             WHERE table_schema = DATABASE() AND table_name = ?""";
 
-    // MariaDB's codes of the database's condition, not the statement's: disk full (1021), out of memory or resources
-    // (1037, 1041), too many connections (1040), shutting down (1053), read-only (1036, innodb_read_only; 1836,
-    // read-only mode; 1792, a read-only transaction), a connection killed (1927). The connection's own failures come
-    // from MariaDB Connector/J as SQLSTATE class 08. Left out: what one statement can cause (1038, out of sort memory;
-    // 1114, a temporary table full), which would hold its message without end.
+    // The database's condition: disk full (1021), out of memory (1037, 1041), too many connections (1040), shutting
+    // down (1053), read-only (1036, 1836, 1792), a connection killed (1927). Not one statement's (1038, 1114): those
+    // would hold its message without end.
     private static final Set<Integer> OUTAGE_CODES = Set.of(1021, 1037, 1041, 1040, 1053, 1036, 1836, 1792, 1927);
 
     // 1290: "running with the --<option> option so it cannot execute this statement", an outage for --read-only only.
     private static final int OPTION_PREVENTS_STATEMENT = 1290;
 
-    // Conflicts with another transaction: a lock wait timeout (1205), a deadlock (1213), a statement timeout (1969;
-    // 3024 on MySQL).
+    // Conflicts: a lock wait timeout (1205), a deadlock (1213), a statement timeout (1969; 3024 on MySQL).
     private static final Set<Integer> CONFLICT_CODES = Set.of(1205, 1213, 1969, 3024);
 
     private MariaDbDialect() {}
@@ -277,10 +271,7 @@ public final class MariaDbDialect implements Dialect {
         };
     }
 
-    /**
-     * The claims on MariaDB: an insert that updates nothing on a duplicate key and returns the row's token, which is
-     * this claim's only when this claim inserted the row.
-     */
+    /** A claim inserts, or updates nothing on a duplicate key, and returns the row's token: its own if it inserted. */
     static final class Claims extends ProcessedEventStore {
 
         private static final String INSERT = """
@@ -312,10 +303,7 @@ public final class MariaDbDialect implements Dialect {
             this.bounds = bounds;
         }
 
-        /**
-         * Sets the bounds on the session before a claim, if any: MariaDB has no setting of a transaction's own, nor a
-         * way to set one in the claim's statement, so this costs a round trip of its own.
-         */
+        /** A round trip of its own: MariaDB can set no bound for a transaction, nor in the claim's statement. */
         private void bound() {
             TransactionBounds bounds = this.bounds;
             if (bounds == null) {

@@ -205,10 +205,7 @@ public final class PostgresDialect implements Dialect {
         return null;
     }
 
-    /**
-     * The claims on PostgreSQL; bounds are set for the transaction ({@code set_config(..., true)}) in the claim's own
-     * statement: no round trip of their own, and in force when the insert waits on another transaction's claim.
-     */
+    /** Bounds are set in the claim's statement, for the transaction: no round trip, and in force while it waits. */
     static final class Claims extends ProcessedEventStore {
 
         // A row of an earlier version ('' for the name) is a claim of its id under any name; only instances of an

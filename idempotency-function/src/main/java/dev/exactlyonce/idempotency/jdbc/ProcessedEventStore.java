@@ -35,10 +35,7 @@ public abstract sealed class ProcessedEventStore permits PostgresDialect.Claims,
         }
     }
 
-    /**
-     * Records the event for the binding, in its scope and in those it takes over; {@code true} when this is its first
-     * delivery in all of them.
-     */
+    /** Claims in the binding's scope and those it takes over; {@code true} when first in all of them. */
     public final boolean claim(Key event, GuardedBinding binding) {
         if (binding.takenOverScopes().isEmpty()) {
             return claim(event, binding.scope());
@@ -58,7 +55,6 @@ public abstract sealed class ProcessedEventStore permits PostgresDialect.Claims,
         }
         Set<Key> claimed = null;
         for (String scope : binding.claimScopes()) {
-            // Every event under each scope, as a single message's claim does.
             Set<Key> first = claimAll(events, scope);
             if (claimed == null) {
                 claimed = new HashSet<>(first);

@@ -37,7 +37,6 @@ public final class SessionLock {
         return run(true, work).orElseThrow();
     }
 
-    /** The dialect of the lock's database. */
     public Dialect dialect() {
         return Dialect.of(this.dataSource);
     }
@@ -45,9 +44,8 @@ public final class SessionLock {
     private <T> Optional<T> run(boolean wait, Function<JdbcTemplate, T> work) throws SQLException {
         try (Connection connection = this.dataSource.getConnection()) {
             connection.setAutoCommit(true);
-            // Each statement sees what is committed as it starts and locks only the rows it changes: under REPEATABLE
-            // READ (MariaDB's default) a purge's DELETE also locks the gap after the rows it deletes, where the
-            // outbox's writers insert.
+            // Under REPEATABLE READ (MariaDB's default) a purge's DELETE would also lock the gap after the rows it
+            // deletes, where the outbox's writers insert.
             int isolation = connection.getTransactionIsolation();
             connection.setTransactionIsolation(Connection.TRANSACTION_READ_COMMITTED);
             JdbcTemplate jdbc = new JdbcTemplate(new SingleConnectionDataSource(connection, true));

@@ -8,7 +8,6 @@ public final class TableName {
 
     private TableName() {}
 
-    /** Whether the schema the connections use holds that table. */
     public static boolean exists(JdbcTemplate jdbc, String table) {
         DataSource dataSource = jdbc.getDataSource();
         if (dataSource == null) {

@@ -5,9 +5,8 @@ import org.jspecify.annotations.Nullable;
 
 /**
  * The bounds a guarded transaction sets on the server with its claim, from {@code idempotency.outage.socket-timeout}:
- * a lock wait at half, a statement at three quarters, idleness at twice; a shorter bound the session has stays. On
- * PostgreSQL they hold for the transaction, from the statement after the claim; on MariaDB, for the session. See
- * docs/reference.md, "Configuration".
+ * a lock wait at half, a statement at three quarters, idleness at twice; a shorter bound stays. On PostgreSQL they hold
+ * for the transaction, on MariaDB for the session. See docs/reference.md, "Configuration".
  */
 public record TransactionBounds(Duration lockTimeout, Duration statementTimeout, Duration idleTimeout) {
 

@@ -1,6 +1,5 @@
 /**
- * The database layer every package uses: one {@link dev.exactlyonce.idempotency.jdbc.Dialect} per database (PostgreSQL,
- * MariaDB) with its statements, table names, session locks, the claim store and the probe.
+ * The database layer: a {@link dev.exactlyonce.idempotency.jdbc.Dialect} per database, session locks, the claim store.
  */
 @NullMarked
 package dev.exactlyonce.idempotency.jdbc;

@@ -24,8 +24,7 @@ import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
  * The {@code idempotency} Actuator endpoint: the table of processed ids, the outbox and dead letters waiting, one
- * event's story ({@link Lookup}), and the purge run now ({@code POST}, only with {@code unrestricted} access). See
- * docs/reference.md, "Observability".
+ * event's story ({@link Lookup}) and the purge run now ({@code POST}). See docs/reference.md, "Observability".
  */
 @Endpoint(id = "idempotency", defaultAccess = Access.READ_ONLY)
 public class IdempotencyEndpoint {
@@ -34,18 +33,10 @@ public class IdempotencyEndpoint {
             SELECT min(processed_at) FROM %s""";
 
     /**
-     * What the endpoint shows.
+     * What the endpoint shows; {@code outbox} and {@code deadLetters} are {@code null} where their table is missing.
      *
-     * @param table the table of processed event ids
-     * @param approximateRows the database's estimate of its rows (exact after the last {@code ANALYZE})
+     * @param approximateRows the database's estimate of the table's rows (exact after the last {@code ANALYZE})
      * @param bytes its size on disk, indexes and partitions included
-     * @param oldestProcessedAt when its oldest row was written, if it has rows
-     * @param oldestAge how old that row is
-     * @param retention how long ids are kept
-     * @param replayHorizon how late a copy can arrive, which the retention covers
-     * @param partitioned whether the table is range-partitioned (old ids then go with whole partitions)
-     * @param outbox what waits in the outbox, when the schema has one
-     * @param deadLetters the dead letters still waiting to be replayed, when the schema records them
      * @param lastPurge this instance's last purge (or maintenance of the partitions); {@code null} before its first
      */
     public record Status(
@@ -62,23 +53,14 @@ public class IdempotencyEndpoint {
             @Nullable LastPurge lastPurge) {}
 
     /**
-     * A purge of old ids this instance ran.
-     *
-     * @param at when it ended
-     * @param ran whether it ran: {@code false} when another instance was at it
-     * @param rowsDeleted the rows it deleted (none when partitioned: whole partitions go)
-     * @param partitionsDropped the partitions it dropped, when partitioned
+     * A purge of old ids this instance ran, ended {@code at}: {@code ran} is {@code false} where another instance was
+     * at it, and partitioned, whole partitions go rather than rows.
      */
     public record LastPurge(Instant at, boolean ran, long rowsDeleted, List<String> partitionsDropped) {}
 
     /**
-     * The dead letters still waiting to be replayed (one discarded from its queue counts until its retention).
-     *
-     * @param waiting how many
-     * @param oldestDeadLetteredAt when the oldest was dead-lettered, if one waits
-     * @param oldestAge how long it has waited
-     * @param retention how long a dead letter can wait: a replay of an older one is refused
-     * @param oldest the {@value #OLDEST_LISTED} that have waited longest, oldest first, for the operator console
+     * The dead letters still waiting to be replayed (one discarded from its queue counts until its retention, past
+     * which a replay is refused), and the {@value #OLDEST_LISTED} that have waited longest, oldest first.
      */
     public record DeadLetters(
             long waiting,
@@ -90,21 +72,12 @@ public class IdempotencyEndpoint {
     /** The most dead letters still waiting the endpoint lists. */
     public static final int OLDEST_LISTED = 500;
 
-    /**
-     * A dead letter still waiting to be replayed.
-     *
-     * @param eventId its event's id
-     * @param deadLetteredAt when the guard dead-lettered it
-     */
+    /** A dead letter still waiting to be replayed, and when the guard dead-lettered it. */
     public record Waiting(UUID eventId, Instant deadLetteredAt) {}
 
     /**
-     * What the service knows of one event ("was it applied here?"): empty when none of its rows is here, or kept.
-     *
-     * @param eventId the event's id
-     * @param claims its claims: the service applied it, once per scope and name
-     * @param deadLetters the dead letters the guard recorded of it, per binding, name and body
-     * @param emitted its row in this service's outbox, when this service emitted it
+     * What the service knows of one event ("was it applied here?"): its claims, the dead letters the guard recorded of
+     * it, and its row in this service's outbox; empty when none of its rows is here, or kept.
      */
     public record Lookup(
             UUID eventId,
@@ -112,40 +85,17 @@ public class IdempotencyEndpoint {
             List<DeadLetter> deadLetters,
             @Nullable Emitted emitted) {}
 
-    /**
-     * A claim of the event.
-     *
-     * @param scope the scope it was claimed under ({@code ""}: the service's, the default key scope)
-     * @param eventName the name it was claimed under
-     * @param processedAt when the transaction that applied it wrote the claim
-     */
+    /** A claim of the event, under a scope ({@code ""}: the service's, the default key scope) and a name. */
     public record Claim(String scope, String eventName, Instant processedAt) {}
 
-    /**
-     * A dead letter of the event the guard recorded, so that a replay of it is taken back.
-     *
-     * @param binding the binding that dead-lettered it
-     * @param eventName its name
-     * @param deadLetteredAt when
-     * @param takenBackAt when a replay of it was applied; {@code null} while it waits
-     */
+    /** A dead letter of the event the guard recorded, so that a replay of it is taken back ({@code takenBackAt}). */
     public record DeadLetter(
             String binding,
             String eventName,
             Instant deadLetteredAt,
             @Nullable Instant takenBackAt) {}
 
-    /**
-     * The event as this service emitted it, in its outbox.
-     *
-     * @param eventName its name
-     * @param key its key (the outbox's {@code aggregateid}), which orders the events of a key
-     * @param occurredAt when the transaction that emitted it wrote it
-     * @param publishedAt when the relay published it; {@code null} while it waits, is parked or was skipped
-     * @param attempts the relay's refused attempts at it
-     * @param parkedAt when the relay parked it, until an operator releases or skips it
-     * @param skippedAt when an operator skipped it
-     */
+    /** The event as this service emitted it, in its outbox; its {@code key} is the outbox's {@code aggregateid}. */
     public record Emitted(
             String eventName,
             String key,
@@ -182,10 +132,7 @@ public class IdempotencyEndpoint {
         this(dataSource, properties, null, null);
     }
 
-    /**
-     * @param purge the service's purge, which the write operation runs; {@code null} when partitioned
-     * @param partitions the partitions' maintenance, when partitioned
-     */
+    /** The purge is {@code null} when the table is partitioned, and the partitions' maintenance when it is not. */
     public IdempotencyEndpoint(
             DataSource dataSource,
             IdempotencyProperties properties,
@@ -225,7 +172,6 @@ public class IdempotencyEndpoint {
         return this.purge != null ? this.purge.purge() : null;
     }
 
-    /** This instance's last purge, or its last maintenance of the partitions; {@code null} before its first. */
     private @Nullable LastPurge lastPurge() {
         ProcessedEventPurge.Run purged = this.purge != null ? this.purge.lastRun() : null;
         if (purged != null) {

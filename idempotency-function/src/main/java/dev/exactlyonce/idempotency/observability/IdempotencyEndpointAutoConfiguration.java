@@ -20,9 +20,7 @@ import org.springframework.boot.health.contributor.HealthIndicator;
 import org.springframework.context.annotation.Bean;
 import org.springframework.context.annotation.Configuration;
 
-/**
- * The {@code idempotency} Actuator endpoint and health contributor, when the service has Actuator and uses the guard.
- */
+/** The {@code idempotency} Actuator endpoint and health contributor, when the service has Actuator and the guard. */
 @AutoConfiguration(after = {IdempotencyGuardAutoConfiguration.class, IdempotencyOutageAutoConfiguration.class})
 @ConditionalOnClass(Endpoint.class)
 @ConditionalOnGuardedDefinition
@@ -41,7 +39,6 @@ public class IdempotencyEndpointAutoConfiguration {
         return new IdempotencyEndpoint(dataSource, properties, purge.getIfAvailable(), partitions.getIfAvailable());
     }
 
-    /** {@code OUT_OF_SERVICE} while an outage halts the guarded bindings. */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(HealthIndicator.class)
     static class Health {

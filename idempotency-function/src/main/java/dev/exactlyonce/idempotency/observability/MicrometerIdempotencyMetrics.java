@@ -18,9 +18,8 @@ import java.util.concurrent.atomic.AtomicLong;
 import org.jspecify.annotations.Nullable;
 
 /**
- * The library's meters, tagged {@code function} (the functions composed after the guard) where they concern a binding.
- * Each is described in docs/reference.md, "Observability"; alert rules for them are in
- * {@code infra/prometheus/alerts.yml} and docs/operations.md, "Alerts".
+ * The library's meters, tagged {@code function} (the functions composed after the guard) where they concern a binding,
+ * each described in docs/reference.md, "Observability"; their alert rules are in docs/operations.md, "Alerts".
  */
 public final class MicrometerIdempotencyMetrics implements IdempotencyMetrics {
 

@@ -4,10 +4,7 @@ import dev.exactlyonce.idempotency.outage.Outage;
 import org.springframework.boot.health.contributor.Health;
 import org.springframework.boot.health.contributor.HealthIndicator;
 
-/**
- * The {@code idempotency} health contributor: {@code OUT_OF_SERVICE} while an outage halts the guarded bindings'
- * consumption (since when, why, which bindings), {@code UP} otherwise.
- */
+/** The {@code idempotency} health: {@code OUT_OF_SERVICE} while an outage halts guarded bindings, else {@code UP}. */
 final class OutageHealthIndicator implements HealthIndicator {
 
     private final Outage outage;

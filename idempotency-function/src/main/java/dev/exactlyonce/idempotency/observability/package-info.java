@@ -1,6 +1,4 @@
-/**
- * What the library shows: Micrometer meters, the {@code idempotency} Actuator endpoint and the outage's health.
- */
+/** What the library shows: Micrometer meters, the {@code idempotency} Actuator endpoint and the outage's health. */
 @NullMarked
 package dev.exactlyonce.idempotency.observability;
 

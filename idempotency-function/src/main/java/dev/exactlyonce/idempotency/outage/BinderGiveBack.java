@@ -14,10 +14,7 @@ public interface BinderGiveBack {
     /** The exception that gives the delivery back to this binder. */
     RuntimeException givenBack(String reason, Throwable failure);
 
-    /**
-     * Whether the broker counts each return of a delivery (RabbitMQ 4.0 to 4.2's quorum queues): the binding then stops
-     * taking deliveries once it gave one back, until the probe's write goes through.
-     */
+    /** Whether the broker counts returns (RabbitMQ 4.0 to 4.2's quorum queues): the binding then stops after one. */
     default boolean countsReturns() {
         return false;
     }

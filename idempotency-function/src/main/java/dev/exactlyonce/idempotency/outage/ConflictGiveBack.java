@@ -13,10 +13,9 @@ import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.ErrorMessage;
 
 /**
- * On a guarded binding's error channel, after {@link OutageGiveBack}: a message whose last attempt conflicted with
- * another transaction ({@link DatabaseOutageClassifier#isConflict}) is held and tried again in place while its
- * {@code max-hold} lasts, then given back, up to {@code idempotency.conflicts.max-give-backs} times; then it fails.
- * A message is known again by its body ({@link ConflictHolds}). See docs/operations.md, "Runbook".
+ * On a guarded binding's error channel, after {@link OutageGiveBack}: a message whose last attempt conflicted is held
+ * and tried again in place while its {@code max-hold} lasts, then given back, up to {@code max-give-backs} times; then
+ * it fails. A message is known again by its body. See docs/operations.md, "Runbook".
  */
 public final class ConflictGiveBack implements ChannelInterceptor {
 
@@ -32,9 +31,6 @@ public final class ConflictGiveBack implements ChannelInterceptor {
 
     private final OutageGiveBack giveBack;
 
-    /**
-     * @param giveBack how the binding gives a delivery back to its binder
-     */
     public ConflictGiveBack(String bindingName, IdempotencyProperties.Conflicts settings, OutageGiveBack giveBack) {
         this.giveBack = giveBack;
         this.bindingName = bindingName;

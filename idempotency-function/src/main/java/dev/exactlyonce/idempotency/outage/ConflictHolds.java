@@ -9,9 +9,8 @@ import org.springframework.util.backoff.BackOffExecution;
 import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
- * The holds of a message that conflicted with another transaction, before each try again: {@code first-hold}, doubling
- * up to {@code longest-hold}, {@code max-give-backs} of them ({@code idempotency.conflicts}). Counted per message, for
- * the last {@value #REMEMBERED} messages to conflict.
+ * The holds of a message that conflicted, before each try again: {@code first-hold}, doubling up to
+ * {@code longest-hold}, {@code max-give-backs} of them; counted for the last {@value #REMEMBERED} messages to conflict.
  */
 public final class ConflictHolds {
 
@@ -32,10 +31,7 @@ public final class ConflictHolds {
         this.holds.setMaxAttempts(settings.maxGiveBacks());
     }
 
-    /**
-     * The hold before the message (known by a key of its own) is tried again; {@code null} once it was held
-     * {@code max-give-backs} times: it fails as any message does.
-     */
+    /** The hold before the message's next try; {@code null} once held {@code max-give-backs} times. */
     public @Nullable Duration next(Object message) {
         long hold;
         synchronized (this.remembered) {

@@ -14,11 +14,9 @@ import org.springframework.beans.factory.config.BeanPostProcessor;
 import org.springframework.util.backoff.BackOffExecution;
 
 /**
- * Waits for the database at start-up, before anything uses it, rather than failing at the first refused connection:
- * it tries a connection of each DataSource with the probe's back-off for {@code idempotency.outage.startup-wait}.
- *
- * <p>Before the pool starts, it bounds the login ({@link DatabaseProbe#boundLogin}): a login stuck on a silent network
- * would leave HikariCP's pool empty for good. See docs/operations.md, "When things go wrong".
+ * Waits at start-up for each DataSource's database, for {@code idempotency.outage.startup-wait} with the probe's
+ * back-off, rather than failing at the first refused connection. Before the pool starts, it bounds the login: one stuck
+ * on a silent network would leave the pool empty for good. See docs/operations.md, "When things go wrong".
  */
 public final class DatabaseAtStartup implements BeanPostProcessor {
 

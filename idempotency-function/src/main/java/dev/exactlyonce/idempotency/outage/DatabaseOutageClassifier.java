@@ -14,12 +14,8 @@ import org.springframework.jdbc.CannotGetJdbcConnectionException;
 import org.springframework.transaction.CannotCreateTransactionException;
 
 /**
- * The database's outages, found anywhere in a failure's chain of causes: an {@link SQLException} whose SQLSTATE says
- * the database's condition (08, 53, 58, 57P01-57P03, 25006; on MariaDB {@link MariaDbDialect#isOutage}); without one,
- * an {@link SQLTransientConnectionException}, {@link CannotGetJdbcConnectionException},
- * {@link CannotCreateTransactionException} or {@link DataAccessResourceFailureException}; a failed statement of the
- * library's own ({@link GuardStatementFailed}); and what {@code idempotency.outage.exceptions} and
- * {@link OutageClassifier} beans declare. See docs/operations.md, "When things go wrong".
+ * Outages anywhere in a failure's chain: a SQLSTATE of the database's condition, or a connection failure without one;
+ * {@link GuardStatementFailed}; and what the service declares. See docs/operations.md, "When things go wrong".
  */
 public final class DatabaseOutageClassifier implements OutageClassifier {
 
@@ -81,10 +77,7 @@ public final class DatabaseOutageClassifier implements OutageClassifier {
         return false;
     }
 
-    /**
-     * The exceptions suppressed by this one that tell of the same failure (a failed rollback); not the earlier
-     * attempts' a {@link RetryException} keeps, which say nothing of its cause, the last attempt's failure.
-     */
+    /** Those of the same failure (a failed rollback); not a {@link RetryException}'s, its earlier attempts'. */
     private static Throwable[] suppressed(Throwable failure) {
         return failure instanceof RetryException ? new Throwable[0] : failure.getSuppressed();
     }
@@ -111,10 +104,7 @@ public final class DatabaseOutageClassifier implements OutageClassifier {
         return cause.getCause() != cause ? cause.getCause() : null;
     }
 
-    /**
-     * Whether the chain holds a conflict with another transaction, not the message's fault: 40001, 40P01, 55P03,
-     * 57014, or MariaDB's codes of the same ({@link MariaDbDialect#isConflict}).
-     */
+    /** Whether the chain holds a conflict with another transaction, not the message's fault. */
     public static boolean isConflict(Throwable failure) {
         List<SQLException> states = new ArrayList<>();
         collectStates(failure, 0, states);

@@ -3,9 +3,8 @@ package dev.exactlyonce.idempotency.outage;
 import dev.exactlyonce.idempotency.IdempotencyException;
 
 /**
- * A statement of the library's own failed for the database's condition, not the message's: the transaction could not
- * begin, or the claim failed as the probe's own claim does too (its insert revoked, a partition missing, a full table).
- * Always an outage ({@link DatabaseOutageClassifier}): the message is held, never dead-lettered for it.
+ * A statement of the library's own failed for the database's condition: the transaction could not begin, or the claim
+ * failed as the probe's does too. Always an outage: the message is held, never dead-lettered for it.
  */
 public final class GuardStatementFailed extends IdempotencyException {
 

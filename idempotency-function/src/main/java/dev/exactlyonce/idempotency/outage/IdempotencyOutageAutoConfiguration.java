@@ -21,16 +21,12 @@ import org.springframework.context.annotation.Bean;
 import org.springframework.core.env.Environment;
 import org.springframework.jdbc.core.JdbcTemplate;
 
-/**
- * The outage halt: the state every guarded binding shares, which halts consumption while the database is unavailable,
- * and the wait for the database at start-up.
- */
+/** The outage halt every guarded binding shares, and the wait for the database at start-up. */
 @AutoConfiguration(after = IdempotencyAutoConfiguration.class)
 @ConditionalOnClass({FunctionCatalog.class, BindableFunctionProxyFactory.class, JdbcTemplate.class})
 @EnableConfigurationProperties(IdempotencyProperties.class)
 public class IdempotencyOutageAutoConfiguration {
 
-    /** Waits for the database at start-up, when a definition composes the guard. */
     @Bean
     @ConditionalOnGuardedDefinition
     static DatabaseAtStartup idempotencyDatabaseAtStartup(Environment environment) {
@@ -39,7 +35,6 @@ public class IdempotencyOutageAutoConfiguration {
                 .outage());
     }
 
-    /** The outage state every guarded binding shares: halts consumption while the database is unavailable. */
     @Bean
     @ConditionalOnSingleCandidate(DataSource.class)
     Outage idempotencyOutage(

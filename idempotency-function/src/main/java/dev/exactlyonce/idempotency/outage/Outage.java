@@ -22,17 +22,11 @@ import org.springframework.util.backoff.BackOffExecution;
 import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
- * Halts consumption of every guarded binding while what they depend on is unavailable:
- *
- * <ol>
- *   <li>the first failure classified as an outage ({@link OutageClassifier}) halts: one WARN line, a probe thread;
- *   <li>each consumer thread holds its message ({@link #awaitEnd(String)}, {@link OutageGiveBack}) at most
- *       {@code max-hold} per delivery, then gives it back; {@link PausedBindings} pauses or stops bindings instead;
- *   <li>the probe tries a write ({@link DatabaseProbe}) at intervals that double up to {@code probe-max-interval};
- *   <li>once one goes through, one message goes first: its commit resumes consumption, an outage again goes on.
- * </ol>
- *
- * <p>See docs/operations.md, "When things go wrong".
+ * Halts consumption of every guarded binding while what they depend on is unavailable: the first outage halts (one WARN
+ * line, a probe thread); each consumer thread holds its message at most {@code max-hold} per delivery, then gives it
+ * back, unless {@link PausedBindings} pauses or stops the binding; the probe tries a write at intervals doubling up to
+ * {@code probe-max-interval}; once one goes through, one message goes first, and its commit resumes consumption. See
+ * docs/operations.md, "When things go wrong".
  */
 public final class Outage implements SmartLifecycle, DisposableBean {
 
@@ -81,7 +75,6 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     /** Whether one message may go through to try the database, the probe having found it answering. */
     private boolean trial;
 
-    /** Whether a consumer thread took the trial's message. */
     private boolean trialTaken;
 
     /** When it took it, in {@link System#nanoTime()}. */
@@ -89,7 +82,6 @@ public final class Outage implements SmartLifecycle, DisposableBean {
 
     private @Nullable Thread trialThread;
 
-    /** Whether the trial's message met the outage again. */
     private boolean trialFailed;
 
     private @Nullable Throwable trialFailure;
@@ -141,7 +133,6 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         return this.probeThreadName;
     }
 
-    /** The guarded bindings whose consumption an outage halts. */
     public List<String> bindingNames() {
         return List.copyOf(this.bindingNames);
     }
@@ -155,7 +146,6 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         return this.probe.check() != null;
     }
 
-    /** A delivery is given back to the broker, to be delivered again. */
     void givenBack() {
         this.metrics.givenBack();
     }
@@ -170,10 +160,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         return this.settings.maxHold();
     }
 
-    /**
-     * Starts counting a delivery's hold at its first attempt on this thread; its later attempts share the deadline. A
-     * delivery is told by the binder's {@code sourceData}, else by its payload, which a binder's retries pass on.
-     */
+    /** Starts a delivery's hold at its first attempt on this thread; its retries (same source or payload) share it. */
     public void delivering(Message<?> message) {
         if (BatchMessages.isPartOfBatch(message)) {
             // A message of a batch tried alone: the batch's delivery, and its deadline.
@@ -327,7 +314,6 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         }
     }
 
-    /** Starts a probe whose first check is {@code first} from now. */
     private void startProbeFrom(Duration first) {
         BackOffExecution intervals = probeIntervals(first, this.settings);
         startProbe(intervals, Duration.ofMillis(intervals.nextBackOff()));
@@ -345,8 +331,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     }
 
     /**
-     * Waits while halted, at most what is left of the delivery's hold, before a message of the binding is processed;
-     * once the probe's write goes through, the first thread to ask goes on with the trial's message.
+     * Waits while halted, at most the hold left; once the probe's write passes, the first thread takes the trial.
      *
      * @return whether consumption may go on: {@code false} when the hold ran out, on stopping, or once closed
      */
@@ -419,10 +404,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         }
     }
 
-    /**
-     * Starts a probe again if the halt's probe died (an {@link Error} where nothing could catch it): a consumer thread
-     * that holds a message sees it, and the halt does not outlast it. Called holding the lock.
-     */
+    /** A probe killed by an {@link Error} is started again by a thread holding a message. Called holding the lock. */
     private void restartProbeIfItDied() {
         Thread probe = this.probeThread;
         if (this.stopped || this.closed || (probe != null && probe.getState() != Thread.State.TERMINATED)) {
@@ -542,10 +524,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         this.pausing.pause(this.bindingNames);
     }
 
-    /**
-     * Lets one message through and waits for its outcome; {@code true} once consumption resumed, as it does when no
-     * message comes within {@code probe-max-interval}.
-     */
+    /** Lets one message through; {@code true} once resumed, also when none comes within {@code probe-max-interval}. */
     private boolean tryOneMessage(Duration interval) {
         synchronized (this.lock) {
             if (Thread.currentThread() != this.probeThread || this.halt == null) {
@@ -630,7 +609,6 @@ public final class Outage implements SmartLifecycle, DisposableBean {
             try {
                 pauseWhileHalted();
             } catch (RuntimeException | Error ex) {
-                // The probe goes on whatever fails in it: only a resume or the service stopping ends it.
                 logger.debug("Could not pause or stop the guarded bindings; tried again at the next check", ex);
             }
             synchronized (this.lock) {

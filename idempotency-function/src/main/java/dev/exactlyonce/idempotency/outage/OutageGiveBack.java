@@ -15,9 +15,8 @@ import org.springframework.messaging.support.ChannelInterceptor;
 import org.springframework.messaging.support.ErrorMessage;
 
 /**
- * First on a guarded binding's error channel: a message that met an outage is held and tried again in place each time
- * the probe's write goes through, using no attempt ({@link OutageMet}); past {@code max-hold} it is given back. See
- * docs/operations.md, "When things go wrong".
+ * First on a guarded binding's error channel: a message that met an outage is held, tried again in place each time the
+ * probe's write passes, and given back past {@code max-hold}. See docs/operations.md, "When things go wrong".
  */
 public final class OutageGiveBack implements ChannelInterceptor {
 
@@ -30,10 +29,8 @@ public final class OutageGiveBack implements ChannelInterceptor {
 
     private final String bindingName;
 
-    /** The binding's binder's own give-back, if it has one. */
     private final @Nullable BinderGiveBack ownGiveBack;
 
-    /** The binding's input channel, where a held delivery is tried again; {@code null} where it cannot be settled. */
     private final @Nullable MessageChannel input;
 
     /**
@@ -49,9 +46,8 @@ public final class OutageGiveBack implements ChannelInterceptor {
     }
 
     /**
-     * @return the error message as it is when its failure is not an outage; an error message {@link #isSettled settled}
-     *     when the delivery committed in place; an error message of the delivery's own failure when, tried in place,
-     *     it failed for a reason of its own (the chain goes on with it: a conflict, a dead letter)
+     * @return the message unchanged when not an outage; {@link #isSettled settled} once committed in place; else, tried
+     *     in place, an error message of the delivery's own failure (a conflict, a dead letter)
      * @throws RuntimeException the binder's give-back, once the delivery was held {@code max-hold}
      */
     @Override
@@ -85,11 +81,8 @@ public final class OutageGiveBack implements ChannelInterceptor {
     }
 
     /**
-     * Tries the error message's delivery again in place, for another interceptor (after a conflict's back-off).
-     *
-     * @return the error message {@link #isSettled settled} once the delivery committed; if it met an outage, what this
-     *     interceptor makes of that (held and tried again, settled, or thrown: given back); else the error message of
-     *     the failure it met; {@code null} where the delivery cannot be tried in place
+     * For {@link ConflictGiveBack}: the delivery tried again in place, {@link #isSettled settled} once committed; after
+     * an outage, what {@link #preSend} makes of it; else the failure's error message; {@code null} where it cannot.
      */
     @Nullable
     Message<?> tryAgain(ErrorMessage error) {

@@ -3,9 +3,8 @@ package dev.exactlyonce.idempotency.outage;
 import dev.exactlyonce.idempotency.IdempotencyException;
 
 /**
- * A message's attempt met an outage after its claim (a business statement, a declared dependency, the outbox's write,
- * the commit). The binder does not count it as an attempt: {@link OutageGiveBack} holds the delivery and tries it
- * again in place, and gives it back to the broker once {@code max-hold} ran out.
+ * An attempt met an outage after its claim (a business statement, a declared dependency, the commit): not counted as an
+ * attempt, the delivery is held and tried again in place by {@link OutageGiveBack}.
  */
 public final class OutageMet extends IdempotencyException {
 

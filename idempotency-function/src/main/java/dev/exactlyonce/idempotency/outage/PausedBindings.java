@@ -17,9 +17,8 @@ import org.springframework.cloud.stream.binding.BindingService;
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 
 /**
- * The guarded bindings an outage pauses ({@link Binding#pause()}) where the binder can, or stops
- * ({@link Binding#stop()}) once one gave a delivery back where the broker counts returns; it resumes only those. See
- * docs/operations.md, "When things go wrong".
+ * The guarded bindings an outage pauses where the binder can, or stops once one gave a delivery back where the broker
+ * counts returns; it resumes only those. See docs/operations.md, "When things go wrong".
  */
 public final class PausedBindings {
 
@@ -33,7 +32,6 @@ public final class PausedBindings {
     private final Set<Binding<?>> paused =
             Collections.synchronizedSet(Collections.newSetFromMap(new IdentityHashMap<>()));
 
-    /** The bindings this class stopped, by identity. */
     private final Set<Binding<?>> stopped =
             Collections.synchronizedSet(Collections.newSetFromMap(new IdentityHashMap<>()));
 
@@ -79,11 +77,7 @@ public final class PausedBindings {
         this.countingReturns.add(bindingName);
     }
 
-    /**
-     * Asks that the binding stop taking deliveries until the outage ends, if its broker counts returns.
-     *
-     * @return whether it was asked now (not before, and its broker counts returns)
-     */
+    /** Where the broker counts returns, asks that the binding stop until the outage ends; {@code true} if asked now. */
     boolean stopTakingDeliveries(String bindingName) {
         return this.countingReturns.contains(bindingName)
                 && this.stopRequests.putIfAbsent(bindingName, System.nanoTime()) == null;

@@ -14,9 +14,8 @@ import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
  * What the relay waits out in this process: an unanswered destination, a refused route, a key whose send failed
- * without saying why. None counts an attempt or parks a row; each is tried again after {@code first-hold}, doubling
- * up to {@code longest-hold}, and let go once a row of it is confirmed. See docs/outbox.md ("What a failure says of a
- * row").
+ * without saying why. None counts an attempt; each backs off from {@code first-hold} up to {@code longest-hold}, and
+ * ends once a row of it is confirmed. See docs/outbox.md ("What a failure says of a row").
  */
 final class Holds {
 
@@ -25,7 +24,6 @@ final class Holds {
     /** How lately a destination must have confirmed a row for a failure that tells nothing to be the row's. */
     static final Duration EVIDENCE = Duration.ofMinutes(1);
 
-    /** What is held. */
     enum Kind {
         DESTINATION("destination"),
         ROUTE("route"),
@@ -44,15 +42,8 @@ final class Holds {
     }
 
     /**
-     * A hold.
-     *
-     * @param kind what is held
-     * @param name the destination, the route ({@code destination event-name}), or the key ({@code destination key})
-     * @param reason the last failure
-     * @param since when the first failure of this hold was
-     * @param failures how many failures in a row
-     * @param until when it is tried again
-     * @param waits the waits before it is tried again, the next one after {@code until}
+     * A hold of a destination, a route ({@code destination event-name}) or a key ({@code destination key}): its last
+     * failure, when the first was, how many in a row, when it is tried again, and the waits after that.
      */
     record Held(
             Kind kind,
@@ -72,7 +63,6 @@ final class Holds {
 
     private final Duration longest;
 
-    /** The waits of a hold: the first, doubling up to the longest. */
     private final ExponentialBackOff waits;
 
     Holds(Duration first, Duration longest) {
@@ -81,7 +71,6 @@ final class Holds {
         this.waits = OutboxRelay.waits(first, longest);
     }
 
-    /** Whether the row waits: its destination, its route or its key is held and not due yet. */
     boolean holds(OutboxSender.Row row) {
         return holds(row.destination(), row.eventName(), row.orderKey());
     }

@@ -54,10 +54,7 @@ public class IdempotencyOutboxAutoConfiguration {
                 IdempotencyMetrics.of(metrics));
     }
 
-    /**
-     * Adds the outbox's listener to every transaction manager bean: it writes each transaction's rows once every
-     * callback of its commit ran, and refuses an emit once the commit began.
-     */
+    /** Adds the outbox's listener ({@link Outbox#transactionListener()}) to every transaction manager bean. */
     @Bean
     static BeanPostProcessor idempotencyOutboxTransactions() {
         return new BeanPostProcessor() {
@@ -117,10 +114,7 @@ public class IdempotencyOutboxAutoConfiguration {
         return new OutboxPublisherRegistration(dataSource, properties.relay().enabled());
     }
 
-    /**
-     * The {@code outbox} endpoint: the backlog and the parked events; their release and skip too, where
-     * {@code management.endpoint.outbox.access} is {@code unrestricted}.
-     */
+    /** The {@code outbox} endpoint: release and skip need {@code management.endpoint.outbox.access: unrestricted}. */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(Endpoint.class)
     @ConditionalOnBooleanProperty(name = "idempotency.outbox.relay.enabled", matchIfMissing = true)

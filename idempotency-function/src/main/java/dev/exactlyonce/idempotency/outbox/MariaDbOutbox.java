@@ -152,10 +152,7 @@ final class MariaDbOutbox implements OutboxStatements {
         }
     }
 
-    /**
-     * Locks the keys ({@code outbox_key} rows, in a stable order), then inserts the rows in order,
-     * {@value #ROWS_PER_INSERT} per statement, within the server's packet and placeholder limits.
-     */
+    /** Locks the keys, sorted, then inserts the rows, {@value #ROWS_PER_INSERT} per statement (the server's limits). */
     @Override
     public void insert(JdbcTemplate jdbc, List<Row> rows) {
         if (rows.isEmpty()) {

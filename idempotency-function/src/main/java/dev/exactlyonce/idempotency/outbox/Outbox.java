@@ -64,8 +64,7 @@ public final class Outbox {
     }
 
     /**
-     * Writes an event to the outbox, in the caller's transaction, for the destination
-     * {@code idempotency.outbox.destination}.
+     * Writes an event in the caller's transaction, for the destination {@code idempotency.outbox.destination}.
      *
      * @param eventName the event's name (its routing key), such as {@code stock.stock.reserved.v1}
      * @param key what the event is about (the aggregate's id): events of one key are published in the order written
@@ -79,8 +78,7 @@ public final class Outbox {
     }
 
     /**
-     * Writes an event to the outbox, in the caller's transaction, for the destination
-     * {@code idempotency.outbox.destination}.
+     * Writes the event in the caller's transaction, for the destination {@code idempotency.outbox.destination}.
      *
      * @return the event's id
      * @throws IllegalStateException when no transaction on the service's DataSource is under way
@@ -151,15 +149,11 @@ public final class Outbox {
         return ids;
     }
 
-    /** Inserts the rows, their keys locked first ({@link OutboxStatements#insert}). */
     private void insert(List<OutboxStatements.Row> rows) {
         OutboxStatements.of(Dialect.of(this.dataSource)).insert(this.jdbc, rows);
     }
 
-    /**
-     * Follows a manager's transactions: binds a {@link Written} as each begins, inserts its rows after the commit's
-     * callbacks ran, and closes it as the commit or rollback begins, so that a later emit throws.
-     */
+    /** Binds a {@link Written} to each new transaction, inserts its rows after the commit's callbacks, closes it. */
     private static final class Transactions implements TransactionExecutionListener {
 
         @Override
@@ -221,7 +215,6 @@ public final class Outbox {
 
         private final List<OutboxStatements.Row> rows = new ArrayList<>();
 
-        /** The outbox that wrote them, once one did. */
         private @Nullable Outbox outbox;
 
         /** Whether the commit or rollback began: nothing more can be written. */
@@ -230,10 +223,7 @@ public final class Outbox {
         /** How many rows were written when each savepoint was set: a rollback to it drops the rows written since. */
         private final Map<Object, Integer> savepoints = new IdentityHashMap<>();
 
-        /**
-         * Flushes the transaction (JPA's persistence context), then inserts the rows: a flush never waits for a row
-         * lock while holding a key's lock, so it cannot deadlock with a writer of the same key.
-         */
+        /** Flushes (JPA) before the insert: a flush never waits for a row lock while holding a key's lock. */
         void insert(TransactionExecution transaction) {
             if (this.outbox != null && !this.rows.isEmpty()) {
                 if (transaction instanceof TransactionStatus status) {

@@ -9,10 +9,7 @@ import javax.sql.DataSource;
 import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
 
-/**
- * Reads what waits in the outbox ({@link OutboxBacklog}): the rows not yet published, how long the oldest of them the relay still tries to publish
- * (of a key not parked) has waited since it became publishable, and how many the relay parked.
- */
+/** Reads what waits in the outbox ({@link OutboxBacklog}) from the keys' heads and held rows, never from every row. */
 public final class OutboxBacklogQuery {
 
     private final JdbcTemplate jdbc;
@@ -26,11 +23,7 @@ public final class OutboxBacklogQuery {
         return TableName.exists(jdbc, "outbox_event");
     }
 
-    /**
-     * The backlog now, or {@code null} when the service's schema has no outbox table: read from the head of each key
-     * with unpublished rows and from the rows refused (one probe per key, and the rows held back), and a count of the
-     * unpublished rows up to {@link OutboxBacklog#COUNTED}, never from every row.
-     */
+    /** The backlog now, or {@code null} when the service's schema has no outbox table. */
     @Nullable
     public OutboxBacklog read() {
         if (!tableExists(this.jdbc)) {

@@ -17,15 +17,9 @@ import org.springframework.boot.actuate.endpoint.annotation.WriteOperation;
 @Endpoint(id = "outbox", defaultAccess = Access.READ_ONLY)
 public class OutboxEndpoint {
 
-    /** The most parked events the endpoint lists. */
     static final int LISTED = 100;
 
-    /**
-     * What the endpoint shows.
-     *
-     * @param backlog what waits in the outbox
-     * @param parked the parked events, oldest first (at most 100)
-     */
+    /** What the endpoint shows: the backlog, and the parked events, oldest first (at most 100). */
     public record Status(OutboxBacklog backlog, List<ParkedOutboxEvents.Parked> parked) {}
 
     private final OutboxBacklogQuery backlog;
@@ -45,12 +39,8 @@ public class OutboxEndpoint {
     }
 
     /**
-     * What an action did.
-     *
-     * @param id the event
-     * @param action {@code release} or {@code skip}
-     * @param applied whether it was done: {@code false} when the event is not parked (published, skipped, released or
-     *     never written)
+     * What an action did: {@code applied} is {@code false} when the event is not parked (published, skipped, released
+     * or never written).
      */
     public record Result(UUID id, String action, boolean applied) {}
 

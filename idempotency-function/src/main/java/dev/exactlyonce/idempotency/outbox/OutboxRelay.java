@@ -30,17 +30,12 @@ import org.springframework.util.backoff.BackOffExecution;
 import org.springframework.util.backoff.ExponentialBackOff;
 
 /**
- * Publishes the outbox's committed rows, then marks them published. Each run is one database transaction that:
- *
+ * Publishes committed outbox rows and marks them published; see docs/outbox.md, "The relay". A run is one transaction:
  * <ol>
- *   <li>reads the heads of the keys not held back, and chooses the keys whose head waited longest;
- *   <li>locks those of the {@value #PARTITIONS} key partitions it can, never waiting: relays of several instances
- *       share them, and a key's events leave in order;
+ *   <li>chooses the keys not held whose head waited longest, and locks those of their partitions it can, never waiting;
  *   <li>reads those keys' oldest rows by {@code published_at IS NULL}, never past a position, so none is skipped;
  *   <li>publishes them ({@link OutboxSender}) and marks those confirmed; a refused row holds its key back, or parks.
  * </ol>
- *
- * <p>See docs/outbox.md ("The relay").
  */
 public final class OutboxRelay implements SmartLifecycle {
 
@@ -52,10 +47,8 @@ public final class OutboxRelay implements SmartLifecycle {
      */
     private static final TransactionDefinition RUN = readCommitted();
 
-    /** How long stopping waits for a run under way. */
     private static final Duration STOP_WAIT = Duration.ofSeconds(2);
 
-    /** How soon a relay tries again the partitions another instance's relay was publishing. */
     static final Duration CONTENDED_RETRY = Duration.ofMillis(50);
 
     /** The key partitions the relays of several instances share out, one run's worth at a time. */
@@ -65,18 +58,9 @@ public final class OutboxRelay implements SmartLifecycle {
     static final int MAX_KEYS = 10_000;
 
     /**
-     * What a run did.
-     *
-     * @param ran whether it ran: {@code false} when every partition it found rows in was another instance's
-     * @param read the rows it read
-     * @param more whether a key it read had more rows than its share: the next run goes at once
-     * @param published the rows it published and marked
-     * @param failure why it stopped before the rows it read were all published, if it did
-     * @param unanswered whether rows were held rather than published: the broker did not answer, or refused their
-     *     route ({@link Holds})
-     * @param held how many keys waited, their next row's destination, route or key held
-     * @param contended whether it found rows in partitions another instance was publishing
-     * @param nextAttempt how soon a held key's back-off ends, if one is held back and not parked
+     * What a run did: {@code ran} is false when every partition it found rows in was another instance's; {@code more},
+     * a key had more rows than its share (the next run goes at once); {@code unanswered}, rows were held rather than
+     * published ({@link Holds}); {@code nextAttempt}, how soon a held-back key's back-off ends.
      */
     record Run(
             boolean ran,
@@ -115,7 +99,6 @@ public final class OutboxRelay implements SmartLifecycle {
 
     private final Duration linger;
 
-    /** The first and the longest of the relay's waits before it tries again ({@link #waits}). */
     private final Duration firstHold;
 
     private final Duration longestHold;
@@ -218,10 +201,7 @@ public final class OutboxRelay implements SmartLifecycle {
         }
     }
 
-    /**
-     * The heads of up to {@link #MAX_KEYS} keys: with more keys than that, those past the last key the previous run
-     * read, then those from the first key on, so that every key's turn comes.
-     */
+    /** The heads of up to {@link #MAX_KEYS} keys, past the last key the previous run read: every key's turn comes. */
     private List<OutboxStatements.Head> readHeads() {
         Object from = this.scanFrom;
         OutboxStatements.Heads heads = sql().heads(this.jdbc, from, MAX_KEYS);
@@ -242,10 +222,7 @@ public final class OutboxRelay implements SmartLifecycle {
         return all;
     }
 
-    /**
-     * The keys a run publishes: those whose head waited longest, up to {@code batch-size}, but not those held back,
-     * held ({@link Holds}) or with an earlier send not returned; one key only of a destination whose hold just ended.
-     */
+    /** Up to {@code batch-size} keys not held whose head waited longest; one only of a destination whose hold ended. */
     private Choice choose(List<OutboxStatements.Head> heads) {
         Holds holds = this.publisher.holds();
         double lag = 0;
@@ -277,16 +254,10 @@ public final class OutboxRelay implements SmartLifecycle {
         return new Choice(keys, lag, held, keys.size() < ready.size() || this.scanFrom != null);
     }
 
-    /**
-     * The keys a run publishes, the lag, the keys waiting for a hold, and whether keys ready to publish were left for
-     * the next run (beyond {@code batch-size} keys, or beyond the heads read).
-     */
+    /** The keys chosen, the lag, the keys waiting for a hold, and whether ready keys were left for the next run. */
     private record Choice(List<OutboxStatements.Head> keys, double lag, int held, boolean more) {}
 
-    /**
-     * Locks the keys' partitions no other relay holds, and publishes their keys' oldest rows, an even share of
-     * {@code batch-size} each: a key of a thousand rows takes one key's share.
-     */
+    /** Publishes the oldest rows of the keys whose partition it locked, an even share of {@code batch-size} each. */
     private Run publishBatch(List<OutboxStatements.Head> keys) {
         if (keys.isEmpty()) {
             return Run.idle(true, false);
@@ -330,10 +301,7 @@ public final class OutboxRelay implements SmartLifecycle {
                 null);
     }
 
-    /**
-     * Reads the parked rows and the lag into the meters (the lag of the oldest head of a key not held back, or of a
-     * held key's row, whichever waited longer); returns how soon a held key's back-off ends.
-     */
+    /** Reads the parked rows and the lag into the meters; returns how soon a held key's back-off ends. */
     private @Nullable Duration readHeld(double headsLag) {
         return this.jdbc.queryForObject(sql().held(), (row, index) -> {
             this.metrics.outboxParked(row.getLong(1));
@@ -347,7 +315,6 @@ public final class OutboxRelay implements SmartLifecycle {
         });
     }
 
-    /** Counts the refused rows' attempts and holds their keys back, or parks them. */
     private void holdBack(List<OutboxSender.Refusal> refusals) {
         sql().holdBack(this.jdbc, refusals, this.maxAttempts, this.firstHold, this.longestHold, row -> {
             Duration retry = Duration.ofMillis((long) (row.getDouble(5) * 1000));
@@ -423,10 +390,7 @@ public final class OutboxRelay implements SmartLifecycle {
         }
     }
 
-    /**
-     * The lag while runs fail, when the database cannot say it: the lag last measured, grown since; or, when there
-     * was none, how long ago a commit first woke the relay up since.
-     */
+    /** The lag while runs fail: the one last measured, grown since, or how long ago a commit first woke the relay. */
     private Duration estimatedLag() {
         long now = System.nanoTime();
         Duration grown = this.measuredLag.isZero() ? Duration.ZERO : this.measuredLag.plusNanos(now - this.measuredAt);
@@ -435,7 +399,6 @@ public final class OutboxRelay implements SmartLifecycle {
         return grown.compareTo(waiting) >= 0 ? grown : waiting;
     }
 
-    /** Logs the first of the failed runs in a row, then waits {@code retry}. */
     private void backOff(int failures, Duration retry, String failure) {
         if (failures == 1) {
             logger.warn(
@@ -481,10 +444,7 @@ public final class OutboxRelay implements SmartLifecycle {
         }
     }
 
-    /**
-     * Every wait of the relay before it tries again (after failed runs in a row, whatever wakes it; for a hold): the
-     * first, doubling up to the longest. A row the broker refused waits as long, counted from its attempts.
-     */
+    /** Every wait of the relay before it tries again (failed runs, holds, refused rows): doubling up to the longest. */
     static ExponentialBackOff waits(Duration first, Duration longest) {
         ExponentialBackOff waits = new ExponentialBackOff(first.toMillis(), 2);
         waits.setMaxInterval(longest.toMillis());
@@ -521,7 +481,6 @@ public final class OutboxRelay implements SmartLifecycle {
                 this.pollInterval);
     }
 
-    /** The outbox's statements on the service's database. */
     private OutboxStatements sql() {
         return OutboxStatements.of(Dialect.of(Objects.requireNonNull(this.jdbc.getDataSource())));
     }
@@ -558,7 +517,6 @@ public final class OutboxRelay implements SmartLifecycle {
         return this.running;
     }
 
-    /** The destinations and routes the relay waits out, and how many keys. */
     Holds holds() {
         return this.publisher.holds();
     }

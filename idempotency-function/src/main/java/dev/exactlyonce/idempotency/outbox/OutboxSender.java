@@ -46,16 +46,12 @@ import org.springframework.messaging.support.MessageBuilder;
 import tools.jackson.databind.util.RawValue;
 
 /**
- * Publishes outbox rows through the binder ({@link StreamBridge}, or the binder's {@link PublishConfirmation}), in the
- * envelope, and waits until the broker has them.
- *
- * <p>What became of each row ({@link PublishConfirmation.Verdict}) decides what waits: a refused row counts an attempt,
- * a refused route or an unanswered destination is held ({@link Holds}) and counts none. See docs/outbox.md ("The
- * relay", "What a failure says of a row").
+ * Publishes outbox rows in the envelope through the binder, and waits until the broker has them; what became of each
+ * row ({@link PublishConfirmation.Verdict}) decides what waits. See docs/outbox.md ("The relay", "What a failure says
+ * of a row").
  */
 final class OutboxSender {
 
-    /** A row of the outbox, to publish. */
     record Row(UUID id, String destination, String key, String eventName, String payload, Instant occurredAt) {
 
         /** What keeps the order: the rows of one key of one destination. */
@@ -68,17 +64,11 @@ final class OutboxSender {
         }
     }
 
-    /** A row the broker refused, and why. */
     record Refusal(Row row, String reason) {}
 
     /**
-     * What a publication did.
-     *
-     * @param confirmed the rows the broker confirmed
-     * @param refused the rows refused for what they are: each counts an attempt
-     * @param unanswered why rows were held rather than published, if some were (the first such reason): the broker did
-     *     not answer, or refused their route
-     * @param held how many keys waited, their next row's destination, route or key held
+     * What a publication did: each {@code refused} row counts an attempt; {@code unanswered} is the first reason rows
+     * were held rather than published (no answer, or a refused route); {@code held} counts the keys that waited.
      */
     record Published(
             List<UUID> confirmed,
@@ -142,26 +132,19 @@ final class OutboxSender {
 
     private final BindingServiceProperties bindings;
 
-    /** The bindings bound: one of the destination's name, bound before the relay set it up, is refused. */
     private final BindingService bindingService;
 
     private final EnvelopeCodec codec;
 
-    /** Where the destinations' binding settings come from: one with dots must be set in brackets. */
     private final Environment environment;
 
     private final Duration confirmTimeout;
 
-    /** The binders' confirmations, one per binder the library knows. */
     private final List<PublishConfirmation> confirmations;
 
     private final Map<String, PublishConfirmation> destinations = new ConcurrentHashMap<>();
 
-    /**
-     * The destinations whose preparation was refused, and why: refused again at each row (their routes held). Tried
-     * once only, since a refused preparation may have set the binding's producer settings half-way, which would
-     * answer the next check as prepared.
-     */
+    /** Refused destinations, never prepared again: a half-done preparation would pass the next check as prepared. */
     private final Map<String, StartupRefusal> refused = new ConcurrentHashMap<>();
 
     /** Sends the rows, one at a time, so that a run ends within {@code confirm-timeout} even when a send blocks. */
@@ -176,10 +159,8 @@ final class OutboxSender {
     /** Rows confirmed after their run ended: the next run marks them published without sending them again. */
     private final Set<UUID> lateConfirmed = ConcurrentHashMap.newKeySet();
 
-    /** The destinations, routes and keys the relay waits out: kept from run to run. */
     private final Holds holds;
 
-    /** Run when a send that waited for the broker returns: the relay, woken up for the key that waited for it. */
     private volatile Runnable returned = () -> {};
 
     /** Counts the relay's stops: a run under way when the relay stops ends at once. */
@@ -216,14 +197,12 @@ final class OutboxSender {
         this.returned = action;
     }
 
-    /** Whether a send of the key ({@link Row#orderKey()}) has not returned yet: its rows wait for it. */
     boolean sending(String orderKey) {
         return this.sending.containsKey(orderKey);
     }
 
     /**
-     * Checks, before the first publication, that the destination's binder confirms what it publishes: a relay whose
-     * broker does not would mark nothing published, and publish every row again on every run.
+     * Checks that the destination's binder confirms: otherwise no row is ever marked published, and all go again.
      *
      * @throws StartupRefusal when it does not
      */
@@ -266,13 +245,11 @@ final class OutboxSender {
         return run.end(null, false);
     }
 
-    /** One publication of rows: the rows of each key in their order, and what became of each. */
     private final class Run {
 
         /** The rows not confirmed yet, by key, in their order. */
         private final Map<String, Deque<Row>> keys = new LinkedHashMap<>();
 
-        /** The keys whose first row is ready to send. */
         private final Deque<Deque<Row>> ready;
 
         private final BlockingQueue<Outcome> outcomes = new LinkedBlockingQueue<>();
@@ -321,17 +298,11 @@ final class OutboxSender {
             this.ready = new ArrayDeque<>(this.keys.values());
         }
 
-        /** Whether every row in flight is a send that waits for the broker. */
         boolean onlyWaitingSends() {
             return this.waitingSends.size() == this.inFlight.size();
         }
 
-        /**
-         * Sends the first row of each key that is ready, up to {@value OutboxSender#MAX_IN_FLIGHT} in flight,
-         * leaving out the keys whose next row waits.
-         *
-         * @return the rows in flight
-         */
+        /** Sends each ready key's next row, up to {@value OutboxSender#MAX_IN_FLIGHT} in flight; returns how many. */
         int sendReady() {
             while (this.inFlight.size() < MAX_IN_FLIGHT && !this.ready.isEmpty()) {
                 Row row = this.ready.poll().peek();
@@ -393,7 +364,6 @@ final class OutboxSender {
             }
         }
 
-        /** Takes what became of a row in flight: a confirmed row makes its key's next row ready. */
         void take(Outcome outcome) {
             Row row = outcome.row();
             this.inFlight.remove(row);
@@ -436,11 +406,9 @@ final class OutboxSender {
         }
 
         /**
-         * Ends the publication: holds the destinations that answered nothing, weighs the failures that told nothing.
-         *
-         * @param givenUp why the rows still in flight were given up, or {@code null} when none is
-         * @param sendsGoOn whether those rows' sends go on ({@link #PATIENCE}): their keys wait, and their destination
-         *     is held only if it confirmed nothing in the last minute (a leaderless partition holds up its keys only)
+         * Holds the destinations that answered nothing and weighs the failures that told nothing. {@code givenUp} says
+         * why the rows still in flight were given up, if they were; with {@code sendsGoOn} their sends go on, and their
+         * destination is held only if it confirmed nothing lately (a leaderless partition holds up its own keys only).
          */
         Published end(@Nullable String givenUp, boolean sendsGoOn) {
             synchronized (this) {
@@ -485,7 +453,6 @@ final class OutboxSender {
         }
     }
 
-    /** Keeps a row confirmed after its run ended, for the next run that reads it. */
     private void lateConfirmed(UUID id) {
         if (this.lateConfirmed.size() >= MAX_LATE_CONFIRMED) {
             // Rows another instance published, or a later run sent again and marked: forgotten, at worst sent again.
@@ -494,7 +461,6 @@ final class OutboxSender {
         this.lateConfirmed.add(id);
     }
 
-    /** Whether a send to the destination returns only once the broker answered (Kafka's {@code sync}). */
     private boolean waitsForTheBroker(String destination) {
         try {
             return this.destinations.computeIfAbsent(destination, this::prepare).waitsForTheBroker();
@@ -545,7 +511,6 @@ final class OutboxSender {
         }
     }
 
-    /** What became of a row: its verdict, and why when it was not confirmed. */
     private record Outcome(Row row, @Nullable String failure, Verdict verdict) {}
 
     private static @Nullable Outcome poll(BlockingQueue<Outcome> outcomes, long deadline) {
@@ -583,11 +548,9 @@ final class OutboxSender {
             }
             return answered;
         } catch (RuntimeException | Error ex) {
-            // An Error here (a class missing, a heap exhausted by this row's payload) fails this row only, rather than
-            // ending the relay: parked if it keeps failing while other rows go through.
+            // An Error (a class missing, a heap exhausted by this payload) fails this row only, not the relay.
             String failure = "could not publish event %s to %s: %s".formatted(row.id(), row.destination(), ex);
-            // A destination its settings refuse (written for the service's first publication there) holds its route:
-            // the row is not at fault, and goes once the settings are mended.
+            // A destination its settings refuse holds its route: the row is not at fault, and goes once they are fixed.
             Verdict verdict = interrupted(ex)
                     ? Verdict.UNANSWERED
                     : ex instanceof StartupRefusal ? Verdict.ROUTE_REFUSED : confirmation.failed(ex);
@@ -600,10 +563,7 @@ final class OutboxSender {
         return Thread.currentThread().isInterrupted() || Failures.find(ex, InterruptedException.class) != null;
     }
 
-    /**
-     * Sets the destination's producer defaults, unless the service set them, before its first publication binds it;
-     * says how it confirms. A binding of that name the service bound before, without them, refuses start-up.
-     */
+    /** Sets the destination's producer defaults before its first publication binds it; says how its binder confirms. */
     private PublishConfirmation prepare(String destination) {
         StartupRefusal refusal = this.refused.get(destination);
         if (refusal != null) {

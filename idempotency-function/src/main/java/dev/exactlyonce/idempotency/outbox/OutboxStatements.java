@@ -17,13 +17,9 @@ import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
 import org.springframework.jdbc.core.RowCallbackHandler;
 
-/**
- * The outbox's statements that differ between databases ({@link #of}): the write and its key locks, the relay's
- * partition locks, reads and marks, the back-off of refused rows, the backlog's figures and the purge.
- */
+/** The outbox's statements that differ between databases, one implementation per database ({@link #of}). */
 interface OutboxStatements {
 
-    /** The statements of the dialect's database. */
     static OutboxStatements of(Dialect dialect) {
         return dialect instanceof MariaDbDialect ? MariaDbOutbox.INSTANCE : PostgresOutbox.INSTANCE;
     }
@@ -61,9 +57,8 @@ interface OutboxStatements {
     int republish(JdbcTemplate jdbc, Timestamp from, Timestamp to);
 
     /**
-     * Has the server end the relay's session if it stays idle that long in the transaction just begun, so that a frozen
-     * relay does not keep its partitions' locks for hours; returns the session's own limit, where the limit is the
-     * session's.
+     * Has the server end the session if it stays idle that long in the transaction just begun (a frozen relay would
+     * keep its partitions' locks for hours); returns the session's previous limit where the limit is the session's.
      */
     @Nullable
     String limitIdleTime(Connection connection, Duration limit) throws SQLException;
@@ -71,33 +66,15 @@ interface OutboxStatements {
     /** Sets the session's idle limit back to what {@link #limitIdleTime} returned, if anything, before pooling. */
     default void liftIdleLimit(Connection connection, String previous) throws SQLException {}
 
-    /**
-     * The head (oldest unpublished row) of up to {@code maxKeys} keys, one index probe each, from the beginning or past
-     * {@code after} (a {@link Heads#next()} of an earlier read).
-     */
+    /** Up to {@code maxKeys} keys' heads, one index probe each, past {@code after} (a {@link Heads#next()}). */
     Heads heads(JdbcTemplate jdbc, @Nullable Object after, int maxKeys);
 
-    /**
-     * Keys' heads.
-     *
-     * @param heads the heads read
-     * @param next where a read of the keys after these starts, when there were more than it read; {@code null} when
-     *     it read them all
-     */
+    /** Keys' heads, and where a read of the keys after them starts ({@code null} when it read them all). */
     record Heads(List<Head> heads, @Nullable Object next) {}
 
     /**
-     * A key's head.
-     *
-     * @param destination its destination
-     * @param key the key
-     * @param eventName the head row's event name (its route, with the destination)
-     * @param position the head row's position
-     * @param partition the key's partition ({@code OutboxRelay.PARTITIONS} of them)
-     * @param held whether the head was refused and waits for its next attempt, or was parked
-     * @param parked whether the head was parked
-     * @param publishableAt when the head became publishable
-     * @param waited how long the head has waited since, in seconds
+     * A key's head (oldest unpublished row): {@code held} when refused and waiting for its next attempt, or parked;
+     * {@code waited}, the seconds since it became publishable.
      */
     record Head(
             String destination,
@@ -113,19 +90,12 @@ interface OutboxStatements {
     /** Locks those of the partitions no other relay holds (tried, never waited for), until the transaction ends. */
     List<Integer> lockPartitions(JdbcTemplate jdbc, List<Integer> partitions);
 
-    /**
-     * The oldest unpublished rows of each key, up to {@code perKey}, in the order written; none of a key another relay
-     * held back or parked meanwhile.
-     */
+    /** Up to {@code perKey} oldest unpublished rows per key, in order; none of a key another relay held back since. */
     List<OutboxSender.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey);
 
-    /** Marks the rows published. */
     void markPublished(JdbcTemplate jdbc, List<UUID> ids);
 
-    /**
-     * Counts the refused rows' attempts and holds their keys back ({@code first} doubling with each attempt up to
-     * {@code longest}), or parks them after {@code maxAttempts}; calls back with each row's outcome.
-     */
+    /** Counts the refused rows' attempts and holds their keys back, or parks them; calls back with each outcome. */
     void holdBack(
             JdbcTemplate jdbc,
             List<OutboxSender.Refusal> refusals,
@@ -150,8 +120,7 @@ interface OutboxStatements {
     String registerPublisher();
 
     /**
-     * Refuses to start on a schema that lacks what these statements need besides the tables (MariaDB's lock rows);
-     * {@code relayed}: whether this instance relays the outbox.
+     * Refuses to start on a schema that lacks what these statements need besides the tables (MariaDB's lock rows).
      *
      * @throws StartupRefusal when it lacks it
      */

@@ -40,14 +40,10 @@ public final class ParkedOutboxEvents {
     /**
      * A parked event.
      *
-     * @param id its event id
      * @param destination where it is published (exchange or topic)
-     * @param key its key
-     * @param eventName its name
      * @param attempts how many times the broker refused it
      * @param lastError why, the last time
      * @param writtenAt when its transaction wrote it
-     * @param parkedAt when the relay parked it
      * @param heldBack how many later events of its key wait behind it
      */
     public record Parked(

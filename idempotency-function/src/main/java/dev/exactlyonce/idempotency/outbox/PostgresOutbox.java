@@ -68,7 +68,6 @@ final class PostgresOutbox implements OutboxStatements {
             SELECT partition FROM unnest(?::int[]) AS partition
             WHERE pg_try_advisory_xact_lock(hashtext('dev.exactlyonce.idempotency.outbox:' || 'outbox_event'::regclass::oid), partition)""";
 
-    /** The oldest unpublished rows of each key, up to a number per key, in the order written, and which are held. */
     private static final String PENDING = """
             SELECT event.id, event.aggregatetype, event.aggregateid, event.type, event.payload::text, event.occurred_at,
                    event.attempts > 0 AND (event.parked_at IS NOT NULL OR event.next_attempt_at > now())

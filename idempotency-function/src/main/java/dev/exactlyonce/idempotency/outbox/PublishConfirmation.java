@@ -43,8 +43,6 @@ public interface PublishConfirmation {
 
     /** What the broker's answer, or a failed send, says of a row: only {@link #ROW_REFUSED} counts an attempt. */
     enum Verdict {
-
-        /** The broker has the row. */
         CONFIRMED,
 
         /** Refused for what the row is, and would be again: over the size limit, a payload that cannot be sent. */

@@ -8,9 +8,8 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
 /**
- * After each purge of ids, the records of the events the guard dead-lettered: deletes those older than the dead
- * letters' retention (a replay of them is refused), reports the dead letters still waiting to the metrics, and warns
- * once the oldest has waited three quarters of the retention, while a replay of it is still taken.
+ * After each purge of ids: deletes the dead-letter records past the dead letters' retention, reports those still
+ * waiting, and warns once the oldest has waited three quarters of it. See docs/operations.md, "Replaying dead letters".
  */
 final class DeadLetterHorizon implements Runnable {
 

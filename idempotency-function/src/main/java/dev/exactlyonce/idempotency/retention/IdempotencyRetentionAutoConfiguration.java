@@ -22,10 +22,7 @@ import org.springframework.context.annotation.Configuration;
 import org.springframework.context.annotation.Import;
 import org.springframework.jdbc.core.JdbcTemplate;
 
-/**
- * Keeps processed event ids for the retention and no longer: the scheduled purge of the default table, or the
- * maintenance of the partitioned one.
- */
+/** Keeps processed ids for the retention and no longer: the purge, or the maintenance of the partitioned table. */
 @AutoConfiguration(after = IdempotencyAutoConfiguration.class)
 @ConditionalOnGuardedDefinition
 @ConditionalOnSingleCandidate(DataSource.class)
@@ -33,7 +30,6 @@ import org.springframework.jdbc.core.JdbcTemplate;
 @Import(DatabaseInitializationDependencyConfigurer.class)
 public class IdempotencyRetentionAutoConfiguration {
 
-    /** Deletes ids older than the retention, in the default (unpartitioned) table. */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnBooleanProperty(name = "idempotency.partitioning.enabled", havingValue = false, matchIfMissing = true)
     static class Purge {
@@ -65,7 +61,6 @@ public class IdempotencyRetentionAutoConfiguration {
         }
     }
 
-    /** Creates the partitions ahead of time and drops those older than the retention. */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnBooleanProperty(name = "idempotency.partitioning.enabled")
     static class Partitions {

@@ -30,14 +30,10 @@ import org.springframework.dao.DataAccessException;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * The daily partitions of the table in partitioned mode ({@code <table>_pYYYYMMDD}: the UUID v7 ids of a UTC day).
- * See docs/operations.md, "Retention, purge and partitions". {@link #maintain()}, making no claim wait:
- *
- * <ol>
- *   <li>creates each partition of the window as a plain table, then attaches it;
- *   <li>detaches (concurrently) and drops the partitions older than the retention;
- *   <li>finishes what an interrupted run left: attaches, finalizes a pending detach, drops.
- * </ol>
+ * The daily partitions of the table in partitioned mode ({@code <table>_pYYYYMMDD}: the UUID v7 ids of a UTC day),
+ * maintained without making a claim wait: each is created as a plain table, then attached; those past the retention are
+ * detached concurrently and dropped; what an interrupted run left is finished. See docs/operations.md, "Retention,
+ * purge and partitions".
  */
 public final class ProcessedEventPartitions {
 
@@ -79,21 +75,10 @@ public final class ProcessedEventPartitions {
 
     private record DailyTable(String name, LocalDate day, boolean attached, boolean pendingDetach) {}
 
-    /**
-     * What a maintenance run did.
-     *
-     * @param created the partitions it created
-     * @param dropped the partitions it dropped
-     */
+    /** What a maintenance run did: the partitions it created and those it dropped. */
     public record Result(List<String> created, List<String> dropped) {}
 
-    /**
-     * A run of this instance.
-     *
-     * @param at when it ended
-     * @param ran whether it ran: {@code false} when another instance was at it
-     * @param result what it did
-     */
+    /** A run of this instance, and when it ended; {@code ran} is {@code false} when another instance was at it. */
     public record Run(Instant at, boolean ran, Result result) {}
 
     private final String tableName;
@@ -112,14 +97,7 @@ public final class ProcessedEventPartitions {
 
     private volatile @Nullable Run lastRun;
 
-    /**
-     * Partition maintenance of your own, for example to run it from a scheduler of the platform.
-     *
-     * @param dataSource the service's database
-     * @param tableName the partitioned table of processed event ids
-     * @param retention how long ids are kept
-     * @param daysAhead how many days of partitions to keep ahead of today
-     */
+    /** Maintenance of your own, for a scheduler of the platform; {@code daysAhead}: days of partitions after today. */
     public ProcessedEventPartitions(DataSource dataSource, String tableName, Duration retention, int daysAhead) {
         this(dataSource, tableName, retention, daysAhead, Clock.systemUTC(), IdempotencyMetrics.NONE);
     }
@@ -145,10 +123,7 @@ public final class ProcessedEventPartitions {
         return this.lastRun;
     }
 
-    /**
-     * Creates the partitions the window needs and drops those older than the retention, as of now, under a session lock
-     * (one instance at a time).
-     */
+    /** Runs the maintenance now, unless another instance is at it (a session lock). */
     public Result maintain() {
         return maintain(this.clock.instant());
     }
@@ -198,11 +173,7 @@ public final class ProcessedEventPartitions {
         return result;
     }
 
-    /**
-     * Rejects an event id no partition can hold: not a UUID v7, or of a day outside the partitions.
-     *
-     * @throws RejectedMessageException when the id cannot be recorded
-     */
+    /** @throws RejectedMessageException for an id no partition can hold: not a UUID v7, or of a day outside them */
     public void check(UUID eventId) {
         if (!UuidV7.isV7(eventId)) {
             throw new RejectedMessageException(

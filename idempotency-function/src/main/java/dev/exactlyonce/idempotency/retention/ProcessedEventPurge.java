@@ -17,14 +17,10 @@ import org.slf4j.LoggerFactory;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * Deletes the processed event ids older than the retention, without blocking the guard; see docs/operations.md,
- * "Retention, purge and partitions". On a schedule, or now with {@link #purge()}:
- *
- * <ol>
- *   <li>takes the table's session lock on a connection of its own, or does nothing if another instance holds it;
- *   <li>reads the cutoff once, from the database's clock;
- *   <li>deletes the oldest rows before it, {@code batch-size} per auto-committed statement, until a batch falls short.
- * </ol>
+ * Deletes the processed event ids older than the retention, without blocking the guard: under the table's session lock
+ * (or not at all, if another instance holds it), before a cutoff read from the database's clock, {@code batch-size}
+ * rows per auto-committed statement. On a schedule, or now with {@link #purge()}. See docs/operations.md, "Retention,
+ * purge and partitions".
  */
 public final class ProcessedEventPurge {
 
@@ -33,22 +29,12 @@ public final class ProcessedEventPurge {
     private static final String OLDEST = "SELECT min(processed_at) FROM %s";
 
     /**
-     * What a run did.
-     *
-     * @param ran whether it ran: {@code false} when another instance held the lock
-     * @param rows the rows it deleted
-     * @param batches the batches (transactions) it took
-     * @param cutoff the rows older than this were deleted
-     * @param took how long it took
+     * What a run did: {@code ran} is {@code false} when another instance held the lock; {@code batches} counts its
+     * transactions; the rows older than {@code cutoff} were deleted.
      */
     public record Result(boolean ran, long rows, int batches, Instant cutoff, Duration took) {}
 
-    /**
-     * A run of this instance.
-     *
-     * @param at when it ended
-     * @param result what it did
-     */
+    /** A run of this instance, and when it ended. */
     public record Run(Instant at, Result result) {}
 
     private final String tableName;
@@ -63,14 +49,7 @@ public final class ProcessedEventPurge {
 
     private volatile @Nullable Run lastRun;
 
-    /**
-     * A purge of your own, for example to run it from a scheduler of the platform rather than the library's.
-     *
-     * @param dataSource the service's database
-     * @param tableName the table of processed event ids
-     * @param retention how long ids are kept
-     * @param batchSize the rows each transaction deletes
-     */
+    /** A purge of your own, for a scheduler of the platform; {@code batchSize}: the rows each transaction deletes. */
     public ProcessedEventPurge(DataSource dataSource, String tableName, Duration retention, int batchSize) {
         this(dataSource, tableName, retention, batchSize, IdempotencyMetrics.NONE);
     }

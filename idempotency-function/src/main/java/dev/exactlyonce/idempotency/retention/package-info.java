@@ -1,6 +1,5 @@
 /**
- * Retention of {@code processed_event}: the batched purge and the partitioned table's partitions, on a schedule, under
- * a session lock.
+ * Retention of {@code processed_event}: the batched purge or the daily partitions, on a schedule, under a session lock.
  */
 @NullMarked
 package dev.exactlyonce.idempotency.retention;

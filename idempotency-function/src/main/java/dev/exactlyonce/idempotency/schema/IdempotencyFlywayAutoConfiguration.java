@@ -11,10 +11,7 @@ import org.springframework.boot.flyway.autoconfigure.FlywayAutoConfiguration;
 import org.springframework.boot.flyway.autoconfigure.FlywayMigrationInitializer;
 import org.springframework.context.annotation.Bean;
 
-/**
- * Creates and migrates the library's tables (the processed ids', with their scope and dead-letter records, and the
- * outbox's) with Flyway when the service migrates with Flyway.
- */
+/** Creates and migrates the library's tables with Flyway when the service migrates with Flyway. */
 @AutoConfiguration(after = {FlywayAutoConfiguration.class, IdempotencyAutoConfiguration.class})
 @ConditionalOnClass({Flyway.class, FlywayMigrationInitializer.class})
 @ConditionalOnBean(Flyway.class)

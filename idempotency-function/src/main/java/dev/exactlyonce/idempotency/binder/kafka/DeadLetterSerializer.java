@@ -8,9 +8,8 @@ import org.apache.kafka.common.utils.Bytes;
 import org.jspecify.annotations.Nullable;
 
 /**
- * Writes a rejected record's key or value to the dead-letter topic as it came (the guard reads records natively): bytes
- * as they are, a {@code String} as UTF-8. Anything else fails, saying which serializer to set. See docs/reference.md,
- * "Swapping binders".
+ * Writes a rejected record's key or value back as it came: bytes as they are, a {@code String} as UTF-8; anything else
+ * fails, naming the serializer to set. See docs/reference.md, "Swapping binders".
  */
 public final class DeadLetterSerializer implements Serializer<Object> {
 

@@ -25,10 +25,7 @@ import org.springframework.kafka.listener.DefaultErrorHandler;
 import org.springframework.util.backoff.ExponentialBackOff;
 import org.springframework.util.backoff.FixedBackOff;
 
-/**
- * What Kafka's binder needs of the library: the consumer defaults and checks of guarded bindings, and their error
- * handlers. Only where the binder is; used by the bindings whose binder it is.
- */
+/** Kafka's binder, where it is: the consumer defaults and checks of guarded bindings, and their error handlers. */
 @AutoConfiguration(after = {IdempotencyGuardAutoConfiguration.class, IdempotencyOutageAutoConfiguration.class})
 @ConditionalOnClass(
         name = {
@@ -69,10 +66,7 @@ public class IdempotencyKafkaAutoConfiguration {
         return new KafkaEventRoutes();
     }
 
-    /**
-     * The error handlers of guarded bindings: a record given back is sought back to every second, without limit; any
-     * other failure is handled as the binder's own handler would.
-     */
+    /** A record given back is sought back to every second, without limit; other failures as the binder's handler. */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(name = "org.springframework.kafka.listener.DefaultErrorHandler")
     @ConditionalOnBean(Outage.class)
@@ -91,7 +85,6 @@ public class IdempotencyKafkaAutoConfiguration {
             return new DefaultErrorHandler(new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS));
         }
 
-        /** A single-record binding on a transactional binder: {@link TransactionalGiveBacks}. */
         @Bean(KafkaConsumerDefaults.TRANSACTIONAL_ERROR_HANDLER)
         @ConditionalOnMissingBean(name = KafkaConsumerDefaults.TRANSACTIONAL_ERROR_HANDLER)
         TransactionalGiveBacks idempotencyKafkaTransactionalErrorHandler(
@@ -105,10 +98,7 @@ public class IdempotencyKafkaAutoConfiguration {
             return kafkaErrorHandler(outage, new FixedBackOff(0, 0));
         }
 
-        /**
-         * A batch binding without a dead-letter topic: as above, other failures skipped. {@link #kafkaErrorHandler}'s
-         * back-off function does not reach a batch's retries, so the exception that gives it back picks the handler.
-         */
+        /** A back-off function misses a batch's retries: the exception that gives the batch back picks the handler. */
         @Bean(KafkaConsumerDefaults.BATCH_ERROR_HANDLER_WITHOUT_DLQ)
         @ConditionalOnMissingBean(name = KafkaConsumerDefaults.BATCH_ERROR_HANDLER_WITHOUT_DLQ)
         CommonDelegatingErrorHandler idempotencyKafkaBatchErrorHandlerWithoutDlq() {
@@ -121,10 +111,7 @@ public class IdempotencyKafkaAutoConfiguration {
             return handler;
         }
 
-        /**
-         * A record the library gave back is sought back to without limit: counting give-backs as failures would skip
-         * the record after ten, neither applied nor dead-lettered.
-         */
+        /** Counted as failures, a record given back would be skipped after ten: neither applied nor dead-lettered. */
         private static DefaultErrorHandler kafkaErrorHandler(Outage outage, FixedBackOff otherwise) {
             DefaultErrorHandler handler = new DefaultErrorHandler(otherwise);
             FixedBackOff untilOver = new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS);
@@ -138,7 +125,6 @@ public class IdempotencyKafkaAutoConfiguration {
             return handler;
         }
 
-        /** A delivery whose dead letter was not published: again after 1 s, then twice as long, up to 30 s. */
         private static ExponentialBackOff untilPublished() {
             ExponentialBackOff backOff = new ExponentialBackOff(1_000, 2.0);
             backOff.setMaxInterval(30_000);

@@ -14,10 +14,9 @@ import org.springframework.cloud.stream.binder.kafka.properties.KafkaConsumerPro
 import org.springframework.core.env.Environment;
 
 /**
- * What the library sets and checks on a guarded Kafka binding (see {@link ConsumerSettings}): a dead-letter topic and
- * its producer's serializers, an error handler that never skips a record given back during an outage, a failed
- * dead-letter send that fails the delivery ({@link KafkaDeadLetterSends}), and a hold that fits in
- * {@code max.poll.interval.ms}. See docs/reference.md, "Swapping binders".
+ * What the library sets and checks on a guarded Kafka binding: a dead-letter topic and its serializers, an error
+ * handler that never skips a record given back, a hold within {@code max.poll.interval.ms}. See docs/reference.md,
+ * "Swapping binders".
  */
 final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsumerProperties> {
 
@@ -25,19 +24,15 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
     public static final String PROPERTIES =
             "org.springframework.cloud.stream.binder.kafka.properties.KafkaConsumerProperties";
 
-    /** The bean name of the error handler of guarded bindings. */
+    // The error handlers' bean names: a service replaces one with a bean of the same name.
     public static final String ERROR_HANDLER = "idempotencyKafkaErrorHandler";
 
-    /** The bean name of the error handler of guarded batch bindings with a dead-letter topic. */
     public static final String BATCH_ERROR_HANDLER = "idempotencyKafkaBatchErrorHandler";
 
-    /** The bean name of the error handler of guarded batch bindings without a dead-letter topic. */
     public static final String BATCH_ERROR_HANDLER_WITHOUT_DLQ = "idempotencyKafkaBatchErrorHandlerWithoutDlq";
 
-    /** The bean name of the error handler of guarded bindings without a dead-letter topic. */
     public static final String ERROR_HANDLER_WITHOUT_DLQ = "idempotencyKafkaErrorHandlerWithoutDlq";
 
-    /** The bean name of the error handler of guarded single-record bindings on a transactional binder. */
     public static final String TRANSACTIONAL_ERROR_HANDLER = "idempotencyKafkaTransactionalErrorHandler";
 
     private static final String BINDER = "spring.cloud.stream.kafka.binder";
@@ -65,7 +60,6 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
 
     private final IdempotencyProperties.Outage outage;
 
-    /** How long the pool makes a transaction wait for a connection. */
     private final Duration connectionWait;
 
     private final KafkaDeadLetterSends deadLetterSends;
@@ -106,10 +100,7 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
         fitHoldInPollInterval(consumer, binding);
     }
 
-    /**
-     * The error handler, unless the binding names its own: it seeks back without limit to a record given back during an
-     * outage, where the binder's would skip it; on a transactional binder, {@link TransactionalGiveBacks}.
-     */
+    /** Sets the error handler unless the binding names its own: the binder's would skip a record given back. */
     private static void setErrorHandler(
             KafkaConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding, boolean transactional) {
         if (consumer.getCommonErrorHandlerBeanName() != null) {
@@ -126,10 +117,7 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
                         : (binding.batch() ? BATCH_ERROR_HANDLER_WITHOUT_DLQ : ERROR_HANDLER_WITHOUT_DLQ));
     }
 
-    /**
-     * Gives the dead-letter producer {@code DeadLetterSerializer}s unless the service set some: the guard reads records
-     * natively, and without them a record with a key is skipped, not dead-lettered.
-     */
+    /** Unless set: records are read natively, and without these a keyed record is skipped, not dead-lettered. */
     private void setDeadLetterSerializers(KafkaConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (!consumer.isEnableDlq()) {
             return;
@@ -178,7 +166,6 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
         }
     }
 
-    /** Whether the binder runs the binding's records in Kafka transactions: its own, or a manager the binding names. */
     private boolean transactional(KafkaConsumerProperties consumer) {
         return consumer.getTransactionManager() != null || binderTransactions();
     }
@@ -190,10 +177,7 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
                 .isBound();
     }
 
-    /**
-     * Refuses a hold (its last trial's timeouts included) that does not fit in {@code max.poll.interval.ms}, or, where
-     * unset and the client's default is shorter, sets it to the hold and {@link #POLL_ROOM} more.
-     */
+    /** Refuses a hold (its last trial included) over {@code max.poll.interval.ms}; where unset, raises it to fit. */
     private void fitHoldInPollInterval(KafkaConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         Duration held = this.outage.maxHold().plus(this.connectionWait).plus(this.outage.socketTimeout());
         Duration pollInterval;

@@ -28,10 +28,9 @@ import org.springframework.messaging.MessageChannel;
 import org.springframework.messaging.support.ChannelInterceptor;
 
 /**
- * The dead letters the Kafka binder could not publish, which it only logs, committing the offset of a record then
- * lost. This watches the binder's producers (a {@link ClientFactoryCustomizer}) for failed sends of dead letters, and,
- * on the binding's error channel, fails the delivery of such a record ({@link NotPublished}) so that it is delivered
- * again after a back-off. See docs/operations.md, "When things go wrong".
+ * The Kafka binder only logs a dead letter it failed to publish, then commits past the record: this watches its
+ * producers, and fails such a delivery on the error channel, to come again. See docs/operations.md, "When things go
+ * wrong".
  */
 final class KafkaDeadLetterSends implements ClientFactoryCustomizer {
 
@@ -42,7 +41,6 @@ final class KafkaDeadLetterSends implements ClientFactoryCustomizer {
 
     private final Map<Origin, Exception> failed = new ConcurrentHashMap<>();
 
-    /** The record a dead letter came from. */
     private record Origin(String topic, int partition, long offset) {
 
         @Override
@@ -51,9 +49,7 @@ final class KafkaDeadLetterSends implements ClientFactoryCustomizer {
         }
     }
 
-    /**
-     * A delivery whose dead letter the binder could not publish: given back, to be delivered (and dead-lettered) again.
-     */
+    /** A delivery whose dead letter was not published: given back, to be delivered (and dead-lettered) again. */
     static final class NotPublished extends RuntimeException {
 
         NotPublished(String message, Throwable cause) {
@@ -70,7 +66,6 @@ final class KafkaDeadLetterSends implements ClientFactoryCustomizer {
         }
     }
 
-    /** The interceptor of a binding's error channel that fails a delivery whose dead letter was not published. */
     ChannelInterceptor check(String bindingName) {
         return new ChannelInterceptor() {
             @Override
@@ -107,7 +102,6 @@ final class KafkaDeadLetterSends implements ClientFactoryCustomizer {
         return List.of();
     }
 
-    /** The producer, its sends of dead letters watched. */
     @SuppressWarnings("unchecked")
     private Producer<Object, Object> watched(Producer<Object, Object> producer) {
         InvocationHandler handler = (proxy, method, arguments) -> {

@@ -24,9 +24,8 @@ import org.springframework.messaging.converter.MessageConversionException;
 import org.springframework.messaging.support.MessageBuilder;
 
 /**
- * The relay's rows on Kafka: keyed by the row's key, so that the events of a key stay in one partition, in order; each
- * send waits for the broker's acknowledgement (the producer's {@code sync}; mind {@code acks}), so a row is confirmed
- * once its send returned.
+ * The relay's rows on Kafka, keyed by the row's key (one partition per key, in order); each send waits for the broker's
+ * acknowledgement ({@code sync}; mind {@code acks}), so a row is confirmed once its send returned.
  */
 final class KafkaPublishConfirmation implements PublishConfirmation {
 
@@ -55,12 +54,7 @@ final class KafkaPublishConfirmation implements PublishConfirmation {
         return CompletableFuture.completedFuture(Answer.CONFIRMED);
     }
 
-    /**
-     * A record the broker or the client will never take (too large, not serializable) is the row's (a batch too large
-     * holds other keys' records too: it tells nothing of one); a topic the user may not write, or an invalid one, is
-     * the route's; a retriable failure (a timeout, a leader not available), an authentication or cluster authorization
-     * failure, or a send interrupted, says nothing of the record; anything else tells neither.
-     */
+    /** A record too large or unserializable is the row's; not a batch too large: it holds other keys' records too. */
     @Override
     public Verdict failed(Throwable failure) {
         if (Failures.first(failure, ROUTE) != null) {

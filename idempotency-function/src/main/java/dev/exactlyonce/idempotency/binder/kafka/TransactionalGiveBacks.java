@@ -25,14 +25,9 @@ import org.springframework.kafka.listener.SeekUtils;
 
 /**
  * The error handler of a guarded single-record binding on a transactional Kafka binder, deciding give-backs in the
- * record's transaction (the error channel hears of a failure only after {@code max-attempts} rollbacks):
- *
- * <ul>
- *   <li>an outage (or a delivery the library gave back) is tried again after a second, without limit;
- *   <li>a conflict, after {@code first-hold} doubling up to {@code longest-hold}, up to {@code max-give-backs} times;
- *   <li>any other failure is left to the binder's after-rollback processor; a give-back ({@link GivenBack}) never is.
- * </ul>
- * <p>See docs/reference.md, "Swapping binders".
+ * record's transaction: the error channel hears of a failure only after {@code max-attempts} rollbacks. An outage is
+ * given back every second without limit, a conflict after a hold, up to {@code max-give-backs} times; any other failure
+ * is left to the binder's after-rollback processor. See docs/reference.md, "Swapping binders".
  */
 final class TransactionalGiveBacks implements CommonErrorHandler {
 
@@ -44,10 +39,7 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
 
     private final IdempotencyProperties.Conflicts conflicts;
 
-    /**
-     * The holds of each record that conflicted, by group, partition and offset; kept past the limit, else each attempt
-     * the after-rollback processor counts would start the give-backs again.
-     */
+    /** Kept past the limit: else each attempt the after-rollback processor counts would start the give-backs again. */
     private final ConflictHolds holds;
 
     TransactionalGiveBacks(Outage outage, IdempotencyProperties.Conflicts conflicts) {
@@ -61,10 +53,7 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
         return true;
     }
 
-    /**
-     * Ends the record's transaction with an exception, which the container rolls back: a record given back is sought
-     * back to here; any other is left to the after-rollback processor, which seeks back or commits past it.
-     */
+    /** A record given back is sought back to here; any other is left to the after-rollback processor. */
     @Override
     public void handleRemaining(
             Exception thrown,
@@ -119,10 +108,7 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
                 null);
     }
 
-    /**
-     * Puts {@link GivenBacksFirst} before the binder's after-rollback processor, in the container and its consumers,
-     * on the consumer thread: the binder makes the container, and calls no hook of the library's with it.
-     */
+    /** Here, on the consumer thread: the binder makes the container and calls no hook of the library's with it. */
     private static void givenBacksFirst(MessageListenerContainer container) {
         List<MessageListenerContainer> containers = new ArrayList<>(List.of(container));
         if (container instanceof ConcurrentMessageListenerContainer<?, ?> concurrent) {

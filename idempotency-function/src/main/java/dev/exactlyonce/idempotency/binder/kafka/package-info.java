@@ -1,6 +1,5 @@
 /**
- * Kafka's binder, where it is: a guarded binding's consumer defaults and checks, its error handlers, the topic a record
- * came from, the relay's sends, and the dead-letter serializer. See docs/reference.md, "Swapping binders".
+ * Kafka's binder, where it is: consumer defaults and checks, error handlers, routes, the relay's sends, dead letters.
  */
 @NullMarked
 package dev.exactlyonce.idempotency.binder.kafka;

@@ -11,11 +11,7 @@ import org.springframework.boot.context.properties.EnableConfigurationProperties
 import org.springframework.cloud.stream.config.BindingServiceProperties;
 import org.springframework.context.annotation.Bean;
 
-/**
- * What RabbitMQ's binder needs of the library: the consumer defaults and checks of guarded bindings, and listener
- * containers that log no give-back and end a guarded batch binding's batch at {@code idempotency.batch.max-wait}.
- * Only where the binder is; used by the bindings whose binder it is.
- */
+/** RabbitMQ's binder, where it is: consumer defaults and checks of guarded bindings, and their listener containers. */
 @AutoConfiguration(after = IdempotencyGuardAutoConfiguration.class)
 @ConditionalOnClass(
         name = {

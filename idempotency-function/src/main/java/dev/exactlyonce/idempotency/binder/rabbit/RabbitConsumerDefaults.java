@@ -21,9 +21,8 @@ import org.springframework.beans.factory.ListableBeanFactory;
 import org.springframework.cloud.stream.binder.rabbit.properties.RabbitConsumerProperties;
 
 /**
- * What the library sets and checks on a guarded RabbitMQ binding ({@link ConsumerSettings}): a dead-letter queue, the
- * exchanges, batches ({@link #setBatchDefaults}) and routing keys ({@link #setRoutingKeys}). See docs/reference.md,
- * "Configuration".
+ * What the library sets and checks on a guarded RabbitMQ binding: a dead-letter queue, the exchanges, batches and
+ * routing keys. See docs/reference.md, "Configuration".
  */
 final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsumerProperties> {
 
@@ -78,10 +77,7 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
         setRoutingKeys(consumer, binding);
     }
 
-    /**
-     * Binds the queue with the event names the functions map, unless {@code binding-routing-key} is set: the binder's
-     * {@code #} would bring every event, each dead-lettered as {@code UNKNOWN_EVENT}. RabbitMQ never removes bindings.
-     */
+    /** Unless set: the binder's {@code #} would bring every event of the exchange, each dead-lettered UNKNOWN_EVENT. */
     private void setRoutingKeys(RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (binding.eventNames().isEmpty()
                 && this.routeCheck
@@ -108,8 +104,7 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
                 || binding.partitioned()
                 || consumer.isSuperStream()
                 || !("topic".equals(consumer.getExchangeType()) || "direct".equals(consumer.getExchangeType()))) {
-            // Routing keys that are not event names (route-check off, a partitioned binding's keys, a super stream's
-            // partitions), or an exchange that routes by no key.
+            // Routing keys that are not event names, or an exchange that routes by no key.
             return;
         }
         String delimiter = consumer.getBindingRoutingKeyDelimiter();
@@ -127,10 +122,7 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
                 binding.prefix());
     }
 
-    /**
-     * Batches gathered by the container, up to {@value #BATCH_SIZE} messages, handed on after
-     * {@value #RECEIVE_TIMEOUT_MS} ms without one or {@code max-wait} in all ({@link RabbitContainers}); unless set.
-     */
+    /** Each unless set; {@link RabbitContainers} ends a batch at max-wait. See docs/batch-mode.md, "Batch mode". */
     private void setBatchDefaults(RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (!binding.isSet("enable-batching")) {
             consumer.setEnableBatching(true);
@@ -167,10 +159,7 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
         }
     }
 
-    /**
-     * Refuses a binding whose queue exists without its dead-letter queue: the broker cannot add one to an existing
-     * queue, and would drop the messages the guard rejects. Unknown (the broker unreachable) counts as no.
-     */
+    /** The broker cannot add a dead-letter queue to an existing queue; a broker it cannot ask passes. */
     private void refuseQueueWithoutDeadLetters(
             RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (binding.partitioned()) {
@@ -195,10 +184,7 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
         }
     }
 
-    /**
-     * Fails start-up when a binding that declares no exchange does not find it: its destination exchange(s)
-     * ({@code declare-exchange: false}), or its dead-letter exchange ({@code declare-dlx: false}).
-     */
+    /** Refuses a binding that declares no exchange ({@code declare-exchange}, {@code declare-dlx}) and finds none. */
     private void checkExchanges(RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         List<String> expected = new ArrayList<>();
         if (!consumer.isDeclareExchange()) {

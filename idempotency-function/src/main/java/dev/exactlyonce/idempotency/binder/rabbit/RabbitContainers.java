@@ -20,13 +20,8 @@ import org.springframework.cloud.stream.config.ListenerContainerCustomizer;
 import org.springframework.util.ErrorHandler;
 
 /**
- * What the library sets on the RabbitMQ binder's listener containers:
- *
- * <ul>
- *   <li>a delivery given back to the broker (an outage, a conflict) is not logged at WARN with a stack trace;
- *   <li>headers a publisher set under the binder's names of the route (routing key, exchange, queue) are removed;
- *   <li>on guarded batch bindings, a batch is handed on once {@code idempotency.batch.max-wait} has passed.
- * </ul>
+ * The RabbitMQ binder's listener containers: a give-back is not logged at WARN with a stack trace, headers a publisher
+ * set under the binder's names of the route are removed, a guarded batch ends at {@code idempotency.batch.max-wait}.
  */
 final class RabbitContainers implements ListenerContainerCustomizer<MessageListenerContainer> {
 
@@ -64,20 +59,14 @@ final class RabbitContainers implements ListenerContainerCustomizer<MessageListe
         simple.setBatchReceiveTimeout(this.maxWait.toMillis());
     }
 
-    /**
-     * Removes the headers a publisher set under the binder's names of the route: the binder maps them over the broker's
-     * values, so a neighbour could name an event's route for it (a batch's messages have their mapped headers only).
-     */
+    /** The binder maps these over the broker's values: a neighbour could name an event's route for it. */
     private static Message withoutForgedRoute(Message message) {
         Map<String, @Nullable Object> headers = message.getMessageProperties().getHeaders();
         BROKERS_OWN.forEach(headers::remove);
         return message;
     }
 
-    /**
-     * Only the library gives back with the exception it looks for, so a container of a binding the guard does not
-     * guard is left as it was in effect.
-     */
+    /** Only the library throws the exception it looks for: an unguarded binding's container is left as it was. */
     private static void quietGiveBacks(AbstractMessageListenerContainer container) {
         ErrorHandler handler = container.getErrorHandler();
         container.setErrorHandler(failure -> {

@@ -5,21 +5,17 @@ import java.util.Map;
 import org.jspecify.annotations.Nullable;
 
 /**
- * What RabbitMQ and the Rabbit binder record on a dead letter: the route it was first published by. Read by the route
- * check for a dead letter moved back to its queue, and by the dead-letter replay, which records it before the move.
- * Public for that tool; not API.
+ * The route a dead letter was first published by, as RabbitMQ and the Rabbit binder record it: for the route check and
+ * the dead-letter replay, for which it is public; not API.
  */
 public final class RabbitDeadLetters {
 
     private RabbitDeadLetters() {}
 
     /**
-     * The routing key a dead letter was published with, as recorded when it was dead-lettered: by the Rabbit binder's
-     * republisher ({@code x-original-routingKey}, unless the message had itself come through the default exchange) or
-     * by the broker ({@code x-death}, whose oldest death from a named exchange is the first). A dead letter moved back
-     * to its queue through the default exchange has the queue's name as routing key; this is the event's.
+     * The routing key a dead letter was first published with: the binder's {@code x-original-routingKey} (unless it
+     * came through the default exchange), else the oldest {@code x-death} from a named exchange.
      *
-     * @param headers a message's headers, as Spring or the RabbitMQ client gives them
      * @return the routing key, or {@code null} when the headers record none
      */
     public static @Nullable String firstRoutingKey(Map<String, ?> headers) {

@@ -16,9 +16,8 @@ import org.springframework.integration.amqp.inbound.AmqpInboundChannelAdapter;
 import org.springframework.messaging.MessageHeaders;
 
 /**
- * A RabbitMQ message's route: the routing key read from the message the binder received ({@code sourceData}), not
- * from its mapped headers, which a publisher can forge. A dead letter moved back to its queue has no route to tell
- * ({@link #movedBack}). See docs/operations.md, "When things go wrong".
+ * A RabbitMQ message's route: the routing key of the message the binder received, not its mapped headers, which a
+ * publisher can forge; none for a dead letter moved back. See docs/reference.md, "The envelope".
  */
 final class RabbitEventRoutes implements EventRoutes {
 
@@ -39,10 +38,7 @@ final class RabbitEventRoutes implements EventRoutes {
         return arrival != null ? arrival.route() : null;
     }
 
-    /**
-     * A message of a batch: read from its map of {@code amqp_batchedHeaders}, from which the library removed what a
-     * publisher set under the broker's names ({@link RabbitContainers}).
-     */
+    /** From the batch's mapped headers: {@link RabbitContainers} removed what a publisher forged there. */
     @Override
     public @Nullable String route(org.springframework.messaging.Message<?> batch, int index) {
         Arrival arrival = arrival(batch, index);
@@ -66,10 +62,7 @@ final class RabbitEventRoutes implements EventRoutes {
         return arrival != null && arrival.movedBack();
     }
 
-    /**
-     * The routing key, an event's name; for a message moved back to its queue, its {@code event_name} header, which the
-     * guard checks against what it recorded.
-     */
+    /** The routing key; none for a message moved back, whose {@code event_name} header the guard checks instead. */
     @Override
     public @Nullable String eventName(MessageHeaders headers) {
         return route(headers);
@@ -109,10 +102,7 @@ final class RabbitEventRoutes implements EventRoutes {
                 text(headers.get(AmqpHeaders.CONSUMER_QUEUE)));
     }
 
-    /**
-     * The exchange and routing key a message was delivered by. One that came through the default or the replay exchange
-     * was sent to its queue directly, and has no route the broker vouches for (nor do its {@code x-death} headers).
-     */
+    /** Moved back (by the default or replay exchange): no route the broker vouches for, nor do its x-death headers. */
     private record Arrival(
             @Nullable String exchange,
             @Nullable String routingKey,

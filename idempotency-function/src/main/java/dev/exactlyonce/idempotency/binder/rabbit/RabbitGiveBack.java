@@ -7,9 +7,8 @@ import org.springframework.amqp.ImmediateRequeueAmqpException;
 import org.springframework.cloud.stream.binder.rabbit.properties.RabbitConsumerProperties;
 
 /**
- * Gives a delivery back to RabbitMQ: with an {@code ImmediateRequeueAmqpException}, which the listener container
- * requeues with {@code basic.nack} (RabbitMQ 4.3 and later do not count it against a quorum queue's delivery limit).
- * Its own subtype tells the library's give-backs from one the service throws.
+ * Gives a delivery back to RabbitMQ with an {@code ImmediateRequeueAmqpException}, requeued by {@code basic.nack}; a
+ * subtype of its own tells the library's give-backs from one the service throws.
  */
 final class RabbitGiveBack implements BinderGiveBack {
 

@@ -85,10 +85,7 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
         RabbitPublisherChannels.install(rabbit.getConnectionFactory());
     }
 
-    /**
-     * Publishes through a template of the binder's own connection factory, as the binding would, without the
-     * conversion and header mapping through the binding, where the relay spent most of its time.
-     */
+    /** A template of the binder's connection factory: converting through the binding took most of the relay's time. */
     @Override
     public @Nullable CompletableFuture<Answer> publish(
             String destination, byte[] envelope, UUID eventId, String eventName) {
@@ -101,10 +98,7 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
         return answered(correlation, eventId);
     }
 
-    /**
-     * A destination's exchange (declared as the binding declares it), its template, and the binding's delivery mode
-     * and routing key expression, if the service set one (the event's name otherwise).
-     */
+    /** A destination's exchange, declared as the binding would, and the binding's delivery mode and routing key. */
     private record Target(
             String exchange,
             RabbitTemplate template,
@@ -199,10 +193,7 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
         };
     }
 
-    /**
-     * A message the client cannot convert is the row's; the broker not reached, not answering, or a channel closed
-     * before the send (for an earlier publication) is the broker's condition; anything else tells neither.
-     */
+    /** A message the client cannot convert is the row's; the broker's conditions below say nothing of it. */
     @Override
     public Verdict failed(Throwable failure) {
         if (Failures.first(failure, BROKER_CONDITIONS) != null) {
@@ -218,11 +209,10 @@ final class RabbitPublishConfirmation implements PublishConfirmation {
     }
 
     /**
-     * Failures of the connection, and what Spring AMQP throws when the broker closed the channel under a send (for an
-     * earlier publication): a plain {@link AmqpException} ("... is closed"), or a runtime exception from its template
-     * or channel cache ("Listener not registered", a {@link NullPointerException} on the closed channel's target) or
-     * the client's {@link ClassCastException} on a reused channel number (spring-amqp#1337). The row's own content is
-     * refused by the broker (406) or the client's frame writer, never there.
+     * Connection failures, and what Spring AMQP throws when the broker closed the channel under a send (for an earlier
+     * publication, never for this row's content): a plain {@link AmqpException} ("... is closed"), a runtime exception
+     * of its template or channel cache ("Listener not registered", a {@link NullPointerException} on the closed
+     * channel's target), or the client's {@link ClassCastException} on a reused channel number (spring-amqp#1337).
      */
     private static final Predicate<Throwable> BROKER_CONDITIONS = failure -> failure instanceof AmqpConnectException
             || (failure.getClass() == AmqpException.class

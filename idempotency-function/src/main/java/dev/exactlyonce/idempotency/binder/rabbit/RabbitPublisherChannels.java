@@ -12,9 +12,8 @@ import org.springframework.amqp.rabbit.connection.PublisherCallbackChannelFactor
 import org.springframework.amqp.rabbit.connection.PublisherCallbackChannelImpl;
 
 /**
- * Publisher channels whose nacks always say why the broker closed the channel, so that the relay tells a refused row
- * from a lost connection. Spring AMQP nacks a closed channel's pending confirms twice, either reason first. See
- * docs/outbox.md ("A row the broker refuses").
+ * Publisher channels whose nacks say why the broker closed the channel, so that the relay tells a refused row from a
+ * lost connection: Spring AMQP nacks a closed channel's pending confirms twice, either reason first.
  */
 final class RabbitPublisherChannels {
 
@@ -37,7 +36,6 @@ final class RabbitPublisherChannels {
             super(delegate, executor);
         }
 
-        /** Closes the channel, unless closed already, and nacks what is pending with why the channel closed. */
         @Override
         public void close() throws IOException, TimeoutException {
             try {

@@ -7,9 +7,8 @@ import org.springframework.core.env.ConfigurableEnvironment;
 import org.springframework.core.env.MapPropertySource;
 
 /**
- * Turns on RabbitMQ's publisher confirms (correlated) unless the service set
- * {@code spring.rabbitmq.publisher-confirm-type} or turned the outbox relay off: the relay marks a row published only
- * once the broker confirmed it. The lowest precedence of all, so that any setting of the service wins.
+ * Turns on correlated publisher confirms unless the service set {@code spring.rabbitmq.publisher-confirm-type} or
+ * turned the relay off: the relay marks a row published once confirmed. Lowest precedence: any setting wins.
  */
 final class RabbitPublisherConfirmDefaults implements EnvironmentPostProcessor {
 
