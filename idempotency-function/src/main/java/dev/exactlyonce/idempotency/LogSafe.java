@@ -3,6 +3,7 @@ package dev.exactlyonce.idempotency;
 /**
  * Text from a message, made safe for a log line, an exception message or a terminal: control characters (a CR or LF
  * that would forge a log line, an escape sequence) escaped as {@code \\uXXXX}, cut after {@value #LENGTH} characters.
+ * Whatever the library and its tools print of a message goes through it.
  */
 public final class LogSafe {
 

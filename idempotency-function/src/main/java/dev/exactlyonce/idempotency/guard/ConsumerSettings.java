@@ -16,8 +16,9 @@ import org.springframework.messaging.support.InterceptableChannel;
 import org.springframework.util.StringUtils;
 
 /**
- * Sets a guarded binding's binder consumer properties unless the service set them, and checks what it relies on,
- * through its binder's {@link BinderConsumerDefaults}. See docs/reference.md, "Configuration".
+ * Sets a guarded binding's binder consumer properties unless the service set them, and checks what it relies on (a
+ * dead-letter queue first, which other settings depend on), through its binder's {@link BinderConsumerDefaults}. See
+ * docs/reference.md, "Configuration".
  */
 public final class ConsumerSettings {
 

@@ -146,7 +146,10 @@ final class FailedBatchSplitter implements ChannelInterceptor {
         return failed;
     }
 
-    /** Delivers a batch of one message up to that many times, with the binding's back-off; its last failure, if any. */
+    /**
+     * Delivers a batch of one message up to that many times while its failures are retryable, with the binding's
+     * back-off; its last failure, if any.
+     */
     private @Nullable Throwable attempt(Message<Object> single, int attempts) {
         RetryPolicy policy = RetryPolicy.builder()
                 .maxRetries(attempts - 1L)

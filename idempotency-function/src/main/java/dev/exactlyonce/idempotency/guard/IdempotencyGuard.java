@@ -441,7 +441,10 @@ public final class IdempotencyGuard implements Function<Message<Object>, @Nullab
         return new GenericMessage<>(payload, eventHeaders);
     }
 
-    /** The type the event's payload maps to, once claimed; the event rejected if the binding does not handle it. */
+    /**
+     * The type the event's payload maps to (mapped only after the claim, for first deliveries); rejects an event the
+     * binding does not handle, or whose id no partition can hold.
+     */
     private Type checked(IncomingEvent event, GuardedBinding binding) {
         Type type = binding.payloadTypes().typeFor(event);
         if (event.eventId() != null && this.partitions != null) {

@@ -122,7 +122,7 @@ final class MessageTransaction {
         return CURRENT.get();
     }
 
-    /** Rolls back an invocation an {@link Error} left open (no completion ran), before the next message joins it. */
+    /** Rolls back and closes an invocation an {@link Error} left open, so that the next message does not join it. */
     static void rollBackAbandoned() {
         MessageTransaction abandoned = CURRENT.get();
         if (abandoned == null) {

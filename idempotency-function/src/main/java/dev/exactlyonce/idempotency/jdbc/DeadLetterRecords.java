@@ -38,7 +38,10 @@ public final class DeadLetterRecords {
 
     private final Duration retention;
 
-    /** The dialect's statements each have {@code %s} for the records' table, {@link #tableOf} the table of claims. */
+    /**
+     * {@code table} is the table of claims, {@link #tableOf} its records'; each statement has {@code %s} for the
+     * latter.
+     */
     DeadLetterRecords(
             JdbcTemplate jdbc,
             String table,
@@ -71,7 +74,10 @@ public final class DeadLetterRecords {
         return tableName + "_dead_letter";
     }
 
-    /** Once, outside a transaction, waiting at most {@code networkTimeout} (0: none): a silent network is an outage. */
+    /**
+     * Records that the binding dead-lettered the event with that body, once, outside a transaction, waiting at most
+     * {@code networkTimeout} (0: no limit): a silent network is then an outage, not a blocked thread.
+     */
     public void record(String binding, UUID eventId, String eventName, byte[] body, Duration networkTimeout) {
         this.jdbc.execute((ConnectionCallback<Integer>) connection -> {
             int before = connection.getNetworkTimeout();

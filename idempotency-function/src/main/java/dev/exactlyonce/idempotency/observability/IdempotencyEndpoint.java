@@ -53,8 +53,8 @@ public class IdempotencyEndpoint {
             @Nullable LastPurge lastPurge) {}
 
     /**
-     * A purge of old ids this instance ran, ended {@code at}: {@code ran} is {@code false} where another instance was
-     * at it, and partitioned, whole partitions go rather than rows.
+     * A purge of old ids this instance ran, ended {@code at}; {@code ran} is {@code false} when another instance was at
+     * it. On a partitioned table it deletes no rows ({@code rowsDeleted} 0) and drops whole partitions instead.
      */
     public record LastPurge(Instant at, boolean ran, long rowsDeleted, List<String> partitionsDropped) {}
 

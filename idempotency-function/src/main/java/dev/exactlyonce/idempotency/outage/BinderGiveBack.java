@@ -14,7 +14,11 @@ public interface BinderGiveBack {
     /** The exception that gives the delivery back to this binder. */
     RuntimeException givenBack(String reason, Throwable failure);
 
-    /** Whether the broker counts returns (RabbitMQ 4.0 to 4.2's quorum queues): the binding then stops after one. */
+    /**
+     * Whether the broker counts each return of a delivery (RabbitMQ 4.0 to 4.2's quorum queues): the first hold of the
+     * binding to run out then stops it taking deliveries (its held messages go back as it stops), until the probe's
+     * write goes through.
+     */
     default boolean countsReturns() {
         return false;
     }

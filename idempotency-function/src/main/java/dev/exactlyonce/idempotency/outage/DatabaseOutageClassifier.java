@@ -77,7 +77,10 @@ public final class DatabaseOutageClassifier implements OutageClassifier {
         return false;
     }
 
-    /** Those of the same failure (a failed rollback); not a {@link RetryException}'s, its earlier attempts'. */
+    /**
+     * The exceptions this one suppressed, which tell of the same failure (a failed rollback); none for a
+     * {@link RetryException}, whose suppressed ones are its earlier attempts, which say nothing of its cause.
+     */
     private static Throwable[] suppressed(Throwable failure) {
         return failure instanceof RetryException ? new Throwable[0] : failure.getSuppressed();
     }

@@ -24,8 +24,9 @@ import org.springframework.util.backoff.ExponentialBackOff;
 /**
  * Halts consumption of every guarded binding while what they depend on is unavailable: the first outage halts (one WARN
  * line, a probe thread); each consumer thread holds its message at most {@code max-hold} per delivery, then gives it
- * back, unless {@link PausedBindings} pauses or stops the binding; the probe tries a write at intervals doubling up to
- * {@code probe-max-interval}; once one goes through, one message goes first, and its commit resumes consumption. See
+ * back (at once where {@link PausedBindings} pauses the binding; where the broker counts returns, the first hold to run
+ * out stops the binding, and its held messages go back as it stops); the probe tries a write at intervals doubling up
+ * to {@code probe-max-interval}; once one goes through, one message goes first, and its commit resumes consumption. See
  * docs/operations.md, "When things go wrong".
  */
 public final class Outage implements SmartLifecycle, DisposableBean {

@@ -153,7 +153,10 @@ public final class Outbox {
         OutboxStatements.of(Dialect.of(this.dataSource)).insert(this.jdbc, rows);
     }
 
-    /** Binds a {@link Written} to each new transaction, inserts its rows after the commit's callbacks, closes it. */
+    /**
+     * Binds a {@link Written} to each new transaction, closes it as the commit or rollback begins (an emit then
+     * throws), and inserts its rows once the callbacks before the commit ran.
+     */
     private static final class Transactions implements TransactionExecutionListener {
 
         @Override

@@ -11,9 +11,9 @@ import org.springframework.beans.factory.InitializingBean;
 import org.springframework.jdbc.core.JdbcTemplate;
 
 /**
- * Migrates the library's tables with its own Flyway migrations, after the service's, with its connection and schemas.
- * Each table name has its own history: Flyway checksums a migration before it substitutes the name, so a shared history
- * would count the second name as migrated. See docs/design.md, "How it works".
+ * Migrates the library's tables with its own Flyway migrations, after the service's, with the service's Flyway
+ * connection and schemas. Each table name has its own history: Flyway checksums a migration before it substitutes the
+ * name, so a shared history would count the second name as migrated. See docs/design.md, "How it works".
  */
 final class IdempotencySchemaMigration implements InitializingBean {
 

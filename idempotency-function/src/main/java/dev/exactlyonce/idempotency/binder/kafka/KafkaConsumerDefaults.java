@@ -117,7 +117,12 @@ final class KafkaConsumerDefaults implements BinderConsumerDefaults<KafkaConsume
                         : (binding.batch() ? BATCH_ERROR_HANDLER_WITHOUT_DLQ : ERROR_HANDLER_WITHOUT_DLQ));
     }
 
-    /** Unless set: records are read natively, and without these a keyed record is skipped, not dead-lettered. */
+    /**
+     * Gives the dead-letter producer {@code DeadLetterSerializer}s unless the service set some: records are read
+     * natively, and without them a keyed record is skipped, not dead-lettered. Refuses to start where they could not
+     * write back what the consumer reads, or where the binder's transactional producer, which writes the dead letters,
+     * has no serializers set.
+     */
     private void setDeadLetterSerializers(KafkaConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (!consumer.isEnableDlq()) {
             return;

@@ -24,8 +24,9 @@ import org.springframework.messaging.converter.MessageConversionException;
 import org.springframework.messaging.support.MessageBuilder;
 
 /**
- * The relay's rows on Kafka, keyed by the row's key (one partition per key, in order); each send waits for the broker's
- * acknowledgement ({@code sync}; mind {@code acks}), so a row is confirmed once its send returned.
+ * The relay's rows on Kafka, keyed by the row's key (so that a key's events stay in one partition, in order); each
+ * send waits for the broker's acknowledgement ({@code sync}; mind {@code acks}), so a row is confirmed once its send
+ * returned.
  */
 final class KafkaPublishConfirmation implements PublishConfirmation {
 

@@ -108,7 +108,10 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
                 null);
     }
 
-    /** Here, on the consumer thread: the binder makes the container and calls no hook of the library's with it. */
+    /**
+     * Puts {@link GivenBacksFirst} before the binder's after-rollback processor, here on the consumer thread: the
+     * binder makes the container and calls no hook of the library's with it.
+     */
     private static void givenBacksFirst(MessageListenerContainer container) {
         List<MessageListenerContainer> containers = new ArrayList<>(List.of(container));
         if (container instanceof ConcurrentMessageListenerContainer<?, ?> concurrent) {

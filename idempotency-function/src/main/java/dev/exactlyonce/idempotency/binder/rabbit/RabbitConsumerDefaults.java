@@ -77,7 +77,11 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
         setRoutingKeys(consumer, binding);
     }
 
-    /** Unless set: the binder's {@code #} would bring every event of the exchange, each dead-lettered UNKNOWN_EVENT. */
+    /**
+     * Binds the queue with the event names the functions map, unless {@code binding-routing-key} is set: the binder's
+     * {@code #} would bring every event of the exchange, each they do not map dead-lettered UNKNOWN_EVENT. Refuses to
+     * start where they map none and the queue would be bound to a topic exchange with {@code #}.
+     */
     private void setRoutingKeys(RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (binding.eventNames().isEmpty()
                 && this.routeCheck
@@ -122,7 +126,11 @@ final class RabbitConsumerDefaults implements BinderConsumerDefaults<RabbitConsu
                 binding.prefix());
     }
 
-    /** Each unless set; {@link RabbitContainers} ends a batch at max-wait. See docs/batch-mode.md, "Batch mode". */
+    /**
+     * Sets the container's batching ({@code enable-batching}, {@code batch-size}, {@code receive-timeout},
+     * {@code prefetch}), each unless set, and shortens a {@code receive-timeout} longer than max-wait to it;
+     * {@link RabbitContainers} ends a batch at max-wait. See docs/batch-mode.md.
+     */
     private void setBatchDefaults(RabbitConsumerProperties consumer, ConsumerSettings.ConsumerBinding binding) {
         if (!binding.isSet("enable-batching")) {
             consumer.setEnableBatching(true);

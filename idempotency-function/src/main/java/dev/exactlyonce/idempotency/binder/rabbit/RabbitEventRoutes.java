@@ -102,7 +102,10 @@ final class RabbitEventRoutes implements EventRoutes {
                 text(headers.get(AmqpHeaders.CONSUMER_QUEUE)));
     }
 
-    /** Moved back (by the default or replay exchange): no route the broker vouches for, nor do its x-death headers. */
+    /**
+     * The exchange, routing key and queue a message was delivered by. One moved back (by the default or replay
+     * exchange) has no route the broker vouches for, nor do its {@code x-death} headers.
+     */
     private record Arrival(
             @Nullable String exchange,
             @Nullable String routingKey,
