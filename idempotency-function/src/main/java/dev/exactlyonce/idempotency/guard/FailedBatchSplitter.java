@@ -5,7 +5,7 @@ import dev.exactlyonce.idempotency.RejectedMessageException;
 import dev.exactlyonce.idempotency.internal.BatchMessages;
 import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.internal.GuardedBinding;
-import dev.exactlyonce.idempotency.outage.Outage;
+import dev.exactlyonce.idempotency.outage.ConsumptionHalt;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
 import java.time.Duration;
 import java.util.Collections;
@@ -49,7 +49,7 @@ final class FailedBatchSplitter implements ChannelInterceptor {
 
     private final Duration budget;
 
-    private final Outage outage;
+    private final ConsumptionHalt outage;
 
     private final OutageGiveBack giveBack;
 
@@ -63,7 +63,7 @@ final class FailedBatchSplitter implements ChannelInterceptor {
             MessageChannel input,
             ConsumerProperties consumer,
             Duration budget,
-            Outage outage,
+            ConsumptionHalt outage,
             OutageGiveBack giveBack) {
         this.binding = binding;
         this.input = input;

@@ -10,7 +10,7 @@ import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import dev.exactlyonce.idempotency.jdbc.DeadLetterRecords;
 import dev.exactlyonce.idempotency.outage.BinderGiveBack;
 import dev.exactlyonce.idempotency.outage.ConflictGiveBack;
-import dev.exactlyonce.idempotency.outage.Outage;
+import dev.exactlyonce.idempotency.outage.ConsumptionHalt;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
 import dev.exactlyonce.idempotency.outbox.Outbox;
 import java.lang.reflect.Type;
@@ -61,7 +61,7 @@ public final class GuardInstaller implements SmartInitializingSingleton {
 
     private final IdempotencyMetrics metrics;
 
-    private final ObjectProvider<Outage> outages;
+    private final ObjectProvider<ConsumptionHalt> outages;
 
     private final ObjectProvider<Outbox> outbox;
 
@@ -85,7 +85,7 @@ public final class GuardInstaller implements SmartInitializingSingleton {
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
             ObjectProvider<PlatformTransactionManager> transactionManagers,
-            ObjectProvider<Outage> outages,
+            ObjectProvider<ConsumptionHalt> outages,
             ObjectProvider<Outbox> outbox,
             BinderAdapters binders,
             IdempotencyMetrics metrics) {
@@ -142,7 +142,7 @@ public final class GuardInstaller implements SmartInitializingSingleton {
                 takesList ? ResolvableType.forType(inputType).getGeneric(0).getType() : inputType);
         PlatformTransactionManager transactionManager = transactionManager(definition);
         String outputDestination = functions.outputDestination(definition, businessFunctions, bindable);
-        Outage outage = this.outages.getObject();
+        ConsumptionHalt outage = this.outages.getObject();
         boolean takesMessages = businessFunctions.stream().anyMatch(functions::takesMessage);
         for (String bindingName : bindable.getInputs()) {
             boolean batch = functions.checkBatchMode(definition, businessFunctions, bindingName, takesList);
@@ -164,7 +164,7 @@ public final class GuardInstaller implements SmartInitializingSingleton {
         return transactionManager;
     }
 
-    private void guard(GuardedBinding binding, PlatformTransactionManager transactionManager, Outage outage) {
+    private void guard(GuardedBinding binding, PlatformTransactionManager transactionManager, ConsumptionHalt outage) {
         String bindingName = binding.bindingName();
         Binder<?, ?, ?> binder = binder(bindingName);
         InterceptableChannel inputChannel = inputChannel(binding);
@@ -180,7 +180,7 @@ public final class GuardInstaller implements SmartInitializingSingleton {
                         this.outbox.getIfAvailable(),
                         routes));
         BinderGiveBack giveBack = this.binders.giveBackOf(binder, bindingName);
-        outage.guard(bindingName, giveBack != null && giveBack.countsReturns());
+        outage.register(bindingName, giveBack != null && giveBack.countsReturns());
         interceptErrors(binding, binder, inputChannel, outage);
         if (routes != null
                 && routes.movesDeadLettersBack()
@@ -240,7 +240,7 @@ public final class GuardInstaller implements SmartInitializingSingleton {
 
     /** The error channel's interceptors, in order: the give-backs, the batch splitter, the cause unwrapper. */
     private void interceptErrors(
-            GuardedBinding binding, Binder<?, ?, ?> binder, InterceptableChannel inputChannel, Outage outage) {
+            GuardedBinding binding, Binder<?, ?, ?> binder, InterceptableChannel inputChannel, ConsumptionHalt outage) {
         String bindingName = binding.bindingName();
         InterceptableChannel errorChannel = errorChannel(binder, bindingName);
         OutageGiveBack giveBack = new OutageGiveBack(

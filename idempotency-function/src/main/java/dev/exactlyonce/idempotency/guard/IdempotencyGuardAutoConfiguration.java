@@ -9,7 +9,7 @@ import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
 import dev.exactlyonce.idempotency.jdbc.Dialect;
 import dev.exactlyonce.idempotency.jdbc.TransactionBounds;
 import dev.exactlyonce.idempotency.outage.BinderGiveBack;
-import dev.exactlyonce.idempotency.outage.Outage;
+import dev.exactlyonce.idempotency.outage.ConsumptionHalt;
 import dev.exactlyonce.idempotency.outbox.Outbox;
 import dev.exactlyonce.idempotency.retention.ProcessedEventPartitions;
 import io.micrometer.observation.ObservationRegistry;
@@ -90,7 +90,7 @@ public class IdempotencyGuardAutoConfiguration {
             BusinessFunctionDecorator decorator,
             ObjectProvider<DataSource> dataSources,
             ObjectProvider<PlatformTransactionManager> transactionManagers,
-            ObjectProvider<Outage> outages,
+            ObjectProvider<ConsumptionHalt> outages,
             ObjectProvider<Outbox> outbox,
             ObjectProvider<BinderConsumerDefaults<?>> consumerDefaults,
             ObjectProvider<BinderGiveBack> giveBacks,

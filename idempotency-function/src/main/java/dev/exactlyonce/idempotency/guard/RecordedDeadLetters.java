@@ -3,7 +3,7 @@ package dev.exactlyonce.idempotency.guard;
 import dev.exactlyonce.idempotency.LogSafe;
 import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import dev.exactlyonce.idempotency.outage.BinderGiveBack;
-import dev.exactlyonce.idempotency.outage.Outage;
+import dev.exactlyonce.idempotency.outage.ConsumptionHalt;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
 import java.util.List;
 import org.jspecify.annotations.Nullable;
@@ -32,7 +32,7 @@ final class RecordedDeadLetters implements ChannelInterceptor {
 
     private final EventRoutes routes;
 
-    private final Outage outage;
+    private final ConsumptionHalt halt;
 
     private final @Nullable BinderGiveBack giveBack;
 
@@ -42,13 +42,13 @@ final class RecordedDeadLetters implements ChannelInterceptor {
             GuardedBinding binding,
             IdempotencyGuard guard,
             EventRoutes routes,
-            Outage outage,
+            ConsumptionHalt halt,
             @Nullable BinderGiveBack giveBack,
             String table) {
         this.binding = binding;
         this.guard = guard;
         this.routes = routes;
-        this.outage = outage;
+        this.halt = halt;
         this.giveBack = giveBack;
         this.table = table;
     }
@@ -66,9 +66,9 @@ final class RecordedDeadLetters implements ChannelInterceptor {
             return message;
         }
         try {
-            this.guard.recordDeadLetter(this.binding, failed, this.routes, this.outage.socketTimeout());
+            this.guard.recordDeadLetter(this.binding, failed, this.routes, this.halt.socketTimeout());
         } catch (DataAccessException ex) {
-            if (!this.outage.isOutage(ex)) {
+            if (!this.halt.isOutage(ex)) {
                 logger.error(
                         "Could not record a dead letter of {} in {} ({}): it is dead-lettered unrecorded, and a replay"
                                 + " of it will be refused (UNRECORDED_DEAD_LETTER). Check the service's privileges on"
@@ -79,7 +79,7 @@ final class RecordedDeadLetters implements ChannelInterceptor {
                 return message;
             }
             // The database went away: the delivery comes back once it answers, and is recorded then.
-            this.outage.detected(ex);
+            this.halt.onOutage(ex);
             String reason = "Could not record a dead letter of %s in %s (%s): it is given back, to be delivered again"
                     .formatted(this.binding.bindingName(), this.table, ex.getMessage());
             throw this.giveBack != null ? this.giveBack.givenBack(reason, ex) : new MessagingException(reason, ex);

@@ -7,9 +7,9 @@ import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.internal.GuardedBinding;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
 import dev.exactlyonce.idempotency.jdbc.TransactionBounds;
+import dev.exactlyonce.idempotency.outage.ConsumptionHalt;
 import dev.exactlyonce.idempotency.outage.DatabaseOutageClassifier;
 import dev.exactlyonce.idempotency.outage.GuardStatementFailed;
-import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outage.OutageException;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
 import dev.exactlyonce.idempotency.outage.OutageMet;
@@ -39,9 +39,9 @@ import org.springframework.transaction.support.TransactionSynchronizationManager
 
 /**
  * Runs each message of a guarded binding in a database transaction of its own: {@code preSend} begins it once no
- * {@link Outage} halts consumption, {@code postSend} commits (a failed commit throws out of {@code send}, so the binder
- * does not acknowledge), {@code afterSendCompletion} rolls back what did not commit ({@link OutageGiveBack} for an
- * outage). See docs/design.md, "How it works".
+ * {@link ConsumptionHalt} halts consumption, {@code postSend} commits (a failed commit throws out of {@code send}, so
+ * the binder does not acknowledge), {@code afterSendCompletion} rolls back what did not commit ({@link OutageGiveBack}
+ * for an outage). See docs/design.md, "How it works".
  */
 final class TransactionPerMessage implements ChannelInterceptor, MessageTransaction.Recovery {
 
@@ -55,7 +55,7 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
 
     private final DataSource dataSource;
 
-    private final Outage outage;
+    private final ConsumptionHalt halt;
 
     private final TransactionDefinition definition;
 
@@ -73,7 +73,7 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
             GuardedBinding binding,
             PlatformTransactionManager transactionManager,
             DataSource dataSource,
-            Outage outage,
+            ConsumptionHalt halt,
             IdempotencyMetrics metrics,
             @Nullable Outbox outbox,
             @Nullable EventRoutes routes) {
@@ -82,9 +82,9 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
         this.outbox = outbox;
         this.transactionManager = transactionManager;
         this.dataSource = dataSource;
-        this.outage = outage;
+        this.halt = halt;
         this.metrics = metrics;
-        this.bindsTheConnection = !outage.socketTimeout().isZero()
+        this.bindsTheConnection = !halt.socketTimeout().isZero()
                 && transactionManager instanceof DataSourceTransactionManager manager
                 && manager.getDataSource() == dataSource;
         DefaultTransactionDefinition definition = new DefaultTransactionDefinition();
@@ -103,7 +103,7 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
                             + " database transaction (the binder's consumer threads have none)")
                     .formatted(this.binding.bindingName()));
         }
-        this.outage.delivering(message);
+        this.halt.beginDelivery(message);
         MessageTransaction.open(this.binding, this.transactionManager, begin(), this.outbox, this.routes, this);
         logger.debug("Began the transaction of a message of {}", this.binding.bindingName());
         return message;
@@ -116,12 +116,12 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
     private TransactionStatus begin() {
         while (true) {
             // Asked only during a halt: nothing of the hold is worked out for a message while consumption runs.
-            if (this.outage.halt() != null && !this.outage.awaitEnd(this.binding.bindingName())) {
+            if (this.halt.halt() != null && !this.halt.awaitEnd(this.binding.bindingName())) {
                 throw new OutageException(
                         ("A message of %s was held while a dependency is unavailable (max-hold %s from its first"
                                         + " attempt, none where the binding is paused): given back to the broker, to"
                                         + " be delivered again")
-                                .formatted(this.binding.bindingName(), this.outage.maxHold()),
+                                .formatted(this.binding.bindingName(), this.halt.maxHold()),
                         null);
             }
             try {
@@ -133,8 +133,8 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
                 return transaction;
             } catch (RuntimeException ex) {
                 GuardStatementFailed failure = GuardStatementFailed.begin(this.binding.bindingName(), ex);
-                this.outage.detected(failure);
-                if (this.outage.isStopping()) {
+                this.halt.onOutage(failure);
+                if (this.halt.isStopping()) {
                     // Nothing halts while the service stops: the attempt fails, as any other.
                     throw failure;
                 }
@@ -151,20 +151,20 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
     @Override
     public TransactionStatus beginAgain(TransactionStatus failed, RuntimeException failure) {
         RuntimeException outage = failure;
-        if (!this.outage.isOutage(failure)) {
+        if (!this.halt.isOutage(failure)) {
             if (DatabaseOutageClassifier.isConflict(failure) || Failures.find(failure, SQLException.class) == null) {
                 throw failure;
             }
             // Rolled back first: the probe takes a connection of its own, and the pool may have no other.
             rollBack(failed, false);
-            if (!this.outage.failsTheGuardsWrite()) {
+            if (!this.halt.failsTheGuardsWrite()) {
                 throw failure;
             }
             outage = GuardStatementFailed.claim(this.binding.bindingName(), failure);
         }
-        this.outage.detected(outage);
+        this.halt.onOutage(outage);
         rollBack(failed, true);
-        if (this.outage.isStopping()) {
+        if (this.halt.isStopping()) {
             throw outage;
         }
         logger.debug(
@@ -188,7 +188,7 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
         BOUND.set(connection);
         try {
             connection.setNetworkTimeout(
-                    Runnable::run, (int) this.outage.socketTimeout().toMillis());
+                    Runnable::run, (int) this.halt.socketTimeout().toMillis());
             TransactionSynchronizationManager.bindResource(this.dataSource, new ConnectionHolder(connection));
             return this.transactionManager.getTransaction(this.definition);
         } catch (SQLException ex) {
@@ -215,7 +215,7 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
      * silent network is an outage; the claim bounds it on the server ({@link TransactionBounds}).
      */
     private void bound() {
-        Duration timeout = this.outage.socketTimeout();
+        Duration timeout = this.halt.socketTimeout();
         if (timeout.isZero()) {
             return;
         }
@@ -232,7 +232,7 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
     /** An outage met after the claim is not the message's fault: its attempt is not counted ({@link OutageMet}). */
     @Override
     public RuntimeException thrown(RuntimeException failure) {
-        return this.outage.isOutage(failure) && Failures.find(failure, OutageMet.class) == null
+        return this.halt.isOutage(failure) && Failures.find(failure, OutageMet.class) == null
                 ? new OutageMet(failure)
                 : failure;
     }
@@ -271,11 +271,11 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
         MessageTransaction invocation = current();
         if (failure == null && !BatchMessages.isPartOfBatch(message)) {
             // Committed: the delivery ended (a message of a batch tried alone is the batch's, which goes on).
-            this.outage.delivered();
+            this.halt.endDelivery();
         }
-        boolean outage = failure != null && this.outage.isOutage(failure);
+        boolean outage = failure != null && this.halt.isOutage(failure);
         if (outage) {
-            this.outage.detected(failure);
+            this.halt.onOutage(failure);
         } else if (failure != null) {
             answered(invocation);
         }
@@ -295,9 +295,9 @@ final class TransactionPerMessage implements ChannelInterceptor, MessageTransact
     /** The message ended without an outage: the database works if its claim went through, else it says nothing. */
     private void answered(MessageTransaction invocation) {
         if (invocation.reachedTheDatabase()) {
-            this.outage.worked();
+            this.halt.onSuccess();
         } else {
-            this.outage.untried();
+            this.halt.untried();
         }
     }
 

@@ -3,8 +3,8 @@ package dev.exactlyonce.idempotency.observability;
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.guard.IdempotencyGuardAutoConfiguration;
 import dev.exactlyonce.idempotency.internal.ConditionalOnGuardedDefinition;
+import dev.exactlyonce.idempotency.outage.ConsumptionHalt;
 import dev.exactlyonce.idempotency.outage.IdempotencyOutageAutoConfiguration;
-import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.retention.ProcessedEventPartitions;
 import dev.exactlyonce.idempotency.retention.ProcessedEventPurge;
 import javax.sql.DataSource;
@@ -45,7 +45,7 @@ public class IdempotencyEndpointAutoConfiguration {
 
         @Bean
         @ConditionalOnEnabledHealthIndicator("idempotency")
-        HealthIndicator idempotencyHealthIndicator(Outage outage) {
+        HealthIndicator idempotencyHealthIndicator(ConsumptionHalt outage) {
             return new OutageHealthIndicator(outage);
         }
     }

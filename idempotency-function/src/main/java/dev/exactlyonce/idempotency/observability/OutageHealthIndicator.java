@@ -1,21 +1,21 @@
 package dev.exactlyonce.idempotency.observability;
 
-import dev.exactlyonce.idempotency.outage.Outage;
+import dev.exactlyonce.idempotency.outage.ConsumptionHalt;
 import org.springframework.boot.health.contributor.Health;
 import org.springframework.boot.health.contributor.HealthIndicator;
 
 /** The {@code idempotency} health: {@code OUT_OF_SERVICE} while an outage halts guarded bindings, else {@code UP}. */
 final class OutageHealthIndicator implements HealthIndicator {
 
-    private final Outage outage;
+    private final ConsumptionHalt outage;
 
-    OutageHealthIndicator(Outage outage) {
+    OutageHealthIndicator(ConsumptionHalt outage) {
         this.outage = outage;
     }
 
     @Override
     public Health health() {
-        Outage.Halt halt = this.outage.halt();
+        ConsumptionHalt.Halt halt = this.outage.halt();
         if (halt == null) {
             return Health.up()
                     .withDetail("guardedBindings", this.outage.bindingNames())

@@ -46,7 +46,8 @@ public final class DatabaseAtStartup implements BeanPostProcessor {
 
     private void awaitAnswer(DataSource dataSource, String beanName) {
         long start = System.nanoTime();
-        BackOffExecution intervals = Outage.probeIntervals(this.settings.probeInitialInterval(), this.settings);
+        BackOffExecution intervals =
+                ConsumptionHalt.probeIntervals(this.settings.probeInitialInterval(), this.settings);
         while (true) {
             Duration interval = Duration.ofMillis(intervals.nextBackOff());
             SQLException failure;

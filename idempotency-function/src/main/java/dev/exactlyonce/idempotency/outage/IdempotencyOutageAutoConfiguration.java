@@ -37,14 +37,14 @@ public class IdempotencyOutageAutoConfiguration {
 
     @Bean
     @ConditionalOnSingleCandidate(DataSource.class)
-    Outage idempotencyOutage(
+    ConsumptionHalt idempotencyOutage(
             DataSource dataSource,
             IdempotencyProperties properties,
             ObjectProvider<OutageClassifier> classifiers,
             ObjectProvider<IdempotencyMetrics> metrics,
             ObjectProvider<BindingService> bindingService,
             ObjectProvider<BindingServiceProperties> bindingProperties) {
-        return new Outage(
+        return new ConsumptionHalt(
                 new DatabaseProbe(
                         dataSource, properties.tableName(), properties.outage().socketTimeout()),
                 new DatabaseOutageClassifier(

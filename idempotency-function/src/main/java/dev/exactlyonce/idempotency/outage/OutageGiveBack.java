@@ -25,7 +25,7 @@ public final class OutageGiveBack implements ChannelInterceptor {
 
     private static final Logger logger = LoggerFactory.getLogger(OutageGiveBack.class);
 
-    private final Outage outage;
+    private final ConsumptionHalt halt;
 
     private final String bindingName;
 
@@ -38,8 +38,11 @@ public final class OutageGiveBack implements ChannelInterceptor {
      * @param input the binding's input channel, for tries in place; {@code null} where none can be {@link #isSettled}
      */
     public OutageGiveBack(
-            Outage outage, String bindingName, @Nullable BinderGiveBack ownGiveBack, @Nullable MessageChannel input) {
-        this.outage = outage;
+            ConsumptionHalt halt,
+            String bindingName,
+            @Nullable BinderGiveBack ownGiveBack,
+            @Nullable MessageChannel input) {
+        this.halt = halt;
         this.bindingName = bindingName;
         this.ownGiveBack = ownGiveBack;
         this.input = input;
@@ -52,31 +55,31 @@ public final class OutageGiveBack implements ChannelInterceptor {
      */
     @Override
     public Message<?> preSend(Message<?> message, MessageChannel channel) {
-        if (!(message instanceof ErrorMessage error) || !this.outage.isOutage(error.getPayload())) {
+        if (!(message instanceof ErrorMessage error) || !this.halt.isOutage(error.getPayload())) {
             return message;
         }
         Throwable failure = error.getPayload();
-        this.outage.detected(failure);
+        this.halt.onOutage(failure);
         Message<?> failed = failedMessage(error);
         while (Failures.find(failure, OutageException.class) == null
                 && failed != null
                 && this.input != null
-                && !this.outage.isStopping()
+                && !this.halt.isStopping()
                 // Held what is left of the delivery's max-hold, or until the probe's write goes through.
-                && this.outage.awaitAnswer(this.bindingName)) {
+                && this.halt.awaitAnswer(this.bindingName)) {
             RuntimeException again = runAgain(failed);
             if (again == null) {
                 return settled(error);
             }
-            if (!this.outage.isOutage(again)) {
+            if (!this.halt.isOutage(again)) {
                 return new ErrorMessage(again, error.getHeaders(), error.getOriginalMessage());
             }
             failure = again;
         }
         String reason =
                 "A dependency is unavailable: the message is given back to be delivered again, not" + " dead-lettered";
-        this.outage.givenBack();
-        this.outage.delivered();
+        this.halt.givenBack();
+        this.halt.endDelivery();
         throw givenBack(reason, failure);
     }
 
@@ -95,12 +98,12 @@ public final class OutageGiveBack implements ChannelInterceptor {
             return settled(error);
         }
         ErrorMessage next = new ErrorMessage(failure, error.getHeaders(), error.getOriginalMessage());
-        return this.outage.isOutage(failure) ? preSend(next, this.input) : next;
+        return this.halt.isOutage(failure) ? preSend(next, this.input) : next;
     }
 
     /** What is left of the hold of the delivery this thread is on: none where the binding pauses. */
     Duration holdLeft() {
-        return this.outage.holdLeft(this.bindingName);
+        return this.halt.holdLeft(this.bindingName);
     }
 
     /** Runs the failed message again through the binding's input channel: {@code null} once it committed. */

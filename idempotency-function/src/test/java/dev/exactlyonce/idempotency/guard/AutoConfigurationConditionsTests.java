@@ -7,9 +7,9 @@ import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
 import dev.exactlyonce.idempotency.observability.IdempotencyEndpoint;
 import dev.exactlyonce.idempotency.observability.IdempotencyEndpointAutoConfiguration;
 import dev.exactlyonce.idempotency.observability.IdempotencyMetricsAutoConfiguration;
+import dev.exactlyonce.idempotency.outage.ConsumptionHalt;
 import dev.exactlyonce.idempotency.outage.DatabaseAtStartup;
 import dev.exactlyonce.idempotency.outage.IdempotencyOutageAutoConfiguration;
-import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outbox.IdempotencyOutboxAutoConfiguration;
 import dev.exactlyonce.idempotency.outbox.Outbox;
 import dev.exactlyonce.idempotency.outbox.OutboxRelay;
@@ -179,7 +179,7 @@ class AutoConfigurationConditionsTests {
                     assertThat(context).hasNotFailed();
                     assertDefined(context, IdempotencyGuard.class, 0);
                     assertDefined(context, Outbox.class, 0);
-                    assertDefined(context, Outage.class, 0);
+                    assertDefined(context, ConsumptionHalt.class, 0);
                     assertDefined(context, IdempotencyEndpoint.class, 0);
                 });
     }

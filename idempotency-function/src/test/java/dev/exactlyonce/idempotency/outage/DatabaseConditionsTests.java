@@ -87,7 +87,7 @@ class DatabaseConditionsTests {
     DeliveryRecorder recorder;
 
     @Autowired
-    Outage outage;
+    ConsumptionHalt outage;
 
     @Autowired
     MeterRegistry meterRegistry;

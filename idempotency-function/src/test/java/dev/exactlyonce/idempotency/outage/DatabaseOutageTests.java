@@ -99,7 +99,7 @@ class DatabaseOutageTests {
     DeliveryRecorder recorder;
 
     @Autowired
-    Outage outage;
+    ConsumptionHalt outage;
 
     @Autowired
     HealthIndicator idempotencyHealthIndicator;
@@ -183,7 +183,7 @@ class DatabaseOutageTests {
                 });
         assertThat(logged)
                 .as("one INFO line when it resumes, with how long it was halted")
-                .filteredOn(log -> log.getLoggerName().equals(Outage.class.getName()))
+                .filteredOn(log -> log.getLoggerName().equals(ConsumptionHalt.class.getName()))
                 .filteredOn(log -> log.getLevel() == Level.INFO)
                 .singleElement()
                 .satisfies(log -> assertThat(log.getFormattedMessage())

@@ -64,7 +64,7 @@ class FlappingHaltTests {
     EventDeliveries deliveries;
 
     @Autowired
-    Outage outage;
+    ConsumptionHalt outage;
 
     @Autowired
     MeterRegistry meterRegistry;

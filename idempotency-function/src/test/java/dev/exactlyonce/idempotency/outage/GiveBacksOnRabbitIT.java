@@ -101,7 +101,7 @@ class GiveBacksOnRabbitIT {
             new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
 
     @Autowired
-    Outage outage;
+    ConsumptionHalt outage;
 
     @Autowired
     MeterRegistry meterRegistry;
@@ -136,7 +136,7 @@ class GiveBacksOnRabbitIT {
         // that the connection broke, with the driver's exception).
         List<ILoggingEvent> ours = this.logs.events().stream()
                 .filter(log -> log.getThreadName().startsWith(QUEUE)
-                        || log.getLoggerName().equals(Outage.class.getName()))
+                        || log.getLoggerName().equals(ConsumptionHalt.class.getName()))
                 .filter(log -> !log.getLoggerName().startsWith("com.zaxxer.hikari"))
                 .toList();
         assertThat(ours)
@@ -152,7 +152,7 @@ class GiveBacksOnRabbitIT {
                 .satisfies(log -> assertThat(log.getFormattedMessage()).contains("halts"));
         assertThat(ours)
                 .as("one INFO line when it resumes")
-                .filteredOn(log -> log.getLoggerName().equals(Outage.class.getName()))
+                .filteredOn(log -> log.getLoggerName().equals(ConsumptionHalt.class.getName()))
                 .filteredOn(log -> log.getLevel() == Level.INFO)
                 .singleElement()
                 .satisfies(log -> assertThat(log.getFormattedMessage()).contains("resumes"));

@@ -73,7 +73,7 @@ class OneHoldPerDeliveryTests {
     DeliveryRecorder recorder;
 
     @Autowired
-    Outage outage;
+    ConsumptionHalt outage;
 
     @Test
     void aDeliveryIsHeldAtMostMaxHoldInAllWhateverItsAttempts() {

@@ -100,7 +100,7 @@ class OutageOfEveryBindingOnRabbitIT {
             new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
 
     @Autowired
-    Outage outage;
+    ConsumptionHalt outage;
 
     @Autowired
     DeliveryRecorder recorder;

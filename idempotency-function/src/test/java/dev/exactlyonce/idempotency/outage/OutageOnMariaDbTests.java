@@ -69,7 +69,7 @@ class OutageOnMariaDbTests {
     DeliveryRecorder recorder;
 
     @Autowired
-    Outage outage;
+    ConsumptionHalt outage;
 
     /** Straight to the database, as its administrator, not through the proxy the service uses. */
     private final JdbcTemplate jdbcTemplate =

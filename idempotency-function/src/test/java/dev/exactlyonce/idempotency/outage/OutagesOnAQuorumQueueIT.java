@@ -171,7 +171,7 @@ class OutagesOnAQuorumQueueIT {
             new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));
 
     @Autowired
-    Outage outage;
+    ConsumptionHalt outage;
 
     @AfterAll
     static void close() {

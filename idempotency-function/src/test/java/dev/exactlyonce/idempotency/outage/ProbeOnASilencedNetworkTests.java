@@ -64,7 +64,7 @@ class ProbeOnASilencedNetworkTests {
     EventDeliveries deliveries;
 
     @Autowired
-    Outage outage;
+    ConsumptionHalt outage;
 
     /** Straight to the database, not through the proxy the service uses. */
     private final JdbcTemplate jdbcTemplate =

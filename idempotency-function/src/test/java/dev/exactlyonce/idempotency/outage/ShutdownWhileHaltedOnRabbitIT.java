@@ -25,7 +25,7 @@ import org.springframework.context.annotation.Import;
 
 /**
  * A service stopped while consumption is halted, on a real RabbitMQ (a quorum queue, which counts each delivery): the
- * message it holds is given back once a second at most ({@code Outage.HOLD_WHILE_STOPPING}), not given back and
+ * message it holds is given back once a second at most ({@code ConsumptionHalt.HOLD_WHILE_STOPPING}), not given back and
  * delivered again and again until the listener container stops (each time a delivery that RabbitMQ 4.0 to 4.2 count
  * against the queue's delivery limit), however long the service's other beans take to stop between the library's
  * outage and the bindings (2 s here).
@@ -96,7 +96,7 @@ class ShutdownWhileHaltedOnRabbitIT {
         EventEnvelope<ThingHappened> event = Things.thingHappened();
         postgres.cut();
         rabbit.publish(DESTINATION, event);
-        Outage outage = service.getBean(Outage.class);
+        ConsumptionHalt outage = service.getBean(ConsumptionHalt.class);
         await().atMost(Duration.ofSeconds(10)).until(() -> outage.halt() != null);
 
         service.close();

@@ -67,7 +67,7 @@ class SilencedNetworkOnMariaDbTests {
     EventDeliveries deliveries;
 
     @Autowired
-    Outage outage;
+    ConsumptionHalt outage;
 
     private final JdbcTemplate jdbcTemplate =
             new JdbcTemplate(new DriverManagerDataSource(database.jdbcUrl(), database.username(), database.password()));

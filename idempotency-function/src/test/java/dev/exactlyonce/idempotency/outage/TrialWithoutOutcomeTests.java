@@ -76,7 +76,7 @@ class TrialWithoutOutcomeTests {
     EventDeliveries deliveries;
 
     @Autowired
-    Outage outage;
+    ConsumptionHalt outage;
 
     @Autowired
     ApplicationContext context;

@@ -8,7 +8,7 @@ import dev.exactlyonce.idempotency.ThingHappened;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
 import dev.exactlyonce.idempotency.envelope.UuidV7;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
-import dev.exactlyonce.idempotency.outage.Outage;
+import dev.exactlyonce.idempotency.outage.ConsumptionHalt;
 import dev.exactlyonce.idempotency.schema.IdempotencyDatabaseInitializerDetector;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
@@ -83,7 +83,7 @@ class PartitionedModeTests {
     DataSource dataSource;
 
     @Autowired
-    Outage outage;
+    ConsumptionHalt outage;
 
     private static final AtomicInteger TABLES = new AtomicInteger();
 

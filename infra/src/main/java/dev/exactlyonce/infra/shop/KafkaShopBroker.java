@@ -91,7 +91,7 @@ final class KafkaShopBroker implements ShopBroker {
             }
         }
         List<String> topics = topics();
-        Set<String> left = new LinkedHashSet<>(admin().listTopics().names().get());
+        Set<String> left = new LinkedHashSet<>(admin().listTopics().names().get(CALL.toSeconds(), TimeUnit.SECONDS));
         left.retainAll(topics);
         if (!left.isEmpty()) {
             admin().deleteTopics(left).all().get(CALL.toSeconds(), TimeUnit.SECONDS);

@@ -4,8 +4,8 @@ import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.guard.IdempotencyGuardAutoConfiguration;
 import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.jdbc.DatabaseProbe;
+import dev.exactlyonce.idempotency.outage.ConsumptionHalt;
 import dev.exactlyonce.idempotency.outage.IdempotencyOutageAutoConfiguration;
-import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outage.OutageException;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
 import java.time.Duration;
@@ -69,12 +69,12 @@ public class IdempotencyKafkaAutoConfiguration {
     /** A record given back is sought back to every second, without limit; other failures as the binder's handler. */
     @Configuration(proxyBeanMethods = false)
     @ConditionalOnClass(name = "org.springframework.kafka.listener.DefaultErrorHandler")
-    @ConditionalOnBean(Outage.class)
+    @ConditionalOnBean(ConsumptionHalt.class)
     static class ErrorHandlers {
 
         @Bean(KafkaConsumerDefaults.ERROR_HANDLER)
         @ConditionalOnMissingBean(name = KafkaConsumerDefaults.ERROR_HANDLER)
-        DefaultErrorHandler idempotencyKafkaErrorHandler(Outage outage) {
+        DefaultErrorHandler idempotencyKafkaErrorHandler(ConsumptionHalt outage) {
             return kafkaErrorHandler(outage, new FixedBackOff(0, 9));
         }
 
@@ -88,13 +88,13 @@ public class IdempotencyKafkaAutoConfiguration {
         @Bean(KafkaConsumerDefaults.TRANSACTIONAL_ERROR_HANDLER)
         @ConditionalOnMissingBean(name = KafkaConsumerDefaults.TRANSACTIONAL_ERROR_HANDLER)
         TransactionalGiveBacks idempotencyKafkaTransactionalErrorHandler(
-                Outage outage, IdempotencyProperties properties) {
+                ConsumptionHalt outage, IdempotencyProperties properties) {
             return new TransactionalGiveBacks(outage, properties.conflicts());
         }
 
         @Bean(KafkaConsumerDefaults.ERROR_HANDLER_WITHOUT_DLQ)
         @ConditionalOnMissingBean(name = KafkaConsumerDefaults.ERROR_HANDLER_WITHOUT_DLQ)
-        DefaultErrorHandler idempotencyKafkaErrorHandlerWithoutDlq(Outage outage) {
+        DefaultErrorHandler idempotencyKafkaErrorHandlerWithoutDlq(ConsumptionHalt outage) {
             return kafkaErrorHandler(outage, new FixedBackOff(0, 0));
         }
 
@@ -112,7 +112,7 @@ public class IdempotencyKafkaAutoConfiguration {
         }
 
         /** Counted as failures, a record given back would be skipped after ten: neither applied nor dead-lettered. */
-        private static DefaultErrorHandler kafkaErrorHandler(Outage outage, FixedBackOff otherwise) {
+        private static DefaultErrorHandler kafkaErrorHandler(ConsumptionHalt outage, FixedBackOff otherwise) {
             DefaultErrorHandler handler = new DefaultErrorHandler(otherwise);
             FixedBackOff untilOver = new FixedBackOff(1_000, FixedBackOff.UNLIMITED_ATTEMPTS);
             ExponentialBackOff untilPublished = untilPublished();

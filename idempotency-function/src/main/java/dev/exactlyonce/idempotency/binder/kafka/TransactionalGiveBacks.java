@@ -3,8 +3,8 @@ package dev.exactlyonce.idempotency.binder.kafka;
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.outage.ConflictHolds;
+import dev.exactlyonce.idempotency.outage.ConsumptionHalt;
 import dev.exactlyonce.idempotency.outage.DatabaseOutageClassifier;
-import dev.exactlyonce.idempotency.outage.Outage;
 import dev.exactlyonce.idempotency.outage.OutageGiveBack;
 import java.time.Duration;
 import java.util.ArrayList;
@@ -35,14 +35,14 @@ final class TransactionalGiveBacks implements CommonErrorHandler {
 
     private static final Duration OUTAGE_HOLD = Duration.ofSeconds(1);
 
-    private final Outage outage;
+    private final ConsumptionHalt outage;
 
     private final IdempotencyProperties.Conflicts conflicts;
 
     /** Kept past the limit: else each attempt the after-rollback processor counts would start the give-backs again. */
     private final ConflictHolds holds;
 
-    TransactionalGiveBacks(Outage outage, IdempotencyProperties.Conflicts conflicts) {
+    TransactionalGiveBacks(ConsumptionHalt outage, IdempotencyProperties.Conflicts conflicts) {
         this.outage = outage;
         this.conflicts = conflicts;
         this.holds = new ConflictHolds(conflicts);

@@ -6,7 +6,7 @@ import static org.awaitility.Awaitility.await;
 import dev.exactlyonce.idempotency.ThingHappened;
 import dev.exactlyonce.idempotency.Things;
 import dev.exactlyonce.idempotency.envelope.EventEnvelope;
-import dev.exactlyonce.idempotency.outage.Outage;
+import dev.exactlyonce.idempotency.outage.ConsumptionHalt;
 import dev.exactlyonce.idempotency.test.BusinessFunctionProbe;
 import dev.exactlyonce.idempotency.test.EnableIdempotencyTestKit;
 import dev.exactlyonce.idempotency.test.TcpProxy;
@@ -92,7 +92,7 @@ class DeadLetterRecordThroughAnOutageOnRabbitIT {
     BusinessFunctionProbe probe;
 
     @Autowired
-    Outage outage;
+    ConsumptionHalt outage;
 
     @Autowired
     JdbcTemplate jdbcTemplate;

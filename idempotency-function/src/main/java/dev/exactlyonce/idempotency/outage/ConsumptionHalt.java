@@ -2,7 +2,6 @@ package dev.exactlyonce.idempotency.outage;
 
 import dev.exactlyonce.idempotency.IdempotencyProperties;
 import dev.exactlyonce.idempotency.OutageClassifier;
-import dev.exactlyonce.idempotency.internal.BatchMessages;
 import dev.exactlyonce.idempotency.internal.Failures;
 import dev.exactlyonce.idempotency.internal.IdempotencyMetrics;
 import dev.exactlyonce.idempotency.jdbc.DatabaseProbe;
@@ -16,7 +15,6 @@ import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 import org.springframework.beans.factory.DisposableBean;
 import org.springframework.context.SmartLifecycle;
-import org.springframework.integration.IntegrationMessageHeaderAccessor;
 import org.springframework.messaging.Message;
 import org.springframework.util.backoff.BackOffExecution;
 import org.springframework.util.backoff.ExponentialBackOff;
@@ -29,15 +27,12 @@ import org.springframework.util.backoff.ExponentialBackOff;
  * to {@code probe-max-interval}; once one goes through, one message goes first, and its commit resumes consumption. See
  * docs/operations.md, "When things go wrong".
  */
-public final class Outage implements SmartLifecycle, DisposableBean {
+public final class ConsumptionHalt implements SmartLifecycle, DisposableBean {
 
     /** A halt in progress: since when, and why (the failure met last). */
     public record Halt(Instant since, String cause) {}
 
-    /** The delivery a consumer thread is on (by identity), and when its hold must end, in {@link System#nanoTime()}. */
-    private record Delivery(Object key, long deadline) {}
-
-    private static final Logger logger = LoggerFactory.getLogger(Outage.class);
+    private static final Logger logger = LoggerFactory.getLogger(ConsumptionHalt.class);
 
     private static final AtomicInteger instances = new AtomicInteger();
 
@@ -65,7 +60,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
 
     private final List<String> bindingNames = new CopyOnWriteArrayList<>();
 
-    private final ThreadLocal<Delivery> delivery = new ThreadLocal<>();
+    private final DeliveryHold holds;
 
     private final Object lock = new Object();
 
@@ -108,7 +103,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     /** The start of the halt in progress, or of the first of the halts it follows within a minute of each other. */
     private Instant countedFrom = Instant.EPOCH;
 
-    public Outage(
+    public ConsumptionHalt(
             DatabaseProbe probe,
             OutageClassifier classifier,
             IdempotencyProperties.Outage settings,
@@ -119,11 +114,12 @@ public final class Outage implements SmartLifecycle, DisposableBean {
         this.settings = settings;
         this.metrics = metrics;
         this.pausing = pausing;
+        this.holds = new DeliveryHold(settings.maxHold());
         this.lastInterval = settings.probeInitialInterval();
     }
 
     /** @param countsReturns whether the binding's broker counts each return of a delivery (RabbitMQ's quorum queues) */
-    public void guard(String bindingName, boolean countsReturns) {
+    public void register(String bindingName, boolean countsReturns) {
         this.bindingNames.add(bindingName);
         if (countsReturns) {
             this.pausing.countsReturns(bindingName);
@@ -162,23 +158,13 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     }
 
     /** Starts a delivery's hold at its first attempt on this thread; its retries (same source or payload) share it. */
-    public void delivering(Message<?> message) {
-        if (BatchMessages.isPartOfBatch(message)) {
-            // A message of a batch tried alone: the batch's delivery, and its deadline.
-            return;
-        }
-        Object source = message.getHeaders().get(IntegrationMessageHeaderAccessor.SOURCE_DATA);
-        Object key = source != null ? source : message.getPayload();
-        Delivery current = this.delivery.get();
-        if (current == null || current.key() != key) {
-            this.delivery.set(new Delivery(
-                    key, System.nanoTime() + this.settings.maxHold().toNanos()));
-        }
+    public void beginDelivery(Message<?> message) {
+        this.holds.begin(message);
     }
 
     /** The delivery this thread was on ended (committed, or given back): its next message is a new delivery. */
-    public void delivered() {
-        this.delivery.remove();
+    public void endDelivery() {
+        this.holds.end();
     }
 
     /** What is left of the delivery's {@code max-hold}: none where the binder pauses the binding instead. */
@@ -188,11 +174,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
 
     /** How long the delivery this thread is on may still be held: {@code max-hold} when none began. */
     public Duration holdLeft() {
-        Delivery current = this.delivery.get();
-        if (current == null) {
-            return this.settings.maxHold();
-        }
-        return Duration.ofNanos(Math.max(0, current.deadline() - System.nanoTime()));
+        return this.holds.left();
     }
 
     /** The halt in progress, if any. */
@@ -254,7 +236,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     }
 
     /** Halts consumption, unless it is halted already; a trial's message that meets it again fails the trial. */
-    public void detected(Throwable failure) {
+    public void onOutage(Throwable failure) {
         if (Failures.find(failure, OutageException.class) != null) {
             // A message given back after its hold ran out: nothing new about the database.
             return;
@@ -432,7 +414,7 @@ public final class Outage implements SmartLifecycle, DisposableBean {
     }
 
     /** A message's transaction committed, or failed for a reason of its own: the database works. */
-    public void worked() {
+    public void onSuccess() {
         if (this.halt == null) {
             return;
         }
