@@ -87,16 +87,17 @@ public final class Demo {
         boolean brokerMissing = !kafka && !answers(rabbitHost, rabbitPort);
         if (databaseMissing || brokerMissing) {
             if (!dockerAvailable()) {
+                String rabbitMq = kafka ? "" : " and RabbitMQ (port %d, guest/guest)".formatted(rabbitPort);
                 this.out.printf(
-                        ("Nothing to run on: %s. Start %s (port %d, %s) and RabbitMQ (port %d, guest/guest) on"
-                                + " localhost, or a Docker engine so that the demo starts infra/compose.yaml. Other"
-                                + " hosts: %s, RABBITMQ_HOST, RABBITMQ_PORT.%n"),
+                        ("Nothing to run on: %s. Start %s (port %d, %s)%s on localhost, or a Docker engine so that the"
+                                + " demo starts infra/compose.yaml. Other hosts: %s%s.%n"),
                         describeMissing(database, brokerMissing, rabbitHost, rabbitPort),
                         database.displayName(),
                         database.port(),
                         database.administrator(),
-                        rabbitPort,
-                        database.environment());
+                        rabbitMq,
+                        database.environment(),
+                        kafka ? "" : ", RABBITMQ_HOST, RABBITMQ_PORT");
                 return 2;
             }
             // Only what is missing: a server that answers on its port is used as it is.
