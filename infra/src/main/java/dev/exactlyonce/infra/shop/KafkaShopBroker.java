@@ -11,12 +11,12 @@ import java.util.Set;
 import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.function.Function;
 import java.util.stream.Collectors;
 import java.util.stream.IntStream;
 import org.apache.kafka.clients.admin.Admin;
 import org.apache.kafka.clients.admin.AdminClientConfig;
-import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.GroupListing;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
 import org.apache.kafka.clients.admin.NewTopic;
@@ -151,31 +151,32 @@ final class KafkaShopBroker implements ShopBroker {
         return topic(eventName);
     }
 
-    /** Waits (up to two minutes) until every service's consumer has joined its group and been given partitions. */
+    /** Whether every service's consumer has joined its group and been given partitions. */
     @Override
-    public void servicesStarted() throws Exception {
+    public boolean servicesReady() {
         List<String> groups = ShopScenario.SERVICES.stream()
                 .map(service -> service.queue(this.suffix))
                 .toList();
-        long deadline = System.nanoTime() + Duration.ofMinutes(2).toNanos();
-        while (true) {
-            Map<String, ConsumerGroupDescription> described =
-                    admin().describeConsumerGroups(groups).all().get(CALL.toSeconds(), TimeUnit.SECONDS);
-            List<String> joining = described.values().stream()
-                    .filter(group -> group.groupState() != GroupState.STABLE
-                            || group.members().isEmpty())
-                    .map(ConsumerGroupDescription::groupId)
-                    .toList();
-            if (joining.isEmpty()) {
-                return;
-            }
-            if (System.nanoTime() > deadline) {
-                throw new IllegalStateException(
-                        "The consumer groups %s did not become stable within two minutes: see".formatted(joining)
-                                + " the services' logs");
-            }
-            Thread.sleep(200);
+        try {
+            return admin()
+                    .describeConsumerGroups(groups)
+                    .all()
+                    .get(CALL.toSeconds(), TimeUnit.SECONDS)
+                    .values()
+                    .stream()
+                    .allMatch(group -> group.groupState() == GroupState.STABLE
+                            && !group.members().isEmpty());
+        } catch (InterruptedException ex) {
+            Thread.currentThread().interrupt();
+            return false;
+        } catch (ExecutionException | TimeoutException ex) {
+            return false;
         }
+    }
+
+    @Override
+    public void servicesStarted() {
+        // Nothing to bind: the services' groups read their topics.
     }
 
     @Override
@@ -300,6 +301,7 @@ final class KafkaShopBroker implements ShopBroker {
             }
             missing = again;
             if (!missing.isEmpty()) {
+                // Kafka deletes a topic in the background: nothing tells when its name is free again.
                 Thread.sleep(500);
             }
         }
@@ -328,6 +330,7 @@ final class KafkaShopBroker implements ShopBroker {
                 if (!cluster() || System.nanoTime() > deadline) {
                     throw ex;
                 }
+                // A call that failed while a broker was lost: the client finds the partitions' new leaders meanwhile.
                 Thread.sleep(500);
             }
         }

@@ -128,22 +128,18 @@ final class RabbitShopBroker implements ShopBroker {
         return this.exchange;
     }
 
-    /**
-     * Binds each service's replay exchange to its queue and dead-letter queue, as the broker's definitions do, once
-     * the service has declared them.
-     */
+    @Override
+    public boolean servicesReady() {
+        return ShopScenario.SERVICES.stream()
+                .map(service -> service.queue(this.suffix))
+                .allMatch(queue -> queueExists(queue) && queueExists(queue + ".dlq"));
+    }
+
+    /** Binds each service's replay exchange to its queue and dead-letter queue, as the broker's definitions do. */
     @Override
     public void servicesStarted() throws Exception {
         for (ShopScenario.Service service : ShopScenario.SERVICES) {
             String queue = service.queue(this.suffix);
-            long deadline = System.nanoTime() + Duration.ofMinutes(2).toNanos();
-            while (!queueExists(queue) || !queueExists(queue + ".dlq")) {
-                if (System.nanoTime() > deadline) {
-                    throw new TimeoutException("Gave up waiting for the queues of " + service.name() + " after two"
-                            + " minutes: see its log");
-                }
-                Thread.sleep(100);
-            }
             try (Channel channel = admin().createChannel()) {
                 channel.queueBind(queue, ShopBrokerUsers.replayExchange(queue), queue);
                 channel.queueBind(queue + ".dlq", ShopBrokerUsers.replayExchange(queue), queue + ".dlq");

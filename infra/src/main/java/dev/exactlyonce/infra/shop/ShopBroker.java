@@ -43,7 +43,13 @@ public sealed interface ShopBroker extends AutoCloseable permits RabbitShopBroke
     /** Where the order service writes an event of that name: RabbitMQ's exchange, Kafka's topic of the event. */
     String destination(String eventName);
 
-    /** Once the services have started: binds what only exists once they declared it (RabbitMQ's replay exchanges). */
+    /**
+     * Whether the services, started, are on the broker: their queues declared, or their consumers in their groups, with
+     * partitions; not known yet counts as no.
+     */
+    boolean servicesReady();
+
+    /** Once the services are ready: binds what only exists once they declared it (RabbitMQ's replay exchanges). */
     void servicesStarted() throws Exception;
 
     /** The messages waiting for the service: in its queue, or its group's lag on its topics. */

@@ -173,17 +173,13 @@ public final class ShopScenario implements AutoCloseable {
         this.databaseLink = TcpProxy.to(
                 this.settings.database().host(), this.settings.database().port());
         say("payment provider on %s", this.provider.url());
-        List<CompletableFuture<Void>> starting = new ArrayList<>();
         for (Service service : SERVICES) {
             this.ports.put(service.name(), freePort());
             this.managementPorts.put(service.name(), freePort());
             this.jdbc.put(service.name(), jdbc(service.database()));
-            // The emitting service's relay is held back until it is killed: what it commits meanwhile waits in its
-            // outbox, as if its process died between the commit and the publication.
-            boolean holdRelay = !service.emits().isEmpty();
-            starting.add(CompletableFuture.runAsync(() -> startService(service, holdRelay)));
         }
-        CompletableFuture.allOf(starting.toArray(CompletableFuture[]::new)).join();
+        startServices();
+        waitFor(this.broker::servicesReady, "the services' queues or consumer groups on the broker");
         this.broker.servicesStarted();
         say(
                 "%s started from their jars (logs in %s)",
@@ -248,15 +244,8 @@ public final class ShopScenario implements AutoCloseable {
             say("duplicate source 2, the broker: every service's broker connection dropped; the broker redelivers"
                     + " what was delivered and not acknowledged, committed or not");
         } else {
-            List<CompletableFuture<Void>> restarting = new ArrayList<>();
-            for (Service service : SERVICES) {
-                this.processes.get(service.name()).kill();
-                // An emitting service's relay stays held: the next step kills it with events in its outbox.
-                restarting.add(CompletableFuture.runAsync(
-                        () -> startService(service, !service.emits().isEmpty())));
-            }
-            CompletableFuture.allOf(restarting.toArray(CompletableFuture[]::new))
-                    .join();
+            SERVICES.forEach(service -> this.processes.get(service.name()).kill());
+            startServices();
             say("duplicate source 2, the broker: every service killed (kill -9) and started again; each group reads"
                     + " again from its last committed offsets what was delivered, committed or not");
         }
@@ -641,6 +630,18 @@ public final class ShopScenario implements AutoCloseable {
                 "logging.level.org.mariadb.jdbc.message.server.ErrorPacket=ERROR"));
         properties.addAll(this.broker.orderServiceProperties());
         return OrderService.start(this.databases.orderServiceSchema(), properties, this.broker::destination, 42);
+    }
+
+    /**
+     * Starts the services side by side. An emitting service's relay is held back until it is killed: what it commits
+     * meanwhile waits in its outbox, as if its process died between the commit and the publication.
+     */
+    private void startServices() {
+        CompletableFuture.allOf(SERVICES.stream()
+                        .map(service -> CompletableFuture.runAsync(
+                                () -> startService(service, !service.emits().isEmpty())))
+                        .toArray(CompletableFuture[]::new))
+                .join();
     }
 
     private void startService(Service service, boolean holdRelay) {
