@@ -52,6 +52,8 @@ CREATE INDEX processed_event_dl_at_idx ON processed_event_dead_letter (dead_lett
 -- publishable_at, attempts, next_attempt_at, last_error and parked_at are the relay's: when the row became
 -- publishable, and, for a row the broker refused, how often, when it is tried again, why, and when it was parked
 -- (set aside, its key held back, until an operator releases or skips it); skipped_at is when an operator skipped it.
+-- written_xid is the transaction that wrote (or republished) the row: the relay reads the rows committed since its last
+-- read by it.
 CREATE TABLE outbox_event (
     id              uuid        NOT NULL,
     aggregatetype   text        NOT NULL,
@@ -67,6 +69,7 @@ CREATE TABLE outbox_event (
     last_error      text,
     parked_at       timestamptz,
     skipped_at      timestamptz,
+    written_xid     bigint      DEFAULT txid_current(),
     CONSTRAINT outbox_event_pkey PRIMARY KEY (id)
 );
 
@@ -77,6 +80,8 @@ CREATE INDEX outbox_event_published_at_idx ON outbox_event (published_at) WHERE 
 CREATE INDEX outbox_event_held_idx ON outbox_event (aggregatetype, aggregateid) WHERE published_at IS NULL AND attempts > 0;
 
 CREATE INDEX outbox_event_pending_key_idx ON outbox_event (aggregatetype, aggregateid, position) WHERE published_at IS NULL;
+
+CREATE INDEX outbox_event_written_xid_idx ON outbox_event (written_xid) WHERE published_at IS NULL;
 
 -- The keys events were written for: a transaction that writes events locks its keys' rows until it commits, so that
 -- the events of one key take their positions in the order their transactions commit. Purged after the retention.

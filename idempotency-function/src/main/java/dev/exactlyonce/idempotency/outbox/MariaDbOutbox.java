@@ -71,11 +71,14 @@ final class MariaDbOutbox implements OutboxStatements {
     private static final String LOCK_PARTITIONS = """
             SELECT partition_no FROM outbox_relay_lock WHERE partition_no IN (%s) FOR UPDATE SKIP LOCKED""";
 
-    /** One key's oldest unpublished rows, and which are held: the pending rows of several keys are their union. */
+    /**
+     * One key's oldest unpublished rows from its head, and which are held: the pending rows of several keys are their
+     * union.
+     */
     private static final String PENDING = """
             (SELECT id, aggregatetype, aggregateid, type, payload, UNIX_TIMESTAMP(occurred_at), position,
                     attempts > 0 AND (parked_at IS NOT NULL OR next_attempt_at > NOW(6))
-             FROM outbox_event WHERE pending_key = CONCAT(?, CHAR(0 USING utf8mb4), ?)
+             FROM outbox_event WHERE pending_key = CONCAT(?, CHAR(0 USING utf8mb4), ?) AND position >= ?
              ORDER BY position LIMIT ?)""";
 
     private static final String MARK = """
@@ -248,8 +251,8 @@ final class MariaDbOutbox implements OutboxStatements {
 
     @Override
     public List<OutboxSender.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey) {
-        List<Object> parameters = new ArrayList<>(keys.size() * 3);
-        keys.forEach(head -> parameters.addAll(List.of(head.destination(), head.key(), perKey)));
+        List<Object> parameters = new ArrayList<>(keys.size() * 4);
+        keys.forEach(head -> parameters.addAll(List.of(head.destination(), head.key(), head.position(), perKey)));
         return OutboxStatements.withoutHeldKeys(jdbc.query(
                 String.join(" UNION ALL ", Collections.nCopies(keys.size(), PENDING)) + " ORDER BY 7",
                 (row, index) -> new Pending(

@@ -32,8 +32,9 @@ import org.springframework.util.backoff.ExponentialBackOff;
 /**
  * Publishes committed outbox rows and marks them published; see docs/outbox.md, "The relay". A run is one transaction:
  * <ol>
- *   <li>chooses the keys not held whose head waited longest, and locks those of their partitions it can, never waiting;
- *   <li>reads those keys' oldest rows by {@code published_at IS NULL}, never past a position, so none is skipped;
+ *   <li>reads keys' heads ({@link PendingKeys}), chooses those not held whose head waited longest, and locks those of
+ *       their partitions it can, never waiting;
+ *   <li>reads those keys' oldest rows from their heads;
  *   <li>publishes them ({@link OutboxSender}) and marks those confirmed; a refused row holds its key back, or parks.
  * </ol>
  */
@@ -107,8 +108,8 @@ public final class OutboxRelay implements SmartLifecycle {
 
     private final Semaphore wakeUps = new Semaphore(0);
 
-    /** Where the next run reads keys' heads from, when there were more than {@link #MAX_KEYS}: past the last read. */
-    private @Nullable Object scanFrom;
+    /** The keys with unpublished rows, read afresh at each start. */
+    private volatile PendingKeys keys = new PendingKeys();
 
     /** The lag the last run that succeeded measured, and when: while runs fail, the lag gauge goes on from it. */
     private volatile Duration measuredLag = Duration.ZERO;
@@ -166,7 +167,7 @@ public final class OutboxRelay implements SmartLifecycle {
         TransactionStatus transaction = this.transactions.getTransaction(RUN);
         Run run;
         try {
-            Choice choice = choose(readHeads());
+            Choice choice = choose(this.keys.read(sql(), this.jdbc, MAX_KEYS));
             Run batch = publishBatch(choice.keys());
             // Read once the run's refusals are counted: the parked rows it set aside count, and their back-off.
             Duration nextAttempt = readHeld(choice.lag());
@@ -201,29 +202,9 @@ public final class OutboxRelay implements SmartLifecycle {
         }
     }
 
-    /** The heads of up to {@link #MAX_KEYS} keys, past the last key the previous run read: every key's turn comes. */
-    private List<OutboxStatements.Head> readHeads() {
-        Object from = this.scanFrom;
-        OutboxStatements.Heads heads = sql().heads(this.jdbc, from, MAX_KEYS);
-        this.scanFrom = heads.next();
-        if (heads.next() != null || from == null) {
-            return heads.heads();
-        }
-        // The read reached the last key, having begun past the first: the keys before it are read too, once.
-        OutboxStatements.Heads first =
-                sql().heads(this.jdbc, null, MAX_KEYS - heads.heads().size());
-        this.scanFrom = first.next();
-        Set<String> read = new HashSet<>();
-        List<OutboxStatements.Head> all = new ArrayList<>(heads.heads());
-        all.forEach(head -> read.add(OutboxSender.Row.orderKey(head.destination(), head.key())));
-        first.heads().stream()
-                .filter(head -> read.add(OutboxSender.Row.orderKey(head.destination(), head.key())))
-                .forEach(all::add);
-        return all;
-    }
-
     /** Up to {@code batch-size} keys not held whose head waited longest; one only of a destination whose hold ended. */
-    private Choice choose(List<OutboxStatements.Head> heads) {
+    private Choice choose(PendingKeys.Read read) {
+        List<OutboxStatements.Head> heads = read.heads();
         Holds holds = this.publisher.holds();
         double lag = 0;
         int held = 0;
@@ -251,7 +232,7 @@ public final class OutboxRelay implements SmartLifecycle {
                 keys.add(head);
             }
         }
-        return new Choice(keys, lag, held, keys.size() < ready.size() || this.scanFrom != null);
+        return new Choice(keys, lag, held, keys.size() < ready.size() || read.more());
     }
 
     /** The keys chosen, the lag, the keys waiting for a hold, and whether ready keys were left for the next run. */
@@ -469,6 +450,7 @@ public final class OutboxRelay implements SmartLifecycle {
             return;
         }
         this.publisher.check(this.destination);
+        this.keys = new PendingKeys();
         this.running = true;
         this.stopping = new CountDownLatch(1);
         Thread thread = new Thread(this::relay, "idempotency-outbox-relay");

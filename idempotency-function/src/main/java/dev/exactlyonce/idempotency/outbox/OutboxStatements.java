@@ -73,6 +73,31 @@ interface OutboxStatements {
     record Heads(List<Head> heads, @Nullable Object next) {}
 
     /**
+     * The keys of the unpublished rows committed since the read that returned {@code since}, each with the lowest
+     * position among them, whatever order the rows' positions committed in; {@code since} {@code null} reads none,
+     * and starts. {@code null} when the database cannot tell: the relay then reads every key's head in each run.
+     */
+    default @Nullable NewRows newRows(JdbcTemplate jdbc, @Nullable Object since) {
+        return null;
+    }
+
+    /** The keys with rows committed since a read, and what the next read passes as {@code since}. */
+    record NewRows(List<KeyPosition> keys, Object since) {}
+
+    /** A key, and a position (of a row, or below which its rows are published). */
+    record KeyPosition(String destination, String key, long position) {
+
+        String orderKey() {
+            return OutboxSender.Row.orderKey(this.destination, this.key);
+        }
+    }
+
+    /** The heads of these keys, each past its position, one index probe each; called only where {@link #newRows} is. */
+    default List<Head> headsPast(JdbcTemplate jdbc, List<KeyPosition> keys) {
+        throw new UnsupportedOperationException("This database cannot tell the rows written since a read");
+    }
+
+    /**
      * A key's head (oldest unpublished row): {@code held} when refused and waiting for its next attempt, or parked;
      * {@code waited}, the seconds since it became publishable.
      */
@@ -90,7 +115,10 @@ interface OutboxStatements {
     /** Locks those of the partitions no other relay holds (tried, never waited for), until the transaction ends. */
     List<Integer> lockPartitions(JdbcTemplate jdbc, List<Integer> partitions);
 
-    /** Up to {@code perKey} oldest unpublished rows per key, in order; none of a key another relay held back since. */
+    /**
+     * Up to {@code perKey} oldest unpublished rows per key from its head, in order; none of a key another relay held
+     * back since.
+     */
     List<OutboxSender.Row> pending(JdbcTemplate jdbc, List<Head> keys, int perKey);
 
     void markPublished(JdbcTemplate jdbc, List<UUID> ids);

@@ -1,11 +1,15 @@
 package dev.exactlyonce.idempotency.outbox;
 
+import dev.exactlyonce.idempotency.internal.StartupRefusal;
 import java.sql.Connection;
 import java.sql.PreparedStatement;
+import java.sql.ResultSet;
 import java.sql.SQLException;
 import java.sql.Timestamp;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.List;
+import java.util.Objects;
 import java.util.UUID;
 import org.jspecify.annotations.Nullable;
 import org.springframework.jdbc.core.JdbcTemplate;
@@ -36,9 +40,17 @@ final class PostgresOutbox implements OutboxStatements {
 
     private static final String REPUBLISH = """
             UPDATE outbox_event
-            SET published_at = NULL, publishable_at = clock_timestamp(),
+            SET published_at = NULL, publishable_at = clock_timestamp(), written_xid = txid_current(),
                 attempts = 0, next_attempt_at = NULL, last_error = NULL, parked_at = NULL
             WHERE occurred_at >= ? AND occurred_at < ? AND published_at IS NOT NULL AND skipped_at IS NULL""";
+
+    /** What the relay reads of a key's head ({@code head}), as {@link #head} maps it. */
+    private static final String HEAD = """
+            head.aggregatetype, head.aggregateid, head.type, head.position,
+            hashtext(head.aggregatetype || ':' || head.aggregateid) & %d,
+            head.attempts > 0 AND (head.parked_at IS NOT NULL OR head.next_attempt_at > now()),
+            head.attempts > 0 AND head.parked_at IS NOT NULL, head.publishable_at,
+            extract(epoch FROM clock_timestamp() - head.publishable_at)""".formatted(OutboxRelay.PARTITIONS - 1);
 
     /** The head of every key that has one, by a skip scan of the pending rows' key index: one probe per key. */
     static final String HEADS = """
@@ -52,14 +64,39 @@ final class PostgresOutbox implements OutboxStatements {
                     SELECT aggregatetype, aggregateid, position FROM outbox_event
                     WHERE published_at IS NULL AND (aggregatetype, aggregateid) > (heads.aggregatetype, heads.aggregateid)
                     ORDER BY aggregatetype, aggregateid, position LIMIT 1) AS next)
-            SELECT head.aggregatetype, head.aggregateid, head.type, head.position,
-                   hashtext(head.aggregatetype || ':' || head.aggregateid) & %d,
-                   head.attempts > 0 AND (head.parked_at IS NOT NULL OR head.next_attempt_at > now()),
-                   head.attempts > 0 AND head.parked_at IS NOT NULL, head.publishable_at,
-                   extract(epoch FROM clock_timestamp() - head.publishable_at)
+            SELECT %s
             FROM (SELECT * FROM heads LIMIT ?) AS heads
             JOIN outbox_event head ON head.position = heads.position AND head.published_at IS NULL
-            ORDER BY heads.n""".formatted(OutboxRelay.PARTITIONS - 1);
+            ORDER BY heads.n""".formatted(HEAD);
+
+    /**
+     * The head of each key past a position below which its rows are published: the probe starts past them, which a
+     * transaction held open keeps in the index until it ends.
+     */
+    static final String HEADS_PAST = """
+            SELECT %s
+            FROM unnest(?::text[], ?::text[], ?::bigint[])
+                     WITH ORDINALITY AS known (aggregatetype, aggregateid, past, n)
+            CROSS JOIN LATERAL (
+                SELECT * FROM outbox_event
+                WHERE aggregatetype = known.aggregatetype AND aggregateid = known.aggregateid
+                  AND published_at IS NULL AND position > known.past
+                ORDER BY position LIMIT 1) AS head
+            ORDER BY known.n""".formatted(HEAD);
+
+    /**
+     * The keys of the unpublished rows whose transactions the last read's snapshot did not see (running, or begun
+     * after it), with their lowest positions, and this read's snapshot: gap-safe, whatever order positions commit in.
+     */
+    static final String NEW_ROWS = """
+            WITH seen AS (SELECT txid_current_snapshot() AS snapshot)
+            SELECT seen.snapshot::text, written.aggregatetype, written.aggregateid, written.position
+            FROM seen LEFT JOIN (
+                SELECT aggregatetype, aggregateid, min(position) AS position FROM outbox_event
+                WHERE published_at IS NULL
+                  AND (written_xid >= txid_snapshot_xmax(?::txid_snapshot)
+                       OR written_xid = ANY (ARRAY(SELECT txid_snapshot_xip(?::txid_snapshot))))
+                GROUP BY aggregatetype, aggregateid) AS written ON true""";
 
     private static final String IDLE_LIMIT = """
             SELECT set_config('idle_in_transaction_session_timeout', ?, true)""";
@@ -71,11 +108,11 @@ final class PostgresOutbox implements OutboxStatements {
     private static final String PENDING = """
             SELECT event.id, event.aggregatetype, event.aggregateid, event.type, event.payload::text, event.occurred_at,
                    event.attempts > 0 AND (event.parked_at IS NOT NULL OR event.next_attempt_at > now())
-            FROM unnest(?::text[], ?::text[]) AS pending (aggregatetype, aggregateid)
+            FROM unnest(?::text[], ?::text[], ?::bigint[]) AS pending (aggregatetype, aggregateid, head)
             CROSS JOIN LATERAL (
                 SELECT * FROM outbox_event
                 WHERE aggregatetype = pending.aggregatetype AND aggregateid = pending.aggregateid
-                  AND published_at IS NULL
+                  AND published_at IS NULL AND position >= pending.head
                 ORDER BY position LIMIT ?) AS event
             ORDER BY event.position""";
 
@@ -128,7 +165,27 @@ final class PostgresOutbox implements OutboxStatements {
     private static final String REGISTER_PUBLISHER = """
             INSERT INTO outbox_publisher (publisher) VALUES (?) ON CONFLICT DO NOTHING""";
 
+    private static final String WRITTEN_XID = """
+            SELECT EXISTS (
+                SELECT 1 FROM pg_attribute
+                WHERE attrelid = to_regclass('outbox_event') AND attname = 'written_xid' AND NOT attisdropped)""";
+
     private PostgresOutbox() {}
+
+    /** The relay reads the rows written since its last read by {@code written_xid}. */
+    @Override
+    public void checkSchema(JdbcTemplate jdbc, boolean relayed) {
+        if (relayed && !Boolean.TRUE.equals(jdbc.queryForObject(WRITTEN_XID, Boolean.class))) {
+            throw new StartupRefusal(
+                    "The outbox_event table has no written_xid column, by which the relay reads the rows committed"
+                            + " since its last read",
+                    "Add it as the library's migration V9__outbox_written_xid.sql does (the library's Flyway"
+                            + " migrations do when the service migrates with Flyway): ALTER TABLE outbox_event ADD"
+                            + " COLUMN written_xid bigint; ALTER TABLE outbox_event ALTER COLUMN written_xid SET"
+                            + " DEFAULT txid_current(); CREATE INDEX outbox_event_written_xid_idx ON outbox_event"
+                            + " (written_xid) WHERE published_at IS NULL");
+        }
+    }
 
     @Override
     public void insert(JdbcTemplate jdbc, List<Row> rows) {
@@ -164,23 +221,50 @@ final class PostgresOutbox implements OutboxStatements {
     @Override
     public Heads heads(JdbcTemplate jdbc, @Nullable Object after, int maxKeys) {
         String[] from = after instanceof String[] key ? key : new String[] {"", ""};
-        List<Head> heads = jdbc.query(
-                HEADS,
-                (row, index) -> new Head(
-                        row.getString(1),
-                        row.getString(2),
-                        row.getString(3),
-                        row.getLong(4),
-                        row.getInt(5),
-                        row.getBoolean(6),
-                        row.getBoolean(7),
-                        row.getTimestamp(8).toInstant(),
-                        row.getDouble(9)),
-                from[0],
-                from[1],
-                maxKeys);
+        List<Head> heads = jdbc.query(HEADS, PostgresOutbox::head, from[0], from[1], maxKeys);
         Head last = heads.size() == maxKeys ? heads.get(heads.size() - 1) : null;
         return new Heads(heads, last != null ? new String[] {last.destination(), last.key()} : null);
+    }
+
+    @Override
+    public List<Head> headsPast(JdbcTemplate jdbc, List<KeyPosition> keys) {
+        return jdbc.query(
+                HEADS_PAST,
+                PostgresOutbox::head,
+                keys.stream().map(KeyPosition::destination).toArray(String[]::new),
+                keys.stream().map(KeyPosition::key).toArray(String[]::new),
+                keys.stream().map(KeyPosition::position).toArray(Long[]::new));
+    }
+
+    @Override
+    public NewRows newRows(JdbcTemplate jdbc, @Nullable Object since) {
+        // The first read only takes the snapshot: what was committed before it is read in full (heads).
+        String snapshot = since instanceof String last ? last : null;
+        List<KeyPosition> keys = new ArrayList<>();
+        String[] now = new String[1];
+        jdbc.query(
+                since == null ? "SELECT txid_current_snapshot()::text, NULL, NULL, NULL" : NEW_ROWS,
+                row -> {
+                    now[0] = row.getString(1);
+                    if (row.getString(2) != null) {
+                        keys.add(new KeyPosition(row.getString(2), row.getString(3), row.getLong(4)));
+                    }
+                },
+                since == null ? new Object[0] : new Object[] {snapshot, snapshot});
+        return new NewRows(keys, Objects.requireNonNull(now[0]));
+    }
+
+    private static Head head(ResultSet row, int index) throws SQLException {
+        return new Head(
+                row.getString(1),
+                row.getString(2),
+                row.getString(3),
+                row.getLong(4),
+                row.getInt(5),
+                row.getBoolean(6),
+                row.getBoolean(7),
+                row.getTimestamp(8).toInstant(),
+                row.getDouble(9));
     }
 
     @Override
@@ -203,6 +287,7 @@ final class PostgresOutbox implements OutboxStatements {
                         row.getBoolean(7)),
                 keys.stream().map(Head::destination).toArray(String[]::new),
                 keys.stream().map(Head::key).toArray(String[]::new),
+                keys.stream().map(Head::position).toArray(Long[]::new),
                 perKey));
     }
 

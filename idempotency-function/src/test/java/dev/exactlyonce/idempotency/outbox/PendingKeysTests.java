@@ -1,0 +1,126 @@
+package dev.exactlyonce.idempotency.outbox;
+
+import static org.assertj.core.api.Assertions.assertThat;
+
+import dev.exactlyonce.idempotency.test.TestDatabase;
+import dev.exactlyonce.idempotency.test.TestPostgres;
+import java.sql.Connection;
+import java.sql.DriverManager;
+import java.sql.SQLException;
+import java.sql.Statement;
+import java.sql.Timestamp;
+import java.time.Instant;
+import java.util.List;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.springframework.core.io.ClassPathResource;
+import org.springframework.jdbc.core.JdbcTemplate;
+import org.springframework.jdbc.datasource.DriverManagerDataSource;
+import org.springframework.jdbc.datasource.init.ResourceDatabasePopulator;
+
+/**
+ * The keys a relay reads on PostgreSQL once it read every key's head: those of the rows committed since its last read,
+ * whatever order their positions committed in, and those a republication made unpublished again.
+ */
+class PendingKeysTests {
+
+    private final TestDatabase database = TestPostgres.newDatabase("pendingkeys");
+
+    private final JdbcTemplate jdbc = new JdbcTemplate(
+            new DriverManagerDataSource(this.database.jdbcUrl(), this.database.username(), this.database.password()));
+
+    private final PendingKeys keys = new PendingKeys();
+
+    @BeforeEach
+    void outbox() {
+        new ResourceDatabasePopulator(new ClassPathResource("dev/exactlyonce/idempotency/schema-postgresql.sql"))
+                .execute(this.jdbc.getDataSource());
+    }
+
+    @Test
+    void aRowThatCommitsAfterARowWrittenLaterIsRead() throws SQLException {
+        write("old");
+        assertThat(headKeys()).containsExactly("old");
+        try (Connection first = connection()) {
+            first.setAutoCommit(false);
+            write(first, "first");
+            write("second");
+
+            assertThat(headKeys()).containsExactlyInAnyOrder("old", "second");
+            first.commit();
+        }
+
+        assertThat(headKeys())
+                .as("the row written first, committed after the read that found the second")
+                .containsExactlyInAnyOrder("old", "first", "second");
+    }
+
+    @Test
+    void rowsPublishedThenRepublishedAreReadAgain() {
+        Instant from = Instant.now().minusSeconds(1);
+        write("replayed");
+        write("replayed");
+        assertThat(headKeys()).containsExactly("replayed");
+        this.jdbc.update("UPDATE outbox_event SET published_at = now()");
+        assertThat(headKeys()).isEmpty();
+        write("later");
+        assertThat(headKeys()).containsExactly("later");
+
+        PostgresOutbox.INSTANCE.republish(
+                this.jdbc, Timestamp.from(from), Timestamp.from(Instant.now().plusSeconds(1)));
+
+        assertThat(this.keys
+                        .read(PostgresOutbox.INSTANCE, this.jdbc, OutboxRelay.MAX_KEYS)
+                        .heads())
+                .extracting(OutboxStatements.Head::key, OutboxStatements.Head::position)
+                .as("the first of the republished rows heads its key again")
+                .contains(org.assertj.core.groups.Tuple.tuple("replayed", 1L));
+    }
+
+    @Test
+    void pastTheKeysItTracksEveryKeysHeadIsReadStill() {
+        PendingKeys two = new PendingKeys(2);
+        List.of("a", "b", "c", "d", "e").forEach(this::write);
+        assertThat(headKeys(two)).containsExactly("a", "b", "c", "d", "e");
+
+        write("f");
+        write("g");
+
+        assertThat(headKeys(two))
+                .as("the keys it could not track read with every key's head again")
+                .containsExactlyInAnyOrder("a", "b", "c", "d", "e", "f", "g");
+        this.jdbc.update("UPDATE outbox_event SET published_at = now() WHERE aggregateid <> 'g'");
+        assertThat(headKeys(two)).containsExactly("g");
+        write("h");
+        assertThat(headKeys(two)).containsExactlyInAnyOrder("g", "h");
+    }
+
+    private List<String> headKeys() {
+        return headKeys(this.keys);
+    }
+
+    private List<String> headKeys(PendingKeys keys) {
+        return keys.read(PostgresOutbox.INSTANCE, this.jdbc, OutboxRelay.MAX_KEYS).heads().stream()
+                .map(OutboxStatements.Head::key)
+                .toList();
+    }
+
+    private void write(String key) {
+        try (Connection connection = connection()) {
+            write(connection, key);
+        } catch (SQLException ex) {
+            throw new IllegalStateException(ex);
+        }
+    }
+
+    private static void write(Connection connection, String key) throws SQLException {
+        try (Statement statement = connection.createStatement()) {
+            statement.execute("INSERT INTO outbox_event (id, aggregatetype, aggregateid, type, payload) VALUES"
+                    + " (gen_random_uuid(), 'events', '" + key + "', 'test.thing.noticed.v1', '{}')");
+        }
+    }
+
+    private Connection connection() throws SQLException {
+        return DriverManager.getConnection(this.database.jdbcUrl(), this.database.username(), this.database.password());
+    }
+}
