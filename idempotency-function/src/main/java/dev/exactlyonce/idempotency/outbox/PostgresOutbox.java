@@ -87,6 +87,7 @@ final class PostgresOutbox implements OutboxStatements {
     /**
      * The keys of the unpublished rows whose transactions the last read's snapshot did not see (running, or begun
      * after it), with their lowest positions, and this read's snapshot: gap-safe, whatever order positions commit in.
+     * Rows without a transaction (written by a script that set none) are read each time.
      */
     static final String NEW_ROWS = """
             WITH seen AS (SELECT txid_current_snapshot() AS snapshot)
@@ -95,7 +96,8 @@ final class PostgresOutbox implements OutboxStatements {
                 SELECT aggregatetype, aggregateid, min(position) AS position FROM outbox_event
                 WHERE published_at IS NULL
                   AND (written_xid >= txid_snapshot_xmax(?::txid_snapshot)
-                       OR written_xid = ANY (ARRAY(SELECT txid_snapshot_xip(?::txid_snapshot))))
+                       OR written_xid = ANY (ARRAY(SELECT txid_snapshot_xip(?::txid_snapshot)))
+                       OR written_xid IS NULL)
                 GROUP BY aggregatetype, aggregateid) AS written ON true""";
 
     private static final String IDLE_LIMIT = """
@@ -165,10 +167,12 @@ final class PostgresOutbox implements OutboxStatements {
     private static final String REGISTER_PUBLISHER = """
             INSERT INTO outbox_publisher (publisher) VALUES (?) ON CONFLICT DO NOTHING""";
 
+    /** Whether {@code written_xid} is there, with its default. */
     private static final String WRITTEN_XID = """
             SELECT EXISTS (
-                SELECT 1 FROM pg_attribute
-                WHERE attrelid = to_regclass('outbox_event') AND attname = 'written_xid' AND NOT attisdropped)""";
+                SELECT 1 FROM pg_attribute JOIN pg_attrdef ON adrelid = attrelid AND adnum = attnum
+                WHERE attrelid = to_regclass('outbox_event') AND attname = 'written_xid' AND NOT attisdropped
+                  AND pg_get_expr(adbin, adrelid) LIKE 'txid_current()%')""";
 
     private PostgresOutbox() {}
 
@@ -177,8 +181,8 @@ final class PostgresOutbox implements OutboxStatements {
     public void checkSchema(JdbcTemplate jdbc, boolean relayed) {
         if (relayed && !Boolean.TRUE.equals(jdbc.queryForObject(WRITTEN_XID, Boolean.class))) {
             throw new StartupRefusal(
-                    "The outbox_event table has no written_xid column, by which the relay reads the rows committed"
-                            + " since its last read",
+                    "The outbox_event table has no written_xid column defaulting to txid_current(), by which the"
+                            + " relay reads the rows committed since its last read",
                     "Add it as the library's migration V9__outbox_written_xid.sql does (the library's Flyway"
                             + " migrations do when the service migrates with Flyway): ALTER TABLE outbox_event ADD"
                             + " COLUMN written_xid bigint; ALTER TABLE outbox_event ALTER COLUMN written_xid SET"

@@ -42,6 +42,16 @@ class OutboxSchemaOnPostgresTests {
                 .doesNotThrowAnyException();
     }
 
+    @Test
+    void aTableWhoseWritingTransactionHasNoDefaultIsRefused() {
+        DataSource dataSource = schema();
+        new JdbcTemplate(dataSource).update("ALTER TABLE outbox_event ALTER COLUMN written_xid DROP DEFAULT");
+
+        assertThatExceptionOfType(StartupRefusal.class)
+                .isThrownBy(() -> new OutboxPublisherRegistration(dataSource, true).afterPropertiesSet())
+                .withMessageContaining("defaulting to txid_current()");
+    }
+
     private static DataSource schema() {
         var database = TestPostgres.newDatabase("outboxschema");
         DriverManagerDataSource dataSource =

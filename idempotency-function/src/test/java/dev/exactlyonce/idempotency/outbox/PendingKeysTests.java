@@ -9,7 +9,6 @@ import java.sql.DriverManager;
 import java.sql.SQLException;
 import java.sql.Statement;
 import java.sql.Timestamp;
-import java.time.Instant;
 import java.util.List;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -57,7 +56,7 @@ class PendingKeysTests {
 
     @Test
     void rowsPublishedThenRepublishedAreReadAgain() {
-        Instant from = Instant.now().minusSeconds(1);
+        Timestamp from = this.jdbc.queryForObject("SELECT now() - interval '1 second'", Timestamp.class);
         write("replayed");
         write("replayed");
         assertThat(headKeys()).containsExactly("replayed");
@@ -67,7 +66,7 @@ class PendingKeysTests {
         assertThat(headKeys()).containsExactly("later");
 
         PostgresOutbox.INSTANCE.republish(
-                this.jdbc, Timestamp.from(from), Timestamp.from(Instant.now().plusSeconds(1)));
+                this.jdbc, from, this.jdbc.queryForObject("SELECT now() + interval '1 second'", Timestamp.class));
 
         assertThat(this.keys
                         .read(PostgresOutbox.INSTANCE, this.jdbc, OutboxRelay.MAX_KEYS)
@@ -78,21 +77,41 @@ class PendingKeysTests {
     }
 
     @Test
-    void pastTheKeysItTracksEveryKeysHeadIsReadStill() {
+    void pastTheKeysItTracksEveryKeysHeadIsReadAgain() {
         PendingKeys two = new PendingKeys(2);
-        List.of("a", "b", "c", "d", "e").forEach(this::write);
-        assertThat(headKeys(two)).containsExactly("a", "b", "c", "d", "e");
+        write("a");
+        write("b");
+        assertThat(headKeys(two)).containsExactly("a", "b");
+        assertThat(headKeys(two)).as("read past their heads, both tracked").containsExactly("a", "b");
 
-        write("f");
-        write("g");
+        write("c");
 
         assertThat(headKeys(two))
-                .as("the keys it could not track read with every key's head again")
-                .containsExactlyInAnyOrder("a", "b", "c", "d", "e", "f", "g");
-        this.jdbc.update("UPDATE outbox_event SET published_at = now() WHERE aggregateid <> 'g'");
-        assertThat(headKeys(two)).containsExactly("g");
-        write("h");
-        assertThat(headKeys(two)).containsExactlyInAnyOrder("g", "h");
+                .as("a third key, which it cannot track, read with every key's head")
+                .containsExactlyInAnyOrder("a", "b", "c");
+        this.jdbc.update("UPDATE outbox_event SET published_at = now() WHERE aggregateid <> 'c'");
+        assertThat(headKeys(two)).containsExactly("c");
+        write("d");
+        assertThat(headKeys(two)).containsExactlyInAnyOrder("c", "d");
+    }
+
+    @Test
+    void beyondTheMostKeysARunReadsTheNextRunGoesOnPastTheLastItRead() {
+        List.of("a", "b", "c", "d", "e").forEach(this::write);
+        assertThat(this.keys.read(PostgresOutbox.INSTANCE, this.jdbc, 10).heads())
+                .hasSize(5);
+
+        PendingKeys.Read first = this.keys.read(PostgresOutbox.INSTANCE, this.jdbc, 2);
+        PendingKeys.Read second = this.keys.read(PostgresOutbox.INSTANCE, this.jdbc, 2);
+        PendingKeys.Read third = this.keys.read(PostgresOutbox.INSTANCE, this.jdbc, 2);
+
+        assertThat(List.of(first, second, third))
+                .extracting(read ->
+                        read.heads().stream().map(OutboxStatements.Head::key).toList())
+                .containsExactly(List.of("a", "b"), List.of("c", "d"), List.of("e", "a"));
+        assertThat(List.of(first, second, third))
+                .extracting(PendingKeys.Read::more)
+                .containsExactly(true, true, true);
     }
 
     private List<String> headKeys() {
