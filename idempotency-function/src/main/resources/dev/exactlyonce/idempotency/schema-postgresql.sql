@@ -52,8 +52,8 @@ CREATE INDEX processed_event_dl_at_idx ON processed_event_dead_letter (dead_lett
 -- publishable_at, attempts, next_attempt_at, last_error and parked_at are the relay's: when the row became
 -- publishable, and, for a row the broker refused, how often, when it is tried again, why, and when it was parked
 -- (set aside, its key held back, until an operator releases or skips it); skipped_at is when an operator skipped it.
--- written_xid is the transaction that wrote (or republished) the row: the relay reads the rows committed since its last
--- read by it.
+-- written_xid is the transaction that wrote the row, or made it unpublished again: the relay reads the rows committed
+-- since its last read by it.
 CREATE TABLE outbox_event (
     id              uuid        NOT NULL,
     aggregatetype   text        NOT NULL,
@@ -82,6 +82,15 @@ CREATE INDEX outbox_event_held_idx ON outbox_event (aggregatetype, aggregateid) 
 CREATE INDEX outbox_event_pending_key_idx ON outbox_event (aggregatetype, aggregateid, position) WHERE published_at IS NULL;
 
 CREATE INDEX outbox_event_written_xid_idx ON outbox_event (written_xid) WHERE published_at IS NULL;
+
+-- A row made unpublished again (Outbox.republish, or an operator's UPDATE ... SET published_at = NULL) is new to the
+-- relay too.
+CREATE FUNCTION outbox_event_unpublished() RETURNS trigger LANGUAGE plpgsql
+    AS 'BEGIN NEW.written_xid := txid_current(); RETURN NEW; END';
+
+CREATE TRIGGER outbox_event_unpublished BEFORE UPDATE OF published_at ON outbox_event
+    FOR EACH ROW WHEN (NEW.published_at IS NULL AND OLD.published_at IS NOT NULL)
+    EXECUTE FUNCTION outbox_event_unpublished();
 
 -- The keys events were written for: a transaction that writes events locks its keys' rows until it commits, so that
 -- the events of one key take their positions in the order their transactions commit. Purged after the retention.

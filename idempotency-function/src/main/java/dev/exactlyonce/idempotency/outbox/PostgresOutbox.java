@@ -40,7 +40,7 @@ final class PostgresOutbox implements OutboxStatements {
 
     private static final String REPUBLISH = """
             UPDATE outbox_event
-            SET published_at = NULL, publishable_at = clock_timestamp(), written_xid = txid_current(),
+            SET published_at = NULL, publishable_at = clock_timestamp(),
                 attempts = 0, next_attempt_at = NULL, last_error = NULL, parked_at = NULL
             WHERE occurred_at >= ? AND occurred_at < ? AND published_at IS NOT NULL AND skipped_at IS NULL""";
 
@@ -167,27 +167,28 @@ final class PostgresOutbox implements OutboxStatements {
     private static final String REGISTER_PUBLISHER = """
             INSERT INTO outbox_publisher (publisher) VALUES (?) ON CONFLICT DO NOTHING""";
 
-    /** Whether {@code written_xid} is there, with its default. */
+    /** Whether {@code written_xid} is there, with its default, and the trigger that sets it on a row unpublished. */
     private static final String WRITTEN_XID = """
             SELECT EXISTS (
-                SELECT 1 FROM pg_attribute JOIN pg_attrdef ON adrelid = attrelid AND adnum = attnum
-                WHERE attrelid = to_regclass('outbox_event') AND attname = 'written_xid' AND NOT attisdropped
-                  AND pg_get_expr(adbin, adrelid) LIKE 'txid_current()%')""";
+                       SELECT 1 FROM pg_attribute JOIN pg_attrdef ON adrelid = attrelid AND adnum = attnum
+                       WHERE attrelid = to_regclass('outbox_event') AND attname = 'written_xid' AND NOT attisdropped
+                         AND pg_get_expr(adbin, adrelid) LIKE 'txid_current()%')
+               AND EXISTS (
+                       SELECT 1 FROM pg_trigger
+                       WHERE tgrelid = to_regclass('outbox_event') AND tgname = 'outbox_event_unpublished')""";
 
     private PostgresOutbox() {}
 
-    /** The relay reads the rows written since its last read by {@code written_xid}. */
+    /** The relay reads the rows written, or made unpublished, since its last read by {@code written_xid}. */
     @Override
     public void checkSchema(JdbcTemplate jdbc, boolean relayed) {
         if (relayed && !Boolean.TRUE.equals(jdbc.queryForObject(WRITTEN_XID, Boolean.class))) {
             throw new StartupRefusal(
-                    "The outbox_event table has no written_xid column defaulting to txid_current(), by which the"
-                            + " relay reads the rows committed since its last read",
-                    "Add it as the library's migration V9__outbox_written_xid.sql does (the library's Flyway"
-                            + " migrations do when the service migrates with Flyway): ALTER TABLE outbox_event ADD"
-                            + " COLUMN written_xid bigint; ALTER TABLE outbox_event ALTER COLUMN written_xid SET"
-                            + " DEFAULT txid_current(); CREATE INDEX outbox_event_written_xid_idx ON outbox_event"
-                            + " (written_xid) WHERE published_at IS NULL");
+                    "The outbox_event table has no written_xid column defaulting to txid_current(), or no trigger"
+                            + " outbox_event_unpublished setting it on a row made unpublished again: the relay reads"
+                            + " by it the rows committed since its last read",
+                    "Add them as the library's migration V9__outbox_written_xid.sql does (the library's Flyway"
+                            + " migrations do when the service migrates with Flyway; schema-postgresql.sql has them)");
         }
     }
 

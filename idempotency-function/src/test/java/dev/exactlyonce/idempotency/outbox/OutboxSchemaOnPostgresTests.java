@@ -15,8 +15,9 @@ import org.springframework.jdbc.datasource.init.ResourceDatabasePopulator;
 
 /**
  * On PostgreSQL the relay reads the rows committed since its last read by the transaction that wrote them
- * ({@code written_xid}): a table made by a team's own script from an earlier release lacks it, and every run would
- * fail. An instance that relays refuses to start on it, and says what to add.
+ * ({@code written_xid}, which a trigger sets on a row made unpublished again): a table made by a team's own script from
+ * an earlier release lacks them, and every run would fail, or miss rows. An instance that relays refuses to start on
+ * it, and says what to add.
  */
 class OutboxSchemaOnPostgresTests {
 
@@ -36,7 +37,7 @@ class OutboxSchemaOnPostgresTests {
         assertThatExceptionOfType(StartupRefusal.class)
                 .isThrownBy(() -> new OutboxPublisherRegistration(dataSource, true).afterPropertiesSet())
                 .withMessageContaining("no written_xid column")
-                .satisfies(refusal -> assertThat(refusal.action()).contains("SET DEFAULT txid_current()"));
+                .satisfies(refusal -> assertThat(refusal.action()).contains("V9__outbox_written_xid.sql"));
         assertThatCode(() -> new OutboxPublisherRegistration(dataSource, false).afterPropertiesSet())
                 .as("an instance that leaves the outbox to another process")
                 .doesNotThrowAnyException();
@@ -50,6 +51,16 @@ class OutboxSchemaOnPostgresTests {
         assertThatExceptionOfType(StartupRefusal.class)
                 .isThrownBy(() -> new OutboxPublisherRegistration(dataSource, true).afterPropertiesSet())
                 .withMessageContaining("defaulting to txid_current()");
+    }
+
+    @Test
+    void aTableWithoutTheTriggerOfRowsUnpublishedAgainIsRefused() {
+        DataSource dataSource = schema();
+        new JdbcTemplate(dataSource).update("DROP TRIGGER outbox_event_unpublished ON outbox_event");
+
+        assertThatExceptionOfType(StartupRefusal.class)
+                .isThrownBy(() -> new OutboxPublisherRegistration(dataSource, true).afterPropertiesSet())
+                .withMessageContaining("no trigger outbox_event_unpublished");
     }
 
     private static DataSource schema() {

@@ -114,6 +114,18 @@ class PendingKeysTests {
                 .containsExactly(true, true, true);
     }
 
+    @Test
+    void rowsAnOperatorMakesUnpublishedByHandAreReadAgain() {
+        write("replayed");
+        assertThat(headKeys()).containsExactly("replayed");
+        this.jdbc.update("UPDATE outbox_event SET published_at = now()");
+        assertThat(headKeys()).isEmpty();
+
+        this.jdbc.update("UPDATE outbox_event SET published_at = NULL");
+
+        assertThat(headKeys()).containsExactly("replayed");
+    }
+
     private List<String> headKeys() {
         return headKeys(this.keys);
     }
