@@ -16,4 +16,4 @@ DROP TRIGGER IF EXISTS outbox_event_unpublished ON outbox_event;
 
 CREATE TRIGGER outbox_event_unpublished BEFORE UPDATE OF published_at ON outbox_event
     FOR EACH ROW WHEN (NEW.published_at IS NULL AND OLD.published_at IS NOT NULL)
-    EXECUTE FUNCTION outbox_event_unpublished();
+    EXECUTE PROCEDURE outbox_event_unpublished();

@@ -90,7 +90,7 @@ CREATE FUNCTION outbox_event_unpublished() RETURNS trigger LANGUAGE plpgsql
 
 CREATE TRIGGER outbox_event_unpublished BEFORE UPDATE OF published_at ON outbox_event
     FOR EACH ROW WHEN (NEW.published_at IS NULL AND OLD.published_at IS NOT NULL)
-    EXECUTE FUNCTION outbox_event_unpublished();
+    EXECUTE PROCEDURE outbox_event_unpublished();
 
 -- The keys events were written for: a transaction that writes events locks its keys' rows until it commits, so that
 -- the events of one key take their positions in the order their transactions commit. Purged after the retention.

@@ -175,7 +175,8 @@ final class PostgresOutbox implements OutboxStatements {
                          AND pg_get_expr(adbin, adrelid) LIKE 'txid_current()%')
                AND EXISTS (
                        SELECT 1 FROM pg_trigger
-                       WHERE tgrelid = to_regclass('outbox_event') AND tgname = 'outbox_event_unpublished')""";
+                       WHERE tgrelid = to_regclass('outbox_event') AND tgname = 'outbox_event_unpublished'
+                         AND tgenabled IN ('O', 'A'))""";
 
     private PostgresOutbox() {}
 
@@ -184,11 +185,12 @@ final class PostgresOutbox implements OutboxStatements {
     public void checkSchema(JdbcTemplate jdbc, boolean relayed) {
         if (relayed && !Boolean.TRUE.equals(jdbc.queryForObject(WRITTEN_XID, Boolean.class))) {
             throw new StartupRefusal(
-                    "The outbox_event table has no written_xid column defaulting to txid_current(), or no trigger"
-                            + " outbox_event_unpublished setting it on a row made unpublished again: the relay reads"
-                            + " by it the rows committed since its last read",
-                    "Add them as the library's migration V9__outbox_written_xid.sql does (the library's Flyway"
-                            + " migrations do when the service migrates with Flyway; schema-postgresql.sql has them)");
+                    "The outbox_event table has no written_xid column defaulting to txid_current(), or no enabled"
+                            + " trigger outbox_event_unpublished setting it on a row made unpublished again: the relay"
+                            + " reads by it the rows committed since its last read",
+                    "Add them as the library's migration db/idempotency/postgresql-common/V9__outbox_written_xid.sql"
+                            + " does (the library's Flyway migrations do when the service migrates with Flyway;"
+                            + " schema-postgresql.sql has them), or enable the trigger");
         }
     }
 

@@ -127,8 +127,11 @@ class OutageOfEveryBindingOnRabbitIT {
                 .until(() -> this.recorder.attempts(audited.eventId()).isEmpty());
         postgres.restore();
 
+        // The recorder hears of an attempt once its transaction ended, which may be after the effect is visible.
         await().atMost(Duration.ofSeconds(20))
-                .until(() -> count("thing_effect", recorded) == 1 && count("thing_audit", audited) == 1);
+                .until(() -> count("thing_effect", recorded) == 1
+                        && count("thing_audit", audited) == 1
+                        && !this.recorder.attempts(audited.eventId()).isEmpty());
         assertThat(this.recorder.attempts(audited.eventId()))
                 .as("auditThing's message was held before its first attempt, by the halt recordThing's binding found")
                 .hasSize(1)

@@ -60,7 +60,17 @@ class OutboxSchemaOnPostgresTests {
 
         assertThatExceptionOfType(StartupRefusal.class)
                 .isThrownBy(() -> new OutboxPublisherRegistration(dataSource, true).afterPropertiesSet())
-                .withMessageContaining("no trigger outbox_event_unpublished");
+                .withMessageContaining("no enabled trigger outbox_event_unpublished");
+    }
+
+    @Test
+    void aTableWhoseTriggerIsDisabledIsRefused() {
+        DataSource dataSource = schema();
+        new JdbcTemplate(dataSource).update("ALTER TABLE outbox_event DISABLE TRIGGER outbox_event_unpublished");
+
+        assertThatExceptionOfType(StartupRefusal.class)
+                .isThrownBy(() -> new OutboxPublisherRegistration(dataSource, true).afterPropertiesSet())
+                .withMessageContaining("no enabled trigger outbox_event_unpublished");
     }
 
     private static DataSource schema() {
